@@ -1,0 +1,3 @@
+module github.com/tagalloc/tagalloc
+
+go 1.26
