@@ -1,0 +1,179 @@
+// Building the preload library: embedded sources → per-user cache → path.
+
+package cgo
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Sources holds the C sources (src/) and the public header (include/).
+//
+//go:embed src include
+var Sources embed.FS
+
+// LibraryName is the file name of the built preload library.
+const LibraryName = "libtagalloc.so"
+
+// ErrNoCompiler is returned when no C compiler can be found.
+var ErrNoCompiler = errors.New("no C compiler found (tried $CC, cc, gcc): install one (apt-get install gcc) or set CC")
+
+// CFlags are the flags every build of the library uses. Warnings are on;
+// Strict builds (CI, tests) add -Werror.
+var CFlags = []string{
+	"-std=gnu11", "-O2", "-g", "-fPIC", "-fvisibility=hidden",
+	"-ftls-model=initial-exec", "-fno-semantic-interposition",
+	"-fno-builtin-malloc", "-fno-builtin-free", "-fno-builtin-calloc", "-fno-builtin-realloc",
+	"-Wall", "-Wextra", "-D_GNU_SOURCE",
+}
+
+// LDFlags link the shared library.
+var LDFlags = []string{"-shared", "-Wl,-z,now", "-Wl,-z,nodelete", "-lpthread"}
+
+// Compiler returns the C compiler to use: $CC, else cc, else gcc.
+func Compiler() (string, error) {
+	var tries []string
+	if cc := os.Getenv("CC"); cc != "" {
+		tries = append(tries, cc)
+	}
+	tries = append(tries, "cc", "gcc")
+	for _, c := range tries {
+		if p, err := exec.LookPath(c); err == nil {
+			return p, nil
+		}
+	}
+	return "", ErrNoCompiler
+}
+
+// WriteSources copies the embedded sources into dir (creating dir/src and
+// dir/include) and returns dir.
+func WriteSources(dir string) error {
+	return fs.WalkDir(Sources, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(path))
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		b, err := Sources.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
+}
+
+// sourceHash hashes every embedded file (name and contents), the compiler's
+// identity and the flags, so any change rebuilds.
+func sourceHash(cc string, flags []string) (string, error) {
+	h := sha256.New()
+	var names []string
+	err := fs.WalkDir(Sources, ".", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			names = append(names, path)
+		}
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		b, _ := Sources.ReadFile(n)
+		fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
+		h.Write(b)
+	}
+	fmt.Fprintf(h, "cc=%s\x00flags=%s\x00", cc, strings.Join(flags, " "))
+	if fi, err := os.Stat(cc); err == nil {
+		fmt.Fprintf(h, "ccsize=%d ccmtime=%d\x00", fi.Size(), fi.ModTime().UnixNano())
+	}
+	return hex.EncodeToString(h.Sum(nil))[:20], nil
+}
+
+// CacheDir is where built libraries are kept: $TAGALLOC_CACHE, else the
+// user cache directory (for example ~/.cache/tagalloc).
+func CacheDir() (string, error) {
+	if d := os.Getenv("TAGALLOC_CACHE"); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory (set TAGALLOC_CACHE): %w", err)
+	}
+	return filepath.Join(d, "tagalloc"), nil
+}
+
+// BuildOptions change how the library is built.
+type BuildOptions struct {
+	Strict bool     // add -Werror
+	Extra  []string // extra compiler flags (for example -DTA_DEBUG=2)
+}
+
+var buildMu sync.Mutex
+
+// Library returns the absolute path of the preload library, building it
+// first if the cache does not hold one for these sources.
+func Library() (string, error) { return Build(BuildOptions{}) }
+
+// Build builds (or finds in the cache) the library with the given options.
+func Build(o BuildOptions) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	cc, err := Compiler()
+	if err != nil {
+		return "", err
+	}
+	flags := append([]string(nil), CFlags...)
+	if o.Strict {
+		flags = append(flags, "-Werror")
+	}
+	flags = append(flags, o.Extra...)
+	key, err := sourceHash(cc, append(flags, LDFlags...))
+	if err != nil {
+		return "", err
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, key)
+	lib := filepath.Join(dir, LibraryName)
+	if _, err := os.Stat(lib); err == nil {
+		return lib, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("creating cache %s: %w", dir, err)
+	}
+	work, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	if err := WriteSources(work); err != nil {
+		return "", err
+	}
+	tmp := filepath.Join(work, LibraryName)
+	args := append(append([]string(nil), flags...), "-I", filepath.Join(work, "include"),
+		"-o", tmp, filepath.Join(work, "src", "static.c"))
+	args = append(args, LDFlags...)
+	cmd := exec.Command(cc, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("building %s with %s failed: %v\n%s", LibraryName, cc, err, out)
+	}
+	if err := os.Rename(tmp, lib); err != nil {
+		return "", err
+	}
+	return lib, nil
+}
