@@ -21,6 +21,11 @@ int tagalloc_version(void);
 /* Return retained free memory to the OS now (as malloc_trim(0) does). */
 void tagalloc_purge(void);
 
+/* Check the allocator's invariants for the calling thread's heap and the
+ * arenas; print "tagalloc: ..." and abort if one is broken. Returns the
+ * number of 64 KiB pages in use. A debugging aid: it walks the heap. */
+size_t tagalloc_check(void);
+
 #ifdef __cplusplus
 }
 #endif

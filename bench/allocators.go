@@ -1,0 +1,129 @@
+// Allocators: which malloc each run gets, and where its library is.
+
+package bench
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tagalloc/tagalloc/cgo"
+)
+
+// Allocator is one malloc implementation under test.
+type Allocator struct {
+	Name string
+	// Preload is the library put in LD_PRELOAD; "" for glibc, which is
+	// what a dynamically linked program gets without one.
+	Preload string
+}
+
+// Glibc is the baseline: no preload.
+const Glibc = "glibc"
+
+// DefaultAllocators is the default -alloc list, in table order.
+var DefaultAllocators = []string{Glibc, "jemalloc", "mimalloc", "tcmalloc", "tagalloc"}
+
+// libDirs are searched for the system allocators (Debian multiarch first).
+var libDirs = []string{
+	"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+	"/usr/lib64", "/usr/lib", "/usr/local/lib",
+}
+
+// knownLibs are the shared objects of the allocators Debian packages.
+var knownLibs = map[string][]string{
+	"jemalloc": {"libjemalloc.so.2"},
+	"mimalloc": {"libmimalloc.so.2", "libmimalloc.so"},
+	"tcmalloc": {"libtcmalloc_minimal.so.4", "libtcmalloc.so.4"},
+}
+
+// TagallocLibrary finds tagalloc's library; a variable so tests can stub it.
+var TagallocLibrary = cgo.Library
+
+// FindAllocators resolves names (each "name" or "name=/path/lib.so") to
+// allocators. One that cannot be found is left out, with a note saying why;
+// an unknown name without a path is an error.
+func FindAllocators(names []string) (found []Allocator, notes []string, err error) {
+	seen := map[string]bool{}
+	for _, spec := range names {
+		spec = strings.TrimSpace(spec)
+		if spec == "" {
+			continue
+		}
+		name, path, hasPath := strings.Cut(spec, "=")
+		if seen[name] {
+			return nil, nil, fmt.Errorf("allocator %q given twice", name)
+		}
+		seen[name] = true
+		if hasPath {
+			abs, err := filepath.Abs(path)
+			if err == nil {
+				_, err = os.Stat(abs)
+			}
+			if err != nil {
+				notes = append(notes, fmt.Sprintf("%s: skipped: %v", name, err))
+				continue
+			}
+			found = append(found, Allocator{Name: name, Preload: abs})
+			continue
+		}
+		switch name {
+		case Glibc:
+			found = append(found, Allocator{Name: Glibc})
+		case "tagalloc":
+			lib, err := TagallocLibrary()
+			if err != nil {
+				notes = append(notes, "tagalloc: skipped, its library does not build yet: "+firstLine(err.Error()))
+				continue
+			}
+			found = append(found, Allocator{Name: name, Preload: lib})
+		default:
+			files, ok := knownLibs[name]
+			if !ok {
+				return nil, nil, fmt.Errorf("unknown allocator %q (known: %s; or give name=/path/to/lib.so)",
+					name, strings.Join(DefaultAllocators, ", "))
+			}
+			if lib := findLib(files); lib != "" {
+				found = append(found, Allocator{Name: name, Preload: lib})
+			} else {
+				notes = append(notes, fmt.Sprintf("%s: skipped, %s not found in %s (apt-get install lib%s*)",
+					name, files[0], strings.Join(libDirs, ", "), name))
+			}
+		}
+	}
+	return found, notes, nil
+}
+
+func findLib(files []string) string {
+	for _, d := range libDirs {
+		for _, f := range files {
+			p := filepath.Join(d, f)
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+// environ returns env without LD_PRELOAD, then with preload (if any) and
+// extra added.
+func environ(env []string, preload string, extra []string) []string {
+	out := make([]string, 0, len(env)+len(extra)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "LD_PRELOAD=") {
+			out = append(out, kv)
+		}
+	}
+	out = append(out, extra...)
+	if preload != "" {
+		out = append(out, "LD_PRELOAD="+preload)
+	}
+	return out
+}

@@ -1,0 +1,296 @@
+// Workloads: the registry of what is measured, and the build of the C
+// workloads and the glibc shim (embedded sources → cached binaries).
+
+package bench
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/tagalloc/tagalloc/cgo"
+)
+
+// sources holds the C workloads, the scripts the real programs run, and the
+// glibc shim.
+//
+//go:embed workloads preload
+var sources embed.FS
+
+// Kind says how a workload is run.
+type Kind int
+
+const (
+	// KindC is a C program from workloads/, built by Build.
+	KindC Kind = iota
+	// KindProgram is an installed program run with a script from workloads/.
+	KindProgram
+	// KindRedis is redis-server measured with redis-benchmark (see redis.go).
+	KindRedis
+)
+
+// Workload is one thing the harness measures.
+type Workload struct {
+	Name string
+	Doc  string
+	Kind Kind
+	// Program: for KindC the C file's base name in workloads/ (without
+	// .c); for KindProgram the program to run (an absolute path tried
+	// first, then its base name on $PATH).
+	Program string
+	// Args and QuickArgs are the arguments of a full and of a quick run
+	// (unit tests, go test -bench). "$SRC/" is replaced by the directory
+	// holding the embedded scripts.
+	Args, QuickArgs []string
+	// Stdin names a file (with "$SRC/") fed to the program's input.
+	Stdin string
+	// Env is added to the environment of the measured process.
+	Env []string
+	// TimeMetric, when set, names the "metric" line whose value (seconds)
+	// is the workload's time instead of the wall time of the process.
+	TimeMetric string
+	// GlibcShim makes the glibc run preload the shim: the program links
+	// another allocator itself, and without the shim "glibc" would not be.
+	GlibcShim bool
+}
+
+// Workloads returns every workload, in report order.
+func Workloads() []Workload {
+	return []Workload{
+		{Name: "small_random", Kind: KindC, Program: "small_random",
+			Doc:  "random sizes 8..1024 B replacing random slots of a 20k working set, 1 thread",
+			Args: []string{"1"}, QuickArgs: []string{"1", "1000000", "5000"}},
+		{Name: "small_random_mt", Kind: KindC, Program: "small_random",
+			Doc:  "small_random on 2 threads, each with its own working set",
+			Args: []string{"2"}, QuickArgs: []string{"2", "1000000", "5000"}},
+		{Name: "prodcons", Kind: KindC, Program: "prodcons",
+			Doc:  "producer mallocs, consumer frees (cross-thread frees through an SPSC ring)",
+			Args: []string{"1"}, QuickArgs: []string{"1", "300000"}},
+		{Name: "realloc_chain", Kind: KindC, Program: "realloc_chain",
+			Doc:  "8 interleaved buffers grown 1..64 B at a time by realloc to 1..4 MiB",
+			Args: []string{"8"}, QuickArgs: []string{"8", "1", "1024"}},
+		{Name: "large", Kind: KindC, Program: "large",
+			Doc:  "blocks of 64 KiB..64 MiB, 4 live, every page touched",
+			Args: []string{}, QuickArgs: []string{"40"}},
+		{Name: "larson", Kind: KindC, Program: "larson",
+			Doc:  "larson server simulation: 2 threads per epoch, blocks freed by later threads",
+			Args: []string{"2"}, QuickArgs: []string{"2", "10", "50000"}},
+		{Name: "cache_scratch", Kind: KindC, Program: "cache_scratch",
+			Doc:  "passive false sharing: 2 threads write small blocks handed out back to back",
+			Args: []string{"2"}, QuickArgs: []string{"2", "500"}},
+		{Name: "rss_after_free", Kind: KindC, Program: "rss_after_free",
+			Doc:  "1 GiB of mixed sizes touched, freed in shuffled order; VmRSS 1 s later (time: alloc/free phase)",
+			Args: []string{}, QuickArgs: []string{"64", "1", "100"}, TimeMetric: "work_s"},
+		{Name: "python", Kind: KindProgram, Program: "/usr/bin/python3",
+			Doc:  "python3: build records, JSON round trips, sort, index (default pymalloc)",
+			Args: []string{"$SRC/python_bench.py"}, QuickArgs: []string{"$SRC/python_bench.py", "1"},
+			Env: []string{"PYTHONHASHSEED=0", "PYTHONDONTWRITEBYTECODE=1"}},
+		{Name: "python_malloc", Kind: KindProgram, Program: "/usr/bin/python3",
+			Doc:  "the python workload with PYTHONMALLOC=malloc: every object from malloc",
+			Args: []string{"$SRC/python_bench.py", "2"}, QuickArgs: []string{"$SRC/python_bench.py", "1"},
+			Env: []string{"PYTHONHASHSEED=0", "PYTHONDONTWRITEBYTECODE=1", "PYTHONMALLOC=malloc"}},
+		{Name: "sqlite", Kind: KindProgram, Program: "/usr/bin/sqlite3",
+			Doc:  "sqlite3 :memory:: 200k rows, 2 indexes, aggregates, join, update, delete",
+			Args: []string{":memory:"}, QuickArgs: []string{":memory:"}, Stdin: "$SRC/sqlite_bench.sql"},
+		{Name: "redis", Kind: KindRedis, Program: "/usr/bin/redis-server",
+			Doc:       "redis-server on loopback; time = redis-benchmark -P 16 set,get,lpush,lpop; RSS = server's",
+			Args:      []string{"300000"},
+			QuickArgs: []string{"20000"},
+			GlibcShim: true},
+	}
+}
+
+// Select returns the workloads whose names match match (nil: all).
+func Select(all []Workload, match func(string) bool) []Workload {
+	var out []Workload
+	for _, w := range all {
+		if match == nil || match(w.Name) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// CFlags build the C workloads; Build adds -Werror when asked to be strict.
+var CFlags = []string{"-O2", "-pthread", "-Wall", "-Wextra", "-std=gnu11", "-D_GNU_SOURCE"}
+
+// ShimFlags build the glibc shim.
+var ShimFlags = []string{"-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wall", "-Wextra", "-D_GNU_SOURCE"}
+
+// Built is a built set of workloads.
+type Built struct {
+	Dir  string // root: bin/, lib/, src/
+	Shim string // path of the glibc shim
+}
+
+// Bin is the path of the built C workload name.
+func (b *Built) Bin(name string) string { return filepath.Join(b.Dir, "bin", name) }
+
+// Src is the directory holding the embedded scripts.
+func (b *Built) Src() string { return filepath.Join(b.Dir, "src", "workloads") }
+
+// BuildOptions change Build.
+type BuildOptions struct {
+	Dir    string // build here (default: a directory per source hash in the cache)
+	Strict bool   // add -Werror
+}
+
+// Build writes the embedded sources and compiles every C workload and the
+// shim, or returns an earlier build of the same sources, compiler and flags.
+func Build(o BuildOptions) (*Built, error) {
+	cc, err := cgo.Compiler()
+	if err != nil {
+		return nil, err
+	}
+	cflags := append([]string(nil), CFlags...)
+	if o.Strict {
+		cflags = append(cflags, "-Werror")
+	}
+	if o.Dir != "" {
+		return buildIn(o.Dir, cc, cflags, o.Strict)
+	}
+	key, err := sourceKey(cc, cflags)
+	if err != nil {
+		return nil, err
+	}
+	cache, err := cgo.CacheDir()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(cache, "bench-"+key)
+	if _, err := os.Stat(filepath.Join(dir, "built")); err == nil {
+		return built(dir), nil
+	}
+	// Build beside the final place and rename, so a concurrent or
+	// interrupted build never leaves a half-built directory behind.
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return nil, fmt.Errorf("creating cache %s: %w", cache, err)
+	}
+	tmp, err := os.MkdirTemp(cache, "bench-build-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := buildIn(tmp, cc, cflags, o.Strict); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(filepath.Join(dir, "built")); serr != nil {
+			return nil, err
+		}
+	}
+	return built(dir), nil
+}
+
+func built(dir string) *Built {
+	return &Built{Dir: dir, Shim: filepath.Join(dir, "lib", "glibc_shim.so")}
+}
+
+// buildIn writes the sources into dir and compiles everything there.
+func buildIn(dir, cc string, cflags []string, strict bool) (*Built, error) {
+	b := built(dir)
+	for _, d := range []string{"bin", "lib", "src"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := writeSources(filepath.Join(dir, "src")); err != nil {
+		return nil, err
+	}
+	cfiles, err := fs.Glob(sources, "workloads/*.c")
+	if err != nil {
+		return nil, err
+	}
+	srcDir := b.Src()
+	for _, f := range cfiles {
+		name := strings.TrimSuffix(path.Base(f), ".c")
+		args := append(append([]string(nil), cflags...), "-o", b.Bin(name), filepath.Join(srcDir, name+".c"))
+		if err := compile(cc, args); err != nil {
+			return nil, fmt.Errorf("building workload %s: %w", name, err)
+		}
+	}
+	sflags := append([]string(nil), ShimFlags...)
+	if strict {
+		sflags = append(sflags, "-Werror")
+	}
+	args := append(sflags, "-o", b.Shim, filepath.Join(dir, "src", "preload", "glibc_shim.c"), "-ldl")
+	if err := compile(cc, args); err != nil {
+		return nil, fmt.Errorf("building the glibc shim: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "built"), nil, 0o644); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func compile(cc string, args []string) error {
+	out, err := exec.Command(cc, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func writeSources(dir string) error {
+	return fs.WalkDir(sources, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(p))
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		b, err := sources.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
+}
+
+// sourceKey hashes the embedded files, the compiler and the flags.
+func sourceKey(cc string, cflags []string) (string, error) {
+	h := sha256.New()
+	var names []string
+	err := fs.WalkDir(sources, ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			names = append(names, p)
+		}
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		b, _ := sources.ReadFile(n)
+		fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
+		h.Write(b)
+	}
+	fmt.Fprintf(h, "cc=%s\x00cflags=%s\x00shim=%s\x00", cc, strings.Join(cflags, " "), strings.Join(ShimFlags, " "))
+	if fi, err := os.Stat(cc); err == nil {
+		fmt.Fprintf(h, "%d %d\x00", fi.Size(), fi.ModTime().UnixNano())
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// findProgram resolves a KindProgram's program: the path given if it is
+// there, else its base name on $PATH.
+func findProgram(p string) (string, error) {
+	if filepath.IsAbs(p) {
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	return exec.LookPath(filepath.Base(p))
+}
+
+func expand(s string, b *Built) string { return strings.ReplaceAll(s, "$SRC/", b.Src()+"/") }

@@ -1,0 +1,309 @@
+/* alloc.c: the public entry points (malloc and the rest of what glibc
+ * exports), their fast paths, and errno and NULL as glibc sets them. */
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "../include/tagalloc.h"
+
+/* ---- internal entry points (shared by every public one) ------------------ */
+
+static inline void *_ta_malloc_class(unsigned c) {
+  _ta_heap_t *h = _ta_tls_heap;
+  _ta_page_t *pg = h->direct[c];
+  _ta_block_t *b = pg->free;
+  if (ta_likely(b != NULL)) {
+    pg->free = b->next;
+    pg->used++;
+    return b;
+  }
+  return _ta_malloc_slow(h, c);
+}
+
+/* Large: a span of whole pages, aligned to align (a power of two). */
+static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
+  size_t npages = (size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT;
+  size_t ap = align > TA_PAGE_SIZE ? align >> TA_PAGE_SHIFT : 1;
+  _ta_page_t *pg = _ta_span_alloc(npages, ap, TA_KIND_LARGE);
+  if (!pg) return NULL;
+  pg->requested = size;
+  pg->block_size = (uint32_t)0; /* large: usable size is npages pages */
+  pg->used = 1;
+  if (zero && !(pg->flags & TA_PF_ZERO)) memset(pg->start, 0, size);
+  pg->flags &= (uint8_t)~TA_PF_ZERO;
+  return pg->start;
+}
+
+static inline void *_ta_malloc(size_t size) {
+  if (ta_likely(size <= TA_MAX_SMALL)) return _ta_malloc_class(_ta_class_of(size));
+  if (ta_unlikely(size > TA_MAX_REQUEST)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (size >= _ta_opt.huge_threshold || !_ta_ensure_init()) return _ta_huge_alloc(size, TA_OS_PAGE, false);
+  return _ta_malloc_large(size, TA_PAGE_SIZE, false);
+}
+
+static void *_ta_malloc_aligned(size_t align, size_t size) {
+  if (align <= TA_MIN_ALIGN) return _ta_malloc(size);
+  if (size > TA_MAX_REQUEST || align > TA_MAX_REQUEST / 2) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (align <= TA_PAGE_SIZE && size <= TA_MAX_SMALL) {
+    /* A class whose size is a multiple of align has every block aligned,
+     * since spans start on page boundaries. Powers of two are classes. */
+    unsigned c = _ta_class_of(size < align ? align : size);
+    while (c < TA_NUM_CLASSES && _ta_classes[c].size % align != 0) c++;
+    if (c < TA_NUM_CLASSES) return _ta_malloc_class(c);
+  }
+  if (size >= _ta_opt.huge_threshold) return _ta_huge_alloc(size, align, false);
+  return _ta_malloc_large(size, align, false);
+}
+
+/* What an address is, for free, realloc and malloc_usable_size. */
+typedef enum { TA_PTR_BAD, TA_PTR_SMALL, TA_PTR_LARGE, TA_PTR_HUGE } _ta_ptr_kind_t;
+
+/* Classify p; pg gets its span head (small, large). A pointer inside a span
+ * but not at a block start, or in no span in use, is BAD. */
+static _ta_ptr_kind_t _ta_classify(const void *p, _ta_page_t **pgp) {
+  _ta_page_t *pg = _ta_page_of(p);
+  *pgp = pg;
+  if (!pg) return _ta_huge_lookup(p, NULL, NULL) ? TA_PTR_HUGE : TA_PTR_BAD;
+  if (pg->head_off != 0) return TA_PTR_BAD;
+  const uint8_t *b = p;
+  if (pg->kind == TA_KIND_SMALL) {
+    size_t off = (size_t)(b - pg->start);
+    size_t idx = _ta_block_index(pg, p);
+    if (b < pg->start || idx >= pg->capacity || idx * pg->block_size != off) return TA_PTR_BAD;
+    return TA_PTR_SMALL;
+  }
+  if (pg->kind == TA_KIND_LARGE && b == pg->start) return TA_PTR_LARGE;
+  return TA_PTR_BAD;
+}
+
+TA_COLD static void _ta_bad_pointer(const char *fn, const void *p) {
+  _ta_fatal("%s(%p): invalid pointer (never returned by malloc, already freed, or not the start of a block)", fn, p);
+}
+
+static inline size_t _ta_usable(_ta_ptr_kind_t k, _ta_page_t *pg, const void *p) {
+  switch (k) {
+  case TA_PTR_SMALL: return pg->block_size;
+  case TA_PTR_LARGE: return (size_t)pg->npages << TA_PAGE_SHIFT;
+  case TA_PTR_HUGE: {
+    size_t mapped = 0;
+    _ta_huge_lookup(p, &mapped, NULL);
+    return mapped;
+  }
+  default: return 0;
+  }
+}
+
+TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
+  _ta_page_t *pg;
+  switch (_ta_classify(p, &pg)) {
+  case TA_PTR_SMALL:
+    _ta_free_remote(pg, (_ta_block_t *)p);
+    return;
+  case TA_PTR_LARGE:
+    _ta_span_free(pg);
+    return;
+  case TA_PTR_HUGE:
+    if (_ta_huge_free(p)) return;
+    break;
+  default:
+    break;
+  }
+  _ta_bad_pointer(fn, p);
+}
+
+static inline void _ta_free(void *p) {
+  if (ta_unlikely(p == NULL)) return;
+  _ta_page_t *pg = _ta_page_of(p);
+  _ta_heap_t *h = _ta_tls_heap;
+  if (ta_likely(pg != NULL && atomic_load_explicit(&pg->heap, memory_order_relaxed) == h)) {
+    _ta_block_t *b = p;
+    b->next = pg->local_free;
+    pg->local_free = b;
+    pg->used--;
+    if (ta_unlikely(pg->used == 0 || atomic_load_explicit(&pg->in_full, memory_order_relaxed)))
+      _ta_free_local_slow(h, pg);
+    return;
+  }
+  _ta_free_generic(p, "free");
+}
+
+static void *_ta_realloc(void *p, size_t size) {
+  if (!p) return _ta_malloc(size);
+  if (size == 0) { /* glibc: free and return NULL */
+    _ta_free(p);
+    return NULL;
+  }
+  if (size > TA_MAX_REQUEST) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  _ta_page_t *pg;
+  _ta_ptr_kind_t k = _ta_classify(p, &pg);
+  size_t usable = _ta_usable(k, pg, p);
+  switch (k) {
+  case TA_PTR_SMALL:
+    /* Stay if it fits and would not waste more than half. */
+    if (size <= usable && size >= usable / 2) return p;
+    break;
+  case TA_PTR_LARGE:
+    if (size > TA_MAX_SMALL && size < _ta_opt.huge_threshold) {
+      size_t npages = (size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT;
+      if (npages == pg->npages) {
+        pg->requested = size;
+        return p;
+      }
+      if (npages < pg->npages) {
+        _ta_span_shrink_inplace(pg, npages);
+        pg->requested = size;
+        return p;
+      }
+      if (_ta_span_grow_inplace(pg, npages)) {
+        pg->requested = size;
+        return p;
+      }
+    }
+    break;
+  case TA_PTR_HUGE:
+    if (size >= _ta_opt.huge_threshold / 2) {
+      void *q = _ta_huge_realloc(p, size);
+      if (q) return q;
+    }
+    break;
+  default:
+    _ta_bad_pointer("realloc", p);
+  }
+  void *q = _ta_malloc(size);
+  if (!q) return NULL; /* p is untouched */
+  memcpy(q, p, size < usable ? size : usable);
+  _ta_free(p);
+  return q;
+}
+
+/* ---- the exported API ---------------------------------------------------------- */
+
+TA_EXPORT void *TA_NAME(malloc)(size_t size) { return _ta_malloc(size); }
+
+TA_EXPORT void TA_NAME(free)(void *p) { _ta_free(p); }
+
+TA_EXPORT void *TA_NAME(calloc)(size_t n, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total) || total > TA_MAX_REQUEST) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (total > TA_MAX_SMALL) {
+    if (total >= _ta_opt.huge_threshold || !_ta_ensure_init()) return _ta_huge_alloc(total, TA_OS_PAGE, true);
+    return _ta_malloc_large(total, TA_PAGE_SIZE, true);
+  }
+  void *p = _ta_malloc_class(_ta_class_of(total));
+  if (p) memset(p, 0, total);
+  return p;
+}
+
+TA_EXPORT void *TA_NAME(realloc)(void *p, size_t size) { return _ta_realloc(p, size); }
+
+TA_EXPORT void *TA_NAME(reallocarray)(void *p, size_t n, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return _ta_realloc(p, total);
+}
+
+static inline bool _ta_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
+
+TA_EXPORT int TA_NAME(posix_memalign)(void **out, size_t align, size_t size) {
+  if (!_ta_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
+  int e = errno;
+  void *p = _ta_malloc_aligned(align, size);
+  if (!p) {
+    errno = e; /* posix_memalign reports through its result, not errno */
+    return ENOMEM;
+  }
+  *out = p;
+  return 0;
+}
+
+TA_EXPORT void *TA_NAME(aligned_alloc)(size_t align, size_t size) {
+  if (!_ta_pow2(align)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return _ta_malloc_aligned(align, size);
+}
+
+TA_EXPORT void *TA_NAME(memalign)(size_t align, size_t size) {
+  /* glibc: an alignment that is not a power of two is rounded up to one. */
+  if (align > TA_MAX_REQUEST / 2) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (!_ta_pow2(align)) {
+    size_t a = TA_MIN_ALIGN;
+    while (a < align) a <<= 1;
+    align = a;
+  }
+  return _ta_malloc_aligned(align, size);
+}
+
+static size_t _ta_os_page_size(void) {
+  static size_t ps;
+  if (!ps) ps = (size_t)sysconf(_SC_PAGESIZE);
+  return ps;
+}
+
+TA_EXPORT void *TA_NAME(valloc)(size_t size) { return _ta_malloc_aligned(_ta_os_page_size(), size); }
+
+TA_EXPORT void *TA_NAME(pvalloc)(size_t size) {
+  size_t ps = _ta_os_page_size();
+  if (size > TA_MAX_REQUEST) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t n = size ? _ta_align_up(size, ps) : ps;
+  return _ta_malloc_aligned(ps, n);
+}
+
+TA_EXPORT size_t TA_NAME(malloc_usable_size)(void *p) {
+  if (!p) return 0;
+  _ta_page_t *pg;
+  _ta_ptr_kind_t k = _ta_classify(p, &pg);
+  if (k == TA_PTR_BAD) _ta_bad_pointer("malloc_usable_size", p);
+  return _ta_usable(k, pg, p);
+}
+
+/* malloc_trim: return every free page we can to the OS. */
+TA_EXPORT int TA_NAME(malloc_trim)(size_t pad) {
+  (void)pad;
+  tagalloc_purge();
+  return 1;
+}
+
+/* ---- tagalloc.h extras ------------------------------------------------------------ */
+
+TA_EXPORT int tagalloc_version(void) { return TAGALLOC_VERSION; }
+
+TA_EXPORT void tagalloc_purge(void) {
+  if (atomic_load(&_ta_init_state) < 2) return;
+  _ta_heap_t *h = _ta_tls_heap;
+  if (h != &_ta_heap_empty) _ta_heap_collect_all(h, true);
+  _ta_heaps_reclaim_abandoned();
+  _ta_arena_purge(true);
+}
+
+/* Check every invariant the allocator can check from this thread at rest:
+ * the calling thread's pages, and the arenas. Aborts with a message on a
+ * broken one; returns the pages in use. For tests (TA_DEBUG builds export
+ * it; the preload library keeps it too, it costs nothing unless called). */
+TA_EXPORT size_t tagalloc_check(void) {
+  if (atomic_load(&_ta_init_state) < 2) return 0;
+  _ta_heap_check(_ta_tls_heap);
+  return _ta_arena_check();
+}

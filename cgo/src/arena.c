@@ -1,0 +1,421 @@
+/* arena.c: address space and spans. Arenas are reserved up front; spans of
+ * whole pages are carved from them (best fit from free bins, else fresh pages
+ * from the top), split and coalesced, and their memory purged back to the OS
+ * after a delay. Everything here runs under _ta_arena_lock.
+ *
+ * Invariants (checked by _ta_arena_check):
+ *   pages in use + pages in free spans == top, per arena
+ *   a free span is in exactly one bin, and on the dirty list iff DIRTY
+ *   no two free spans are adjacent (coalescing is eager)
+ *   every page of an in-use span has head_off == distance to its head;
+ *   the last page of a free span has head_off == distance to its head */
+
+_ta_arena_t _ta_arenas[TA_MAX_ARENAS];
+_Atomic(size_t) _ta_narenas;
+static pthread_mutex_t _ta_arena_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define TA_BINS 64                   /* exact bins for spans of 1..64 pages */
+static _ta_pageq_t _ta_bins[TA_BINS + 1]; /* [TA_BINS]: everything larger */
+static uint64_t _ta_bin_mask;         /* bit i: bin i (i+1 pages) non-empty */
+static _ta_page_t *_ta_dirty_first, *_ta_dirty_last; /* oldest first */
+static size_t _ta_dirty_pages;        /* pages in dirty free spans */
+static size_t _ta_used_pages;         /* pages in spans in use */
+
+static inline size_t _ta_page_index(const _ta_arena_t *a, const _ta_page_t *pg) {
+  return (size_t)(pg - a->pages);
+}
+
+/* ---- arenas ------------------------------------------------------------- */
+
+static bool _ta_arena_add_locked(size_t want) {
+  size_t n = atomic_load_explicit(&_ta_narenas, memory_order_relaxed);
+  if (n >= TA_MAX_ARENAS) return false;
+  size_t min = 64 * TA_MiB;
+  for (size_t size = want; size >= min; size /= 2) {
+    size_t npages = size >> TA_PAGE_SHIFT;
+    size_t dbytes = _ta_align_up(npages * sizeof(_ta_page_t), TA_OS_PAGE);
+    void *d = _ta_os_reserve(dbytes, TA_OS_PAGE);
+    if (!d) continue;
+    void *base = _ta_os_reserve(size, TA_PAGE_SIZE);
+    if (!base) { _ta_os_release(d, dbytes); continue; }
+    _ta_os_name(base, size, "tagalloc heap");
+    _ta_os_name(d, dbytes, "tagalloc page descriptors");
+    _ta_arena_t *a = &_ta_arenas[n];
+    a->base = base;
+    a->size = size;
+    a->npages = npages;
+    a->top = 0;
+    a->pages = d;
+    /* Publish: readers check index < _ta_narenas before using the slot. */
+    atomic_store_explicit(&_ta_narenas, n + 1, memory_order_release);
+    return true;
+  }
+  return false;
+}
+
+static bool _ta_arena_init(void) {
+  pthread_mutex_lock(&_ta_arena_lock);
+  bool ok = atomic_load(&_ta_narenas) > 0 || _ta_arena_add_locked(_ta_opt.arena_reserve);
+  pthread_mutex_unlock(&_ta_arena_lock);
+  return ok;
+}
+
+static _ta_page_t *_ta_page_of_slow(const void *p) {
+  size_t n = atomic_load_explicit(&_ta_narenas, memory_order_acquire);
+  for (size_t i = 1; i < n; i++) {
+    _ta_arena_t *a = &_ta_arenas[i];
+    uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
+    if (off < a->size) {
+      _ta_page_t *pg = &a->pages[off >> TA_PAGE_SHIFT];
+      return pg - pg->head_off;
+    }
+  }
+  return NULL;
+}
+
+/* ---- free-span bins and the dirty list ---------------------------------- */
+
+static inline size_t _ta_bin_of(size_t npages) { return npages <= TA_BINS ? npages - 1 : TA_BINS; }
+
+static void _ta_q_push(_ta_pageq_t *q, _ta_page_t *pg) {
+  pg->prev = NULL;
+  pg->next = q->first;
+  if (q->first) q->first->prev = pg; else q->last = pg;
+  q->first = pg;
+  q->count++;
+}
+
+static void _ta_q_remove(_ta_pageq_t *q, _ta_page_t *pg) {
+  if (pg->prev) pg->prev->next = pg->next; else q->first = pg->next;
+  if (pg->next) pg->next->prev = pg->prev; else q->last = pg->prev;
+  pg->next = pg->prev = NULL;
+  q->count--;
+}
+
+static void _ta_dirty_remove(_ta_page_t *pg) {
+  if (!(pg->flags & TA_PF_DIRTY)) return;
+  if (pg->dprev) pg->dprev->dnext = pg->dnext; else _ta_dirty_first = pg->dnext;
+  if (pg->dnext) pg->dnext->dprev = pg->dprev; else _ta_dirty_last = pg->dprev;
+  pg->dnext = pg->dprev = NULL;
+  _ta_dirty_pages -= pg->npages;
+}
+
+static void _ta_dirty_append(_ta_page_t *pg, uint64_t now) {
+  pg->freed_at_ms = now;
+  pg->dnext = NULL;
+  pg->dprev = _ta_dirty_last;
+  if (_ta_dirty_last) _ta_dirty_last->dnext = pg; else _ta_dirty_first = pg;
+  _ta_dirty_last = pg;
+  _ta_dirty_pages += pg->npages;
+}
+
+/* Record a free span at pages [idx, idx+npages) of arena a and file it. */
+static _ta_page_t *_ta_free_span_insert(size_t ai, size_t idx, size_t npages, uint8_t flags, uint64_t now) {
+  _ta_arena_t *a = &_ta_arenas[ai];
+  _ta_page_t *h = &a->pages[idx];
+  h->kind = TA_KIND_FREE;
+  h->head_off = 0;
+  h->npages = (uint32_t)npages;
+  h->arena = (uint32_t)ai;
+  h->start = a->base + (idx << TA_PAGE_SHIFT);
+  h->flags = flags;
+  atomic_store_explicit(&h->heap, NULL, memory_order_relaxed);
+  h->dnext = h->dprev = NULL;
+  if (npages > 1) {
+    _ta_page_t *last = &a->pages[idx + npages - 1];
+    last->kind = TA_KIND_INNER;
+    last->head_off = (uint32_t)(npages - 1);
+  }
+  size_t b = _ta_bin_of(npages);
+  _ta_q_push(&_ta_bins[b], h);
+  if (b < TA_BINS) _ta_bin_mask |= (uint64_t)1 << b;
+  if (flags & TA_PF_DIRTY) _ta_dirty_append(h, now);
+  return h;
+}
+
+static void _ta_free_span_remove(_ta_page_t *h) {
+  size_t b = _ta_bin_of(h->npages);
+  _ta_q_remove(&_ta_bins[b], h);
+  if (b < TA_BINS && _ta_bins[b].first == NULL) _ta_bin_mask &= ~((uint64_t)1 << b);
+  _ta_dirty_remove(h);
+  h->flags &= (uint8_t)~TA_PF_DIRTY;
+  h->kind = TA_KIND_INNER; /* no longer a head until someone makes it one */
+  h->head_off = 1;         /* provisional: callers rewrite every page they use */
+}
+
+/* ---- purging -------------------------------------------------------------- */
+
+static size_t _ta_retain_limit_pages(void) {
+  size_t lim = _ta_opt.retain_min >> TA_PAGE_SHIFT;
+  size_t rel = _ta_used_pages / 8;
+  return rel > lim ? rel : lim;
+}
+
+static void _ta_purge_span_locked(_ta_page_t *h) {
+  _ta_dirty_remove(h);
+  h->flags = (uint8_t)((h->flags & ~TA_PF_DIRTY) | TA_PF_ZERO);
+  _ta_os_purge(h->start, (size_t)h->npages << TA_PAGE_SHIFT);
+}
+
+/* Purge dirty spans older than the delay, and the oldest beyond the retain
+ * limit; everything if all. */
+static void _ta_purge_locked(bool all, uint64_t now) {
+  size_t limit = all ? 0 : _ta_retain_limit_pages();
+  while (_ta_dirty_first) {
+    _ta_page_t *h = _ta_dirty_first;
+    bool old = now - h->freed_at_ms >= _ta_opt.purge_delay_ms;
+    if (!all && !old && _ta_dirty_pages <= limit) break;
+    _ta_purge_span_locked(h);
+  }
+}
+
+static void _ta_arena_purge(bool all) {
+  pthread_mutex_lock(&_ta_arena_lock);
+  _ta_purge_locked(all, _ta_now_ms());
+  pthread_mutex_unlock(&_ta_arena_lock);
+}
+
+/* ---- spans ------------------------------------------------------------------ */
+
+/* Make pages [idx, idx+npages) of arena ai one span in use. */
+static _ta_page_t *_ta_span_claim(size_t ai, size_t idx, size_t npages, uint8_t kind, uint8_t flags) {
+  _ta_arena_t *a = &_ta_arenas[ai];
+  _ta_page_t *h = &a->pages[idx];
+  for (size_t i = 1; i < npages; i++) {
+    h[i].kind = TA_KIND_INNER;
+    h[i].head_off = (uint32_t)i;
+  }
+  h->kind = kind;
+  h->head_off = 0;
+  h->npages = (uint32_t)npages;
+  h->arena = (uint32_t)ai;
+  h->start = a->base + (idx << TA_PAGE_SHIFT);
+  h->flags = flags & TA_PF_ZERO;
+  h->free = h->local_free = NULL;
+  atomic_store_explicit(&h->xthread_free, 0, memory_order_relaxed);
+  atomic_store_explicit(&h->in_full, 0, memory_order_relaxed);
+  atomic_store_explicit(&h->heap, NULL, memory_order_relaxed);
+  h->used = h->capacity = h->reserved = 0;
+  h->next = h->prev = h->dnext = h->dprev = NULL;
+  h->requested = 0;
+  h->tag = 0;
+  _ta_used_pages += npages;
+  return h;
+}
+
+/* Take npages from the free span h (removed from its bin already), give the
+ * rest back. Returns the in-use head. */
+static _ta_page_t *_ta_span_split_claim(_ta_page_t *h, size_t npages, size_t align_pages, uint8_t kind, uint64_t now) {
+  _ta_arena_t *a = &_ta_arenas[h->arena];
+  size_t ai = h->arena, idx = _ta_page_index(a, h), n = h->npages;
+  uint8_t flags = h->flags;
+  size_t lead = 0;
+  if (align_pages > 1) {
+    uintptr_t start = (uintptr_t)h->start, al = align_pages << TA_PAGE_SHIFT;
+    lead = (_ta_align_up(start, al) - start) >> TA_PAGE_SHIFT;
+  }
+  if (lead) _ta_free_span_insert(ai, idx, lead, flags, now);
+  if (n > lead + npages) _ta_free_span_insert(ai, idx + lead + npages, n - lead - npages, flags, now);
+  return _ta_span_claim(ai, idx + lead, npages, kind, flags);
+}
+
+static _ta_page_t *_ta_span_alloc_locked(size_t npages, size_t align_pages, uint8_t kind, uint64_t now) {
+  size_t need = npages + (align_pages > 1 ? align_pages - 1 : 0);
+  /* Exact bins: the smallest non-empty bin that fits. */
+  if (need <= TA_BINS) {
+    uint64_t m = _ta_bin_mask & (~(uint64_t)0 << (need - 1));
+    if (m) {
+      _ta_page_t *h = _ta_bins[__builtin_ctzll(m)].first;
+      _ta_free_span_remove(h);
+      return _ta_span_split_claim(h, npages, align_pages, kind, now);
+    }
+  }
+  /* Large bin: best fit. */
+  _ta_page_t *best = NULL;
+  for (_ta_page_t *h = _ta_bins[TA_BINS].first; h; h = h->next) {
+    if (h->npages >= need && (!best || h->npages < best->npages)) {
+      best = h;
+      if (h->npages == need) break;
+    }
+  }
+  if (best) {
+    _ta_free_span_remove(best);
+    return _ta_span_split_claim(best, npages, align_pages, kind, now);
+  }
+  /* Fresh pages from an arena's top (zero). */
+  for (;;) {
+    size_t n = atomic_load_explicit(&_ta_narenas, memory_order_relaxed);
+    for (size_t ai = 0; ai < n; ai++) {
+      _ta_arena_t *a = &_ta_arenas[ai];
+      size_t idx = a->top;
+      if (align_pages > 1) idx = _ta_align_up(idx + ((uintptr_t)a->base >> TA_PAGE_SHIFT), align_pages) - ((uintptr_t)a->base >> TA_PAGE_SHIFT);
+      if (idx + npages > a->npages) continue;
+      if (idx > a->top) _ta_free_span_insert(ai, a->top, idx - a->top, TA_PF_ZERO, now);
+      a->top = idx + npages;
+      return _ta_span_claim(ai, idx, npages, kind, TA_PF_ZERO);
+    }
+    size_t want = _ta_opt.arena_reserve;
+    size_t bytes = (need + 1) << TA_PAGE_SHIFT;
+    while (want < bytes && want * 2 > want) want *= 2;
+    if (!_ta_arena_add_locked(want)) return NULL;
+  }
+}
+
+/* A span of npages (aligned to align_pages pages if > 1), or NULL with
+ * errno = ENOMEM. Purges dirty memory and retries once before failing. */
+static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kind) {
+  if (!_ta_ensure_init()) return NULL;
+  pthread_mutex_lock(&_ta_arena_lock);
+  uint64_t now = _ta_now_ms();
+  _ta_page_t *h = _ta_span_alloc_locked(npages, align_pages, kind, now);
+  if (h && (h->flags & TA_PF_ZERO) == 0 && _ta_dirty_first) _ta_purge_locked(false, now);
+  pthread_mutex_unlock(&_ta_arena_lock);
+  if (!h) errno = ENOMEM;
+  return h;
+}
+
+/* Return a span in use to the arena, coalescing with free neighbours. */
+static void _ta_span_free(_ta_page_t *h) {
+  pthread_mutex_lock(&_ta_arena_lock);
+  uint64_t now = _ta_now_ms();
+  size_t ai = h->arena;
+  _ta_arena_t *a = &_ta_arenas[ai];
+  size_t idx = _ta_page_index(a, h), n = h->npages;
+  ta_assert(h->kind == TA_KIND_SMALL || h->kind == TA_KIND_LARGE);
+  _ta_used_pages -= n;
+  uint8_t flags = TA_PF_DIRTY; /* in-use memory is resident */
+  atomic_store_explicit(&h->heap, NULL, memory_order_relaxed);
+  h->kind = TA_KIND_INNER;
+  /* left neighbour */
+  if (idx > 0) {
+    _ta_page_t *l = &a->pages[idx - 1];
+    l -= l->head_off;
+    if (l->kind == TA_KIND_FREE && l->head_off == 0 && _ta_page_index(a, l) + l->npages == idx) {
+      _ta_free_span_remove(l);
+      n += (size_t)(idx - _ta_page_index(a, l));
+      idx = _ta_page_index(a, l);
+    }
+  }
+  /* right neighbour */
+  if (idx + n < a->top) {
+    _ta_page_t *r = &a->pages[idx + n];
+    if (r->kind == TA_KIND_FREE && r->head_off == 0) {
+      size_t rn = r->npages;
+      _ta_free_span_remove(r);
+      n += rn;
+    }
+  }
+  _ta_free_span_insert(ai, idx, n, flags, now);
+  _ta_purge_locked(false, now);
+  pthread_mutex_unlock(&_ta_arena_lock);
+}
+
+/* Grow a large span in place to npages if the pages after it are free. */
+static bool _ta_span_grow_inplace(_ta_page_t *h, size_t npages) {
+  bool ok = false;
+  pthread_mutex_lock(&_ta_arena_lock);
+  uint64_t now = _ta_now_ms();
+  size_t ai = h->arena;
+  _ta_arena_t *a = &_ta_arenas[ai];
+  size_t idx = _ta_page_index(a, h), n = h->npages, extra = npages - n;
+  if (idx + n < a->top) {
+    _ta_page_t *r = &a->pages[idx + n];
+    if (r->kind == TA_KIND_FREE && r->head_off == 0 && r->npages >= extra) {
+      size_t rn = r->npages;
+      uint8_t rflags = r->flags;
+      _ta_free_span_remove(r);
+      if (rn > extra) _ta_free_span_insert(ai, idx + npages, rn - extra, rflags, now);
+      ok = true;
+    }
+  } else if (idx + npages <= a->npages) {
+    a->top = idx + npages;
+    ok = true;
+  }
+  if (ok) {
+    for (size_t i = n; i < npages; i++) {
+      h[i].kind = TA_KIND_INNER;
+      h[i].head_off = (uint32_t)i;
+    }
+    h->npages = (uint32_t)npages;
+    _ta_used_pages += extra;
+  }
+  pthread_mutex_unlock(&_ta_arena_lock);
+  return ok;
+}
+
+/* Give the pages of a large span beyond npages back to the arena. */
+static void _ta_span_shrink_inplace(_ta_page_t *h, size_t npages) {
+  pthread_mutex_lock(&_ta_arena_lock);
+  uint64_t now = _ta_now_ms();
+  size_t ai = h->arena;
+  _ta_arena_t *a = &_ta_arenas[ai];
+  size_t idx = _ta_page_index(a, h), n = h->npages, tail = n - npages;
+  h->npages = (uint32_t)npages;
+  _ta_used_pages -= tail;
+  size_t fidx = idx + npages;
+  /* coalesce the tail with a free right neighbour */
+  if (fidx + tail < a->top) {
+    _ta_page_t *r = &a->pages[fidx + tail];
+    if (r->kind == TA_KIND_FREE && r->head_off == 0) {
+      size_t rn = r->npages;
+      _ta_free_span_remove(r);
+      tail += rn;
+    }
+  }
+  _ta_free_span_insert(ai, fidx, tail, TA_PF_DIRTY, now);
+  _ta_purge_locked(false, now);
+  pthread_mutex_unlock(&_ta_arena_lock);
+}
+
+/* ---- checks ------------------------------------------------------------------- */
+
+/* Walk every arena and check the invariants above. Returns the number of
+ * pages in use (for the accounting tests), aborts on a broken invariant. */
+static size_t _ta_arena_check(void) {
+  pthread_mutex_lock(&_ta_arena_lock);
+  size_t used = 0, freep = 0, dirty = 0, nfree = 0, inbins = 0;
+  size_t n = atomic_load(&_ta_narenas);
+  for (size_t ai = 0; ai < n; ai++) {
+    _ta_arena_t *a = &_ta_arenas[ai];
+    bool prev_free = false;
+    for (size_t i = 0; i < a->top;) {
+      _ta_page_t *h = &a->pages[i];
+      if (h->head_off != 0 || h->npages == 0 || i + h->npages > a->top)
+        _ta_fatal("arena %zu page %zu: not a span head (head_off %u npages %u)", ai, i, h->head_off, h->npages);
+      if (h->kind == TA_KIND_FREE) {
+        if (prev_free) _ta_fatal("arena %zu page %zu: adjacent free spans", ai, i);
+        freep += h->npages;
+        nfree++;
+        if (h->flags & TA_PF_DIRTY) dirty += h->npages;
+        if (h->npages > 1 && h[h->npages - 1].head_off != h->npages - 1)
+          _ta_fatal("arena %zu page %zu: free span's last page does not point back", ai, i);
+        prev_free = true;
+      } else if (h->kind == TA_KIND_SMALL || h->kind == TA_KIND_LARGE) {
+        for (size_t k = 1; k < h->npages; k++)
+          if (h[k].head_off != k) _ta_fatal("arena %zu page %zu: inner page %zu has head_off %u", ai, i, k, h[k].head_off);
+        used += h->npages;
+        prev_free = false;
+      } else {
+        _ta_fatal("arena %zu page %zu: bad kind %u", ai, i, h->kind);
+      }
+      i += h->npages;
+    }
+  }
+  for (size_t b = 0; b <= TA_BINS; b++) {
+    size_t c = 0;
+    for (_ta_page_t *h = _ta_bins[b].first; h; h = h->next) {
+      if (h->kind != TA_KIND_FREE || _ta_bin_of(h->npages) != b) _ta_fatal("bin %zu holds a wrong span", b);
+      c++;
+    }
+    if (c != _ta_bins[b].count) _ta_fatal("bin %zu count %zu != %zu", b, _ta_bins[b].count, c);
+    if (b < TA_BINS && (c > 0) != !!(_ta_bin_mask & ((uint64_t)1 << b))) _ta_fatal("bin mask wrong at %zu", b);
+    inbins += c;
+  }
+  size_t dl = 0;
+  for (_ta_page_t *h = _ta_dirty_first; h; h = h->dnext) dl += h->npages;
+  if (inbins != nfree) _ta_fatal("free spans %zu but %zu in bins", nfree, inbins);
+  if (dl != dirty || dirty != _ta_dirty_pages) _ta_fatal("dirty pages: list %zu, spans %zu, counter %zu", dl, dirty, _ta_dirty_pages);
+  if (used != _ta_used_pages) _ta_fatal("pages in use: walk %zu, counter %zu", used, _ta_used_pages);
+  pthread_mutex_unlock(&_ta_arena_lock);
+  return used;
+}

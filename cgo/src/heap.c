@@ -1,0 +1,339 @@
+/* heap.c: thread heaps. The malloc slow path (find a page with free blocks),
+ * returning empty pages, thread start and exit (abandoning pages that still
+ * hold live blocks for another thread to adopt), and the metadata allocator
+ * for heap structs. */
+
+_ta_heap_t _ta_heap_empty = {.direct = {[0 ... TA_NUM_CLASSES - 1] = &_ta_page_empty}};
+__thread _ta_heap_t *_ta_tls_heap = &_ta_heap_empty;
+
+static pthread_mutex_t _ta_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static _ta_heap_t *_ta_heaps;      /* live heaps */
+static _ta_heap_t *_ta_heaps_free; /* dead heaps ready for reuse (hnext) */
+static size_t _ta_heaps_live;
+
+static pthread_mutex_t _ta_aband_lock = PTHREAD_MUTEX_INITIALIZER;
+static _ta_pageq_t _ta_aband[TA_NUM_CLASSES]; /* pages of exited threads */
+static _Atomic(size_t) _ta_aband_count;
+
+static pthread_mutex_t _ta_meta_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t *_ta_meta_cur, *_ta_meta_end;
+
+static pthread_key_t _ta_key;
+#define TA_GC_INTERVAL_MS 250
+
+/* Bump-allocate internal metadata (never freed, only reused by type). */
+static void *_ta_meta_alloc(size_t size) {
+  size = _ta_align_up(size, 64);
+  pthread_mutex_lock(&_ta_meta_lock);
+  if ((size_t)(_ta_meta_end - _ta_meta_cur) < size) {
+    size_t chunk = size > TA_MiB ? _ta_align_up(size, TA_MiB) : TA_MiB;
+    uint8_t *p = _ta_os_reserve(chunk, TA_OS_PAGE);
+    if (!p) {
+      pthread_mutex_unlock(&_ta_meta_lock);
+      return NULL;
+    }
+    _ta_os_name(p, chunk, "tagalloc metadata");
+    _ta_meta_cur = p;
+    _ta_meta_end = p + chunk;
+  }
+  void *r = _ta_meta_cur;
+  _ta_meta_cur += size;
+  pthread_mutex_unlock(&_ta_meta_lock);
+  return r;
+}
+
+/* ---- page queues ------------------------------------------------------------ */
+
+static void _ta_q_append(_ta_pageq_t *q, _ta_page_t *pg) {
+  pg->next = NULL;
+  pg->prev = q->last;
+  if (q->last) q->last->next = pg; else q->first = pg;
+  q->last = pg;
+  q->count++;
+}
+
+static void _ta_q_to_front(_ta_pageq_t *q, _ta_page_t *pg) {
+  if (q->first == pg) return;
+  _ta_q_remove(q, pg);
+  _ta_q_push(q, pg);
+}
+
+/* Release an empty small span back to the arena. */
+static void _ta_page_release(_ta_heap_t *h, _ta_page_t *pg) {
+  unsigned c = pg->sclass;
+  if (atomic_load_explicit(&pg->in_full, memory_order_relaxed)) {
+    _ta_q_remove(&h->full[c], pg);
+    atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
+  } else {
+    _ta_q_remove(&h->queue[c], pg);
+  }
+  if (h->direct[c] == pg) h->direct[c] = &_ta_page_empty;
+  _ta_span_free(pg);
+}
+
+/* pg, on h's full list, may have free blocks again: back on the queue. */
+static void _ta_page_unfull(_ta_heap_t *h, _ta_page_t *pg) {
+  unsigned c = pg->sclass;
+  _ta_q_remove(&h->full[c], pg);
+  atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
+  _ta_q_append(&h->queue[c], pg);
+}
+
+/* Local free hit a page that is on the full list or became empty. */
+static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg) {
+  if (pg->used == 0 && h->direct[pg->sclass] != pg) {
+    _ta_page_release(h, pg);
+    return;
+  }
+  if (atomic_load_explicit(&pg->in_full, memory_order_relaxed)) _ta_page_unfull(h, pg);
+}
+
+/* Other threads freed into pages on the full list of class c: look again. */
+static void _ta_rescan_full(_ta_heap_t *h, unsigned c) {
+  atomic_store_explicit(&h->xfull[c], 0, memory_order_relaxed);
+  atomic_thread_fence(memory_order_seq_cst);
+  _ta_page_t *pg = h->full[c].first;
+  while (pg) {
+    _ta_page_t *next = pg->next;
+    if (atomic_load_explicit(&pg->xthread_free, memory_order_relaxed) != 0) {
+      _ta_page_collect(pg);
+      if (pg->used == 0 && h->direct[c] != pg) _ta_page_release(h, pg);
+      else _ta_page_unfull(h, pg);
+    }
+    pg = next;
+  }
+}
+
+/* ---- abandoned pages -------------------------------------------------------- */
+
+/* Take a page of class c left by an exited thread, or NULL. */
+static _ta_page_t *_ta_adopt(_ta_heap_t *h, unsigned c) {
+  if (atomic_load_explicit(&_ta_aband_count, memory_order_relaxed) == 0) return NULL;
+  for (int tries = 0; tries < 8; tries++) {
+    pthread_mutex_lock(&_ta_aband_lock);
+    _ta_page_t *pg = _ta_aband[c].first;
+    if (pg) {
+      _ta_q_remove(&_ta_aband[c], pg);
+      atomic_fetch_sub_explicit(&_ta_aband_count, 1, memory_order_relaxed);
+      atomic_store_explicit(&pg->heap, h, memory_order_release);
+    }
+    pthread_mutex_unlock(&_ta_aband_lock);
+    if (!pg) return NULL;
+    _ta_page_collect(pg);
+    if (pg->free || pg->capacity < pg->reserved) return pg;
+    /* Still full: it is ours now; keep it on the full list. */
+    atomic_store_explicit(&pg->in_full, 1, memory_order_seq_cst);
+    _ta_q_push(&h->full[c], pg);
+    _ta_page_collect_xthread(pg);
+    if (pg->free) {
+      _ta_page_unfull(h, pg);
+      _ta_q_remove(&h->queue[c], pg);
+      return pg;
+    }
+  }
+  return NULL;
+}
+
+/* Free abandoned pages that became empty through cross-thread frees. */
+static void _ta_heaps_reclaim_abandoned(void) {
+  if (atomic_load_explicit(&_ta_aband_count, memory_order_relaxed) == 0) return;
+  pthread_mutex_lock(&_ta_aband_lock);
+  for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
+    for (_ta_page_t *pg = _ta_aband[c].first, *next; pg; pg = next) {
+      next = pg->next;
+      _ta_page_collect(pg);
+      if (pg->used == 0) {
+        _ta_q_remove(&_ta_aband[c], pg);
+        atomic_fetch_sub_explicit(&_ta_aband_count, 1, memory_order_relaxed);
+        _ta_span_free(pg);
+      }
+    }
+  }
+  pthread_mutex_unlock(&_ta_aband_lock);
+}
+
+/* ---- the slow path ------------------------------------------------------------- */
+
+static _ta_page_t *_ta_page_new(_ta_heap_t *h, unsigned c) {
+  _ta_page_t *pg = _ta_adopt(h, c);
+  if (!pg) {
+    pg = _ta_span_alloc(_ta_classes[c].pages, 1, TA_KIND_SMALL);
+    if (!pg) return NULL;
+    _ta_page_init_small(pg, c);
+    atomic_store_explicit(&pg->heap, h, memory_order_release);
+  }
+  if (!pg->free) _ta_page_extend(pg);
+  _ta_q_push(&h->queue[c], pg);
+  return pg;
+}
+
+/* A page of class c with a free block, or NULL (out of memory). */
+static _ta_page_t *_ta_find_page(_ta_heap_t *h, unsigned c) {
+  _ta_pageq_t *q = &h->queue[c];
+  if (atomic_load_explicit(&h->xfull[c], memory_order_relaxed)) _ta_rescan_full(h, c);
+  for (_ta_page_t *pg = q->first, *next; pg; pg = next) {
+    next = pg->next;
+    _ta_page_collect(pg);
+    if (!pg->free && pg->capacity < pg->reserved) _ta_page_extend(pg);
+    if (pg->free) {
+      _ta_q_to_front(q, pg);
+      return pg;
+    }
+    /* Full: park it. Publish in_full before the last look, so a concurrent
+     * remote free either lands in this collect or sees in_full. */
+    _ta_q_remove(q, pg);
+    atomic_store_explicit(&pg->in_full, 1, memory_order_seq_cst);
+    _ta_page_collect_xthread(pg);
+    if (pg->free) {
+      atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
+      _ta_q_push(q, pg);
+      return pg;
+    }
+    _ta_q_push(&h->full[c], pg);
+  }
+  return _ta_page_new(h, c);
+}
+
+/* Walk all of h's pages: collect what others freed, move full pages that
+ * have room back, and return empty pages (the direct ones too if asked). */
+static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct) {
+  for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
+    for (_ta_page_t *pg = h->full[c].first, *next; pg; pg = next) {
+      next = pg->next;
+      _ta_page_collect(pg);
+      if (pg->free) _ta_page_unfull(h, pg);
+    }
+    for (_ta_page_t *pg = h->queue[c].first, *next; pg; pg = next) {
+      next = pg->next;
+      _ta_page_collect(pg);
+      if (pg->used == 0 && (release_direct || h->direct[c] != pg)) _ta_page_release(h, pg);
+    }
+  }
+}
+
+static _ta_heap_t *_ta_heap_init_thread(void);
+
+TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c) {
+  if (ta_unlikely(h == &_ta_heap_empty)) {
+    h = _ta_heap_init_thread();
+    if (!h) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  if (ta_unlikely((++h->slow_count & 255) == 0)) {
+    uint64_t now = _ta_now_ms();
+    if (now - h->last_gc_ms >= TA_GC_INTERVAL_MS) {
+      h->last_gc_ms = now;
+      _ta_heap_collect_all(h, false);
+      _ta_heaps_reclaim_abandoned();
+    }
+  }
+  _ta_page_t *pg = _ta_find_page(h, c);
+  if (ta_unlikely(!pg)) {
+    /* Out of memory: give back everything we can, then try once more. */
+    _ta_heap_collect_all(h, true);
+    _ta_heaps_reclaim_abandoned();
+    _ta_arena_purge(true);
+    pg = _ta_find_page(h, c);
+    if (!pg) {
+      h->direct[c] = &_ta_page_empty;
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  h->direct[c] = pg;
+  _ta_block_t *b = pg->free;
+  pg->free = b->next;
+  pg->used++;
+  return b;
+}
+
+/* ---- threads ------------------------------------------------------------------------ */
+
+static _ta_heap_t *_ta_heap_init_thread(void) {
+  if (!_ta_ensure_init()) return NULL;
+  pthread_mutex_lock(&_ta_heaps_lock);
+  _ta_heap_t *h = _ta_heaps_free;
+  if (h) _ta_heaps_free = h->hnext;
+  pthread_mutex_unlock(&_ta_heaps_lock);
+  if (!h) h = _ta_meta_alloc(sizeof(_ta_heap_t));
+  if (!h) return NULL;
+  memset(h, 0, sizeof(*h));
+  for (unsigned c = 0; c < TA_NUM_CLASSES; c++) h->direct[c] = &_ta_page_empty;
+  h->last_gc_ms = _ta_now_ms();
+  pthread_mutex_lock(&_ta_heaps_lock);
+  h->hnext = _ta_heaps;
+  if (_ta_heaps) _ta_heaps->hprev = h;
+  _ta_heaps = h;
+  _ta_heaps_live++;
+  pthread_mutex_unlock(&_ta_heaps_lock);
+  _ta_tls_heap = h;
+  /* May allocate (keys >= 32); the heap is already in place for that. */
+  pthread_setspecific(_ta_key, h);
+  return h;
+}
+
+/* Give up h: empty pages go back to the arena, the rest to the abandoned
+ * lists, and the struct to the reuse list. */
+static void _ta_heap_abandon(_ta_heap_t *h) {
+  _ta_heap_collect_all(h, true);
+  for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
+    _ta_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};
+    for (int i = 0; i < 2; i++) {
+      while (qs[i]->first) {
+        _ta_page_t *pg = qs[i]->first;
+        _ta_q_remove(qs[i], pg);
+        atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
+        _ta_page_collect(pg);
+        if (pg->used == 0) {
+          _ta_span_free(pg);
+          continue;
+        }
+        pthread_mutex_lock(&_ta_aband_lock);
+        atomic_store_explicit(&pg->heap, NULL, memory_order_release);
+        _ta_q_push(&_ta_aband[c], pg);
+        atomic_fetch_add_explicit(&_ta_aband_count, 1, memory_order_relaxed);
+        pthread_mutex_unlock(&_ta_aband_lock);
+      }
+    }
+    h->direct[c] = &_ta_page_empty;
+  }
+  pthread_mutex_lock(&_ta_heaps_lock);
+  if (h->hprev) h->hprev->hnext = h->hnext; else _ta_heaps = h->hnext;
+  if (h->hnext) h->hnext->hprev = h->hprev;
+  _ta_heaps_live--;
+  h->dead = true;
+  h->hprev = NULL;
+  h->hnext = _ta_heaps_free;
+  _ta_heaps_free = h;
+  pthread_mutex_unlock(&_ta_heaps_lock);
+}
+
+/* pthread key destructor: the thread is exiting. */
+static void _ta_thread_done(void *arg) {
+  _ta_heap_t *h = arg;
+  if (!h || h == &_ta_heap_empty) return;
+  if (_ta_tls_heap == h) _ta_tls_heap = &_ta_heap_empty;
+  _ta_heap_abandon(h);
+}
+
+/* Check every page of h (the calling thread's heap, at rest). */
+static void _ta_heap_check(_ta_heap_t *h) {
+  if (h == &_ta_heap_empty) return;
+  for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
+    _ta_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};
+    for (int i = 0; i < 2; i++) {
+      size_t n = 0;
+      for (_ta_page_t *pg = qs[i]->first; pg; pg = pg->next, n++) {
+        if (atomic_load(&pg->heap) != h) _ta_fatal("heap %p: page %p owned by %p", (void *)h, pg->start, (void *)atomic_load(&pg->heap));
+        if (pg->sclass != c) _ta_fatal("heap %p: page %p of class %u on queue %u", (void *)h, pg->start, pg->sclass, c);
+        if ((atomic_load(&pg->in_full) != 0) != (i == 1)) _ta_fatal("page %p: in_full flag disagrees with its list", pg->start);
+        _ta_page_check(pg);
+      }
+      if (n != qs[i]->count) _ta_fatal("heap %p: class %u list %d count %zu != %zu", (void *)h, c, i, qs[i]->count, n);
+    }
+    _ta_page_t *d = h->direct[c];
+    if (d != &_ta_page_empty && atomic_load(&d->heap) != h) _ta_fatal("heap %p: direct page of class %u not owned", (void *)h, c);
+  }
+}

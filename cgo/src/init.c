@@ -1,0 +1,66 @@
+/* init.c: lazy initialization (the first allocation may come before any
+ * constructor runs), thread exit, and fork. */
+
+_Atomic(int) _ta_init_state;
+static pthread_mutex_t _ta_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread bool _ta_in_init;
+static _Atomic(bool) _ta_atfork_done;
+
+static void _ta_fork_prepare(void);
+static void _ta_fork_parent(void);
+static void _ta_fork_child(void);
+
+static bool _ta_init_slow(void) {
+  int s = atomic_load_explicit(&_ta_init_state, memory_order_acquire);
+  if (s < 2) {
+    /* An allocation made by init itself, before the core is ready, fails
+     * (NULL/ENOMEM) rather than deadlocking; none is expected. */
+    if (_ta_in_init) return false;
+    pthread_mutex_lock(&_ta_init_lock);
+    if (atomic_load(&_ta_init_state) < 2) {
+      _ta_in_init = true;
+      atomic_store(&_ta_init_state, 1);
+      _ta_options_parse();
+      bool ok = _ta_arena_init() && pthread_key_create(&_ta_key, _ta_thread_done) == 0;
+      atomic_store_explicit(&_ta_init_state, ok ? 2 : 0, memory_order_release);
+      _ta_in_init = false;
+      if (!ok) _ta_warn("cannot reserve address space for the heap (errno %d)", errno);
+    }
+    pthread_mutex_unlock(&_ta_init_lock);
+    if (atomic_load(&_ta_init_state) < 2) return false;
+  }
+  /* Outside every lock: pthread_atfork may allocate, through us. */
+  bool expect = false;
+  if (atomic_compare_exchange_strong(&_ta_atfork_done, &expect, true)) {
+    pthread_atfork(_ta_fork_prepare, _ta_fork_parent, _ta_fork_child);
+    atomic_store_explicit(&_ta_init_state, 3, memory_order_release);
+  }
+  return true;
+}
+
+/* fork: hold every lock across it, so the child starts with consistent
+ * books. The child keeps the forking thread's heap; the other threads'
+ * heaps stay as they were (their pages are freed into remotely). */
+static void _ta_fork_prepare(void) {
+  pthread_mutex_lock(&_ta_heaps_lock);
+  pthread_mutex_lock(&_ta_aband_lock);
+  pthread_mutex_lock(&_ta_arena_lock);
+  pthread_mutex_lock(&_ta_huge_lock);
+  pthread_mutex_lock(&_ta_meta_lock);
+}
+
+static void _ta_fork_parent(void) {
+  pthread_mutex_unlock(&_ta_meta_lock);
+  pthread_mutex_unlock(&_ta_huge_lock);
+  pthread_mutex_unlock(&_ta_arena_lock);
+  pthread_mutex_unlock(&_ta_aband_lock);
+  pthread_mutex_unlock(&_ta_heaps_lock);
+}
+
+static void _ta_fork_child(void) {
+  pthread_mutex_init(&_ta_meta_lock, NULL);
+  pthread_mutex_init(&_ta_huge_lock, NULL);
+  pthread_mutex_init(&_ta_arena_lock, NULL);
+  pthread_mutex_init(&_ta_aband_lock, NULL);
+  pthread_mutex_init(&_ta_heaps_lock, NULL);
+}

@@ -1,0 +1,64 @@
+/* options.c: the one options table. Each option has a name, a default, its
+ * TAGALLOC_ environment variable and a line of doc; all are parsed once, at
+ * initialization. Sizes accept K, M, G suffixes (powers of 1024). */
+
+#include <stdlib.h>
+
+_ta_options_t _ta_opt;
+
+typedef struct _ta_option_s {
+  const char *env;
+  size_t *dst;
+  size_t def;
+  const char *doc;
+} _ta_option_t;
+
+static const _ta_option_t _ta_options[] = {
+    {"TAGALLOC_ARENA_RESERVE", &_ta_opt.arena_reserve, 64 * TA_GiB,
+     "address space reserved per arena (halved until the OS accepts it)"},
+    {"TAGALLOC_HUGE_THRESHOLD", &_ta_opt.huge_threshold, 32 * TA_MiB,
+     "blocks this large or larger get their own mapping"},
+    {"TAGALLOC_PURGE_DELAY_MS", &_ta_opt.purge_delay_ms, 250,
+     "free memory is returned to the OS after this many milliseconds"},
+    {"TAGALLOC_RETAIN_MIN", &_ta_opt.retain_min, 16 * TA_MiB,
+     "free-but-resident memory kept for reuse (at least; or 1/8 of the heap)"},
+    {"TAGALLOC_VERBOSE", &_ta_opt.verbose, 0, "print allocator decisions to stderr"},
+};
+
+static bool _ta_parse_size(const char *s, size_t *out) {
+  if (!s || !*s) return false;
+  size_t v = 0;
+  for (; *s >= '0' && *s <= '9'; s++) {
+    size_t d = (size_t)(*s - '0');
+    if (v > (SIZE_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  size_t mul = 1;
+  switch (*s) {
+  case 0: break;
+  case 'k': case 'K': mul = TA_KiB; s++; break;
+  case 'm': case 'M': mul = TA_MiB; s++; break;
+  case 'g': case 'G': mul = TA_GiB; s++; break;
+  default: return false;
+  }
+  if (*s == 'i' || *s == 'I') s++;
+  if (*s == 'b' || *s == 'B') s++;
+  if (*s) return false;
+  if (mul > 1 && v > SIZE_MAX / mul) return false;
+  *out = v * mul;
+  return true;
+}
+
+static void _ta_options_parse(void) {
+  for (size_t i = 0; i < sizeof(_ta_options) / sizeof(_ta_options[0]); i++) {
+    const _ta_option_t *o = &_ta_options[i];
+    *o->dst = o->def;
+    const char *v = getenv(o->env);
+    if (!v) continue;
+    size_t x;
+    if (_ta_parse_size(v, &x)) *o->dst = x;
+    else _ta_warn("ignoring %s=%s: not a size (%s)", o->env, v, o->doc);
+  }
+  if (_ta_opt.huge_threshold <= TA_MAX_SMALL) _ta_opt.huge_threshold = TA_MAX_SMALL + 1;
+  if (_ta_opt.arena_reserve < 64 * TA_MiB) _ta_opt.arena_reserve = 64 * TA_MiB;
+}

@@ -1,0 +1,100 @@
+/* page.c: small spans. Carving blocks lazily, collecting the lists freed
+ * into (the owner's local_free and other threads' xthread_free), and the
+ * lock-free cross-thread free. */
+
+_ta_page_t _ta_page_empty; /* free == NULL: every malloc through it is slow */
+
+/* Carve up to 4 KiB worth of blocks (at least one) onto the free list, in
+ * address order, so a new span costs memory only as it is used. */
+static void _ta_page_extend(_ta_page_t *pg) {
+  uint32_t bsize = pg->block_size;
+  uint32_t n = bsize >= 4096 ? 1 : 4096 / bsize;
+  if (n > pg->reserved - pg->capacity) n = pg->reserved - pg->capacity;
+  ta_assert(n > 0);
+  uint8_t *first = pg->start + (size_t)pg->capacity * bsize;
+  uint8_t *p = first;
+  for (uint32_t i = 1; i < n; i++, p += bsize) ((_ta_block_t *)p)->next = (_ta_block_t *)(p + bsize);
+  ((_ta_block_t *)p)->next = pg->free;
+  pg->free = (_ta_block_t *)first;
+  pg->capacity += n;
+}
+
+/* Take the blocks other threads freed into pg (owner only). */
+static void _ta_page_collect_xthread(_ta_page_t *pg) {
+  if (atomic_load_explicit(&pg->xthread_free, memory_order_relaxed) == 0) return;
+  _ta_block_t *list = (_ta_block_t *)atomic_exchange_explicit(&pg->xthread_free, 0, memory_order_acquire);
+  if (!list) return;
+  uint32_t k = 1;
+  _ta_block_t *tail = list;
+  while (tail->next) {
+    tail = tail->next;
+    k++;
+  }
+  if (ta_unlikely(k > pg->used)) _ta_fatal("page %p: %u blocks freed from other threads but only %u in use (double free?)", pg->start, k, pg->used);
+  tail->next = pg->free;
+  pg->free = list;
+  pg->used -= k;
+}
+
+/* Make what was freed into pg allocatable again (owner only). */
+static void _ta_page_collect(_ta_page_t *pg) {
+  if (pg->local_free) {
+    if (!pg->free) {
+      pg->free = pg->local_free;
+    } else {
+      _ta_block_t *t = pg->local_free;
+      while (t->next) t = t->next;
+      t->next = pg->free;
+      pg->free = pg->local_free;
+    }
+    pg->local_free = NULL;
+  }
+  _ta_page_collect_xthread(pg);
+}
+
+/* Free from a thread that does not own pg: push on its xthread list. If the
+ * page sits on its owner's full list, tell the owner so it looks again. The
+ * push and the in_full read are sequentially consistent, pairing with the
+ * owner's store of in_full before its last collect (see heap.c): either the
+ * owner sees this block, or this thread sees in_full and sets the hint. */
+static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
+  uintptr_t old = atomic_load_explicit(&pg->xthread_free, memory_order_relaxed);
+  do {
+    b->next = (_ta_block_t *)old;
+  } while (!atomic_compare_exchange_weak_explicit(&pg->xthread_free, &old, (uintptr_t)b, memory_order_seq_cst, memory_order_relaxed));
+  if (atomic_load_explicit(&pg->in_full, memory_order_seq_cst)) {
+    _ta_heap_t *h = atomic_load_explicit(&pg->heap, memory_order_acquire);
+    /* Heap structs are never unmapped, so a stale owner only gets a
+     * needless rescan. */
+    if (h && !atomic_load_explicit(&h->xfull[pg->sclass], memory_order_relaxed))
+      atomic_store_explicit(&h->xfull[pg->sclass], 1, memory_order_release);
+  }
+}
+
+/* Set up a fresh small span for class c. */
+static void _ta_page_init_small(_ta_page_t *pg, unsigned c) {
+  pg->sclass = (uint8_t)c;
+  pg->block_size = _ta_classes[c].size;
+  pg->reserved = _ta_classes[c].objects;
+  pg->capacity = 0;
+  pg->used = 0;
+  pg->free = pg->local_free = NULL;
+}
+
+/* Check a small span at rest: the block-count equation of types.h, and that
+ * every listed block is a block of this span. */
+static void _ta_page_check(const _ta_page_t *pg) {
+  if (pg->kind != TA_KIND_SMALL) _ta_fatal("page %p: kind %u is not small", pg->start, pg->kind);
+  size_t lim = pg->reserved;
+  const _ta_block_t *lists[3] = {pg->free, pg->local_free, (const _ta_block_t *)atomic_load(&pg->xthread_free)};
+  size_t total = pg->used + (pg->reserved - pg->capacity);
+  for (int i = 0; i < 3; i++) {
+    for (const _ta_block_t *b = lists[i]; b; b = b->next) {
+      size_t off = (size_t)((const uint8_t *)b - pg->start);
+      if ((const uint8_t *)b < pg->start || off >= (size_t)pg->capacity * pg->block_size || off % pg->block_size)
+        _ta_fatal("page %p: list %d holds %p, not a carved block", pg->start, i, (const void *)b);
+      if (++total > lim) _ta_fatal("page %p: more blocks listed than fit (%zu)", pg->start, lim);
+    }
+  }
+  if (total != pg->reserved) _ta_fatal("page %p: used %u + listed + uncarved = %zu != reserved %u", pg->start, pg->used, total, pg->reserved);
+}

@@ -1,0 +1,96 @@
+/* prim_linux.c: OS memory and time. The only file that calls mmap, munmap,
+ * madvise and mremap. Memory states: reserved (mapped read-write with
+ * MAP_NORESERVE, no page touched) -> in use (touched: resident) -> purged
+ * (MADV_DONTNEED: not resident, reads as zero) -> released (munmap). */
+
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#define PR_SET_VMA_ANON_NAME 0
+#endif
+
+/* Map size bytes aligned to align (a power of two >= the OS page). Returns
+ * NULL on failure with errno from the kernel. */
+static void *_ta_os_reserve(size_t size, size_t align) {
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+  if (((uintptr_t)p & (align - 1)) == 0) return p;
+  /* Misaligned: map size + align and trim both ends. */
+  munmap(p, size);
+  if (size + align < size) { errno = ENOMEM; return NULL; }
+  uint8_t *q = mmap(NULL, size + align, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (q == MAP_FAILED) return NULL;
+  uint8_t *a = (uint8_t *)_ta_align_up((uintptr_t)q, align);
+  if (a > q) munmap(q, (size_t)(a - q));
+  size_t tail = (size_t)((q + size + align) - (a + size));
+  if (tail) munmap(a + size, tail);
+  return a;
+}
+
+static void _ta_os_release(void *p, size_t size) {
+  if (munmap(p, size) != 0) _ta_warn("munmap(%p, %zu) failed (errno %d)", p, size, errno);
+}
+
+/* Give the pages back; the range stays mapped and reads as zero. */
+static void _ta_os_purge(void *p, size_t size) {
+  int e = errno;
+  (void)madvise(p, size, MADV_DONTNEED);
+  errno = e;
+}
+
+/* Name the mapping so /proc/PID/maps shows "[anon:tagalloc ...]" (Linux 5.17+;
+ * silently nothing before). */
+static void _ta_os_name(void *p, size_t size, const char *name) {
+  int e = errno;
+  (void)prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)p, size, (unsigned long)name);
+  errno = e;
+}
+
+static uint64_t _ta_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void _ta_write_stderr(const char *s, size_t n) {
+  int e = errno;
+  while (n > 0) {
+    ssize_t w = write(2, s, n);
+    if (w <= 0) {
+      if (w < 0 && errno == EINTR) continue;
+      break;
+    }
+    s += w;
+    n -= (size_t)w;
+  }
+  errno = e;
+}
+
+/* Map size bytes of ordinary (committed-on-touch) memory for one huge block,
+ * aligned to align. */
+static void *_ta_os_map(size_t size, size_t align) {
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+  if (align <= TA_OS_PAGE) {
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, flags, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+  }
+  if (size + align < size) { errno = ENOMEM; return NULL; }
+  uint8_t *q = mmap(NULL, size + align, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (q == MAP_FAILED) return NULL;
+  uint8_t *a = (uint8_t *)_ta_align_up((uintptr_t)q, align);
+  if (a > q) munmap(q, (size_t)(a - q));
+  size_t tail = (size_t)((q + size + align) - (a + size));
+  if (tail) munmap(a + size, tail);
+  return a;
+}
+
+/* Resize a mapping, moving it if needed. NULL on failure (old one intact). */
+static void *_ta_os_remap(void *p, size_t old, size_t size) {
+  void *q = mremap(p, old, size, MREMAP_MAYMOVE);
+  return q == MAP_FAILED ? NULL : q;
+}

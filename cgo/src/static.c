@@ -1,0 +1,15 @@
+/* static.c: the whole allocator as one translation unit (every layer is
+ * static, so the compiler inlines across them). Build:
+ *   cc -O2 -fPIC -shared -fvisibility=hidden -ftls-model=initial-exec \
+ *      -o libtagalloc.so static.c -lpthread
+ * Layers, bottom up: */
+#include "types.h"     /* layout, glossary, paths, policies */
+#include "prim_linux.c" /* OS memory and time */
+#include "error.c"     /* messages without allocating */
+#include "options.c"   /* the options table */
+#include "arena.c"     /* address space, spans, purging */
+#include "page.c"      /* small spans: carving, collecting, remote free */
+#include "heap.c"      /* thread heaps: slow path, thread exit */
+#include "huge.c"      /* huge blocks: one mapping each */
+#include "init.c"      /* lazy init, fork */
+#include "alloc.c"     /* the public entry points */

@@ -1,0 +1,295 @@
+/* types.h: the layout of tagalloc's native allocator and the contract of each
+ * layer. Every other source file is included once by static.c.
+ *
+ * Glossary
+ *   arena     one contiguous reservation of address space (64 GiB by default,
+ *             less if the OS refuses), mapped read-write with MAP_NORESERVE
+ *             so only touched pages cost memory. More arenas are reserved
+ *             when one fills up (at most TA_MAX_ARENAS).
+ *   page      64 KiB of an arena (TA_PAGE_SIZE). Each page has a 128-byte
+ *             descriptor (_ta_page_t) in a separate mapping: metadata is out
+ *             of line (DESIGN.md D4), so overrunning a block cannot corrupt it.
+ *   span      a run of pages. Its first page's descriptor is the span's
+ *             "head"; every page of a span in use records head_off, the
+ *             distance back to its head, so any address inside finds it.
+ *   size class one of TA_NUM_CLASSES block sizes (sizeclasses.h, generated);
+ *             a small span holds blocks of one class, carved lazily.
+ *   small     size <= TA_MAX_SMALL (512 KiB): a block of a class.
+ *   large     TA_MAX_SMALL < size < huge threshold: a span of whole pages.
+ *   huge      size >= huge threshold (32 MiB): its own mmap, recorded in a
+ *             hash table (huge.c); realloc uses mremap.
+ *   heap      a thread's cache (_ta_heap_t): per class, the page it allocates
+ *             from (direct[]), its other pages with free blocks (queue) and
+ *             its full pages (full). A thread owns the pages of its heap.
+ *   tag       (reserved here, used by the tagging layer) a page's blocks all
+ *             belong to one tag, so free finds the tag by the page: O(1).
+ *
+ * The malloc path
+ *   1. class c = _ta_class_of(size); page = heap->direct[c]   (TLS heap)
+ *   2. pop page->free; page->used++; return.                  (fast path)
+ *   3. otherwise (heap.c) move local_free and the cross-thread list into
+ *      free, carve more blocks, try the class's other pages, rescan full
+ *      pages that other threads freed into, adopt an abandoned page, or take
+ *      a new span from the arena (arena.c, under the arena lock).
+ * The free path
+ *   1. page = descriptor of the address (one compare with arena 0's bounds,
+ *      one index; head_off for multi-page spans).
+ *   2. owner thread: push on page->local_free, used--. A page whose used
+ *      count drops to 0 goes back to the arena (unless it is the class's
+ *      direct page).
+ *   3. other thread: lock-free push on page->xthread_free; the owner
+ *      collects it on its next slow path.
+ *   4. large spans go back to the arena; huge blocks are unmapped.
+ *
+ * Memory returns to the OS: free spans are "dirty" (resident) until purged
+ * with madvise(MADV_DONTNEED): those older than the purge delay are purged
+ * at the next arena operation, and dirty memory beyond the retain limit is
+ * purged at once, so RSS falls right after a large free.
+ *
+ * Errors and out of memory: an impossible size or a failed mmap returns NULL
+ * with errno = ENOMEM (after one purge-and-retry); the books are unchanged.
+ * Misuse the allocator can see cheaply (free of an address it never handed
+ * out, a double free of a span) prints "tagalloc: ..." and aborts, as glibc
+ * does. Broken invariants (debug builds, TA_DEBUG >= 1) print and abort.
+ *
+ * Locks (never held while calling anything that could allocate):
+ *   _ta_heaps_lock  the list of heaps (fork)           order 1
+ *   _ta_aband_lock  abandoned pages                    order 2
+ *   _ta_arena_lock  spans, arenas, purging             order 3
+ *   _ta_huge_lock   the huge table                     order 4
+ *   _ta_meta_lock   metadata allocator                 order 5
+ */
+#ifndef TAGALLOC_TYPES_H
+#define TAGALLOC_TYPES_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "sizeclasses.h"
+
+/* ---- build configuration ------------------------------------------------ */
+
+/* TA_DEBUG: 0 release, 1 cheap invariant checks, 2 expensive checks (heap
+ * walks on every slow path). Tests build the core at level 2. */
+#ifndef TA_DEBUG
+#define TA_DEBUG 0
+#endif
+
+/* TA_PREFIX: build the public entry points under other names (for example
+ * -DTA_PREFIX=ta_test_ gives ta_test_malloc) so a test binary can run the
+ * core beside the system allocator, under the thread sanitizer. */
+#define TA_CAT2(a, b) a##b
+#define TA_CAT(a, b) TA_CAT2(a, b)
+#ifdef TA_PREFIX
+#define TA_NAME(n) TA_CAT(TA_PREFIX, n)
+#else
+#define TA_NAME(n) n
+#endif
+
+#define TA_EXPORT __attribute__((visibility("default")))
+#define TA_NOINLINE __attribute__((noinline))
+#define TA_COLD __attribute__((cold, noinline))
+#define ta_likely(x) __builtin_expect(!!(x), 1)
+#define ta_unlikely(x) __builtin_expect(!!(x), 0)
+
+#define TA_KiB ((size_t)1024)
+#define TA_MiB (TA_KiB * 1024)
+#define TA_GiB (TA_MiB * 1024)
+
+#define TA_MAX_ARENAS 64
+#define TA_OS_PAGE 4096
+
+/* Largest request we accept: beyond it, NULL + ENOMEM (like glibc's
+ * PTRDIFF_MAX limit, with room for rounding). */
+#define TA_MAX_REQUEST ((size_t)PTRDIFF_MAX - 2 * TA_PAGE_SIZE)
+
+/* ---- blocks and pages --------------------------------------------------- */
+
+typedef struct _ta_block_s {
+  struct _ta_block_s *next;
+} _ta_block_t;
+
+enum {
+  TA_KIND_NONE = 0, /* never used (above the arena's top) */
+  TA_KIND_FREE,     /* head of a free span */
+  TA_KIND_SMALL,    /* head of a span of blocks of one class */
+  TA_KIND_LARGE,    /* head of a span holding one large block */
+  TA_KIND_INNER,    /* not a head: a page inside a span (head_off > 0) */
+};
+
+/* Page flags (owner-written, plain). */
+enum {
+  TA_PF_DIRTY = 1, /* free span: resident, not yet purged */
+  TA_PF_ZERO = 2,  /* span memory is known to be zero (fresh or purged) */
+};
+
+struct _ta_heap_s;
+
+/* A page descriptor; heads carry the span's state. 128 bytes, so adjacent
+ * pages' descriptors never share a cache line. Who writes what:
+ *   free, local_free, used, capacity, next/prev: the owning heap's thread.
+ *   xthread_free: any thread (lock-free push); the owner takes it whole.
+ *   heap: the owner (abandon) or an adopter under _ta_aband_lock.
+ *   kind, npages, head_off, flags, dirty links: the arena lock holder, or
+ *   the owner for a span it holds.
+ * Invariant (small span, at rest): used + |free| + |local_free| +
+ *   |xthread_free| + (reserved - capacity) == reserved. */
+typedef struct _ta_page_s {
+  /* cache line 1: the owner's fast paths */
+  _ta_block_t *free;          /* blocks ready for malloc */
+  _ta_block_t *local_free;    /* blocks the owner freed */
+  _Atomic(struct _ta_heap_s *) heap; /* owner; NULL if free or abandoned */
+  uint32_t used;              /* blocks handed out, not yet collected back */
+  uint32_t capacity;          /* blocks carved so far */
+  uint32_t reserved;          /* blocks that fit in the span */
+  uint32_t block_size;        /* class size (small) or span bytes (large) */
+  uint8_t kind;               /* TA_KIND_* */
+  uint8_t sclass;             /* size class (small) */
+  uint8_t flags;              /* TA_PF_* */
+  _Atomic(uint8_t) in_full;   /* on its heap's full list (read by remote frees) */
+  uint32_t head_off;          /* pages back to the head; 0 on a head */
+  uint32_t npages;            /* span length in pages (heads) */
+  uint32_t arena;             /* index of the arena holding this page */
+  uint8_t *start;             /* first byte of the span (heads) */
+  /* cache line 2: cross-thread and list bookkeeping */
+  _Atomic(uintptr_t) xthread_free; /* blocks freed by other threads */
+  struct _ta_page_s *next;    /* heap queue / free-span bin links */
+  struct _ta_page_s *prev;
+  struct _ta_page_s *dnext;   /* dirty list (free spans), oldest first */
+  struct _ta_page_s *dprev;
+  uint64_t freed_at_ms;       /* when the span became free (dirty list) */
+  size_t requested;           /* large: bytes the caller asked for */
+  uint32_t tag;               /* the tag its blocks are charged to */
+  uint32_t pad2;
+} _ta_page_t;
+
+_Static_assert(sizeof(_ta_page_t) == 128, "page descriptor must be 128 bytes");
+
+typedef struct _ta_pageq_s {
+  _ta_page_t *first;
+  _ta_page_t *last;
+  size_t count;
+} _ta_pageq_t;
+
+/* ---- arenas --------------------------------------------------------------- */
+
+typedef struct _ta_arena_s {
+  uint8_t *base;      /* TA_PAGE_SIZE aligned */
+  size_t size;        /* bytes reserved */
+  size_t npages;      /* pages reserved */
+  size_t top;         /* pages ever handed out; [top, npages) is fresh */
+  _ta_page_t *pages;  /* npages descriptors (their own mapping) */
+} _ta_arena_t;
+
+/* ---- heaps ---------------------------------------------------------------- */
+
+typedef struct _ta_heap_s {
+  _ta_page_t *direct[TA_NUM_CLASSES]; /* never NULL: &_ta_page_empty at worst */
+  _ta_pageq_t queue[TA_NUM_CLASSES];  /* pages with free blocks (or maybe) */
+  _ta_pageq_t full[TA_NUM_CLASSES];   /* pages with none, at last look */
+  _Atomic(uint8_t) xfull[TA_NUM_CLASSES]; /* a remote free hit a full page */
+  uint64_t slow_count;      /* slow paths taken (maintenance clock) */
+  uint64_t last_gc_ms;      /* last walk that returned empty pages */
+  struct _ta_heap_s *hnext; /* list of live heaps (_ta_heaps_lock) */
+  struct _ta_heap_s *hprev;
+  bool dead;                /* abandoned; struct waits for reuse */
+} _ta_heap_t;
+
+/* ---- options (one table, parsed once: options.c) -------------------------- */
+
+typedef struct _ta_options_s {
+  size_t arena_reserve;     /* TAGALLOC_ARENA_RESERVE */
+  size_t huge_threshold;    /* TAGALLOC_HUGE_THRESHOLD */
+  size_t purge_delay_ms;    /* TAGALLOC_PURGE_DELAY_MS */
+  size_t retain_min;        /* TAGALLOC_RETAIN_MIN */
+  size_t verbose;           /* TAGALLOC_VERBOSE */
+} _ta_options_t;
+
+/* ---- globals --------------------------------------------------------------- */
+
+extern _ta_options_t _ta_opt;
+extern _ta_arena_t _ta_arenas[TA_MAX_ARENAS];
+extern _Atomic(size_t) _ta_narenas;
+extern _ta_page_t _ta_page_empty;
+extern _ta_heap_t _ta_heap_empty;
+extern __thread _ta_heap_t *_ta_tls_heap;
+
+/* ---- layer entry points ------------------------------------------------------ */
+
+/* prim_linux.c: the only file that talks to the OS about memory. */
+static void *_ta_os_reserve(size_t size, size_t align);
+static void _ta_os_release(void *p, size_t size);
+static void _ta_os_purge(void *p, size_t size);
+static void _ta_os_name(void *p, size_t size, const char *name);
+static uint64_t _ta_now_ms(void);
+static void _ta_write_stderr(const char *s, size_t n);
+
+/* error.c */
+TA_COLD static void _ta_fatal(const char *fmt, ...) __attribute__((noreturn));
+TA_COLD static void _ta_warn(const char *fmt, ...);
+
+/* arena.c */
+static bool _ta_arena_init(void);
+static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kind);
+static void _ta_span_free(_ta_page_t *span);
+static bool _ta_span_grow_inplace(_ta_page_t *span, size_t npages);
+static void _ta_span_shrink_inplace(_ta_page_t *span, size_t npages);
+static void _ta_arena_purge(bool all);
+static _ta_page_t *_ta_page_of_slow(const void *p);
+
+/* page.c / heap.c */
+static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c);
+static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg);
+static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b);
+static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct);
+static void _ta_heaps_reclaim_abandoned(void);
+
+/* huge.c */
+static void *_ta_huge_alloc(size_t size, size_t align, bool zero);
+static bool _ta_huge_lookup(const void *p, size_t *mapped, size_t *requested);
+static bool _ta_huge_free(void *p);
+static void *_ta_huge_realloc(void *p, size_t size);
+
+/* init.c */
+static bool _ta_init_slow(void);
+extern _Atomic(int) _ta_init_state; /* 0 none, 1 running, 2 core ready, 3 done */
+
+static inline bool _ta_ensure_init(void) {
+  if (ta_likely(atomic_load_explicit(&_ta_init_state, memory_order_acquire) >= 2)) return true;
+  return _ta_init_slow();
+}
+
+/* ---- inline helpers --------------------------------------------------------- */
+
+static inline size_t _ta_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+/* The head descriptor of the span holding p, or NULL if p is in no span in
+ * use (not ours, or inside a free span). Arena 0 is checked inline. */
+static inline _ta_page_t *_ta_page_of(const void *p) {
+  uintptr_t off = (uintptr_t)p - (uintptr_t)_ta_arenas[0].base;
+  if (ta_likely(off < _ta_arenas[0].size)) {
+    _ta_page_t *pg = &_ta_arenas[0].pages[off >> TA_PAGE_SHIFT];
+    return pg - pg->head_off;
+  }
+  return _ta_page_of_slow(p);
+}
+
+/* Index of the block holding p within a small span. */
+static inline size_t _ta_block_index(const _ta_page_t *pg, const void *p) {
+  uint64_t off = (uint64_t)((const uint8_t *)p - pg->start);
+  return (size_t)((off * _ta_classes[pg->sclass].magic) >> TA_MAGIC_SHIFT);
+}
+
+#if TA_DEBUG >= 1
+#define ta_assert(x) \
+  do { if (ta_unlikely(!(x))) _ta_fatal("assertion failed: %s (%s:%d)", #x, __FILE__, __LINE__); } while (0)
+#else
+#define ta_assert(x) do { (void)sizeof(x); } while (0)
+#endif
+
+#endif
