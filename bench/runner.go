@@ -19,8 +19,8 @@ import (
 
 // Sample is one measured run of one workload under one allocator.
 type Sample struct {
-	Seconds float64            `json:"seconds"`  // wall time, or the workload's TimeMetric
-	MaxRSS  int64              `json:"max_rss"`  // peak RSS in bytes (rusage ru_maxrss)
+	Seconds float64            `json:"seconds"` // wall time, or the workload's TimeMetric
+	MaxRSS  int64              `json:"max_rss"` // peak RSS in bytes (rusage ru_maxrss)
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 	Output  string             `json:"-"` // the result lines, compared with glibc's
 }
@@ -34,10 +34,12 @@ type Cell struct {
 
 // WorkloadResult holds one workload's cells, in allocator order.
 type WorkloadResult struct {
-	Name    string  `json:"name"`
-	Doc     string  `json:"doc"`
-	Skipped string  `json:"skipped,omitempty"` // why it did not run at all
-	Cells   []*Cell `json:"cells,omitempty"`
+	Name       string  `json:"name"`
+	Doc        string  `json:"doc"`
+	TimeMetric string  `json:"time_metric,omitempty"`
+	TimeNote   string  `json:"time_note,omitempty"`
+	Skipped    string  `json:"skipped,omitempty"` // why it did not run at all
+	Cells      []*Cell `json:"cells,omitempty"`
 }
 
 // Result is everything a Run measured.
@@ -93,7 +95,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 }
 
 func runWorkload(ctx context.Context, cfg Config, w Workload) (*WorkloadResult, error) {
-	wr := &WorkloadResult{Name: w.Name, Doc: w.Doc}
+	wr := &WorkloadResult{Name: w.Name, Doc: w.Doc, TimeMetric: w.TimeMetric, TimeNote: w.TimeNote}
 	if w.Kind != KindC {
 		if _, err := findProgram(w.Program); err != nil {
 			wr.Skipped = fmt.Sprintf("%s not installed", w.Program)

@@ -22,7 +22,7 @@ static inline void *_ta_malloc_class(unsigned c) {
 
 /* Large: a span of whole pages, aligned to align (a power of two). */
 static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
-  size_t npages = (size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT;
+  size_t npages = size ? (size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT : 1;
   size_t ap = align > TA_PAGE_SIZE ? align >> TA_PAGE_SHIFT : 1;
   _ta_page_t *pg = _ta_span_alloc(npages, ap, TA_KIND_LARGE);
   if (!pg) return NULL;

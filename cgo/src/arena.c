@@ -219,6 +219,8 @@ static _ta_page_t *_ta_span_split_claim(_ta_page_t *h, size_t npages, size_t ali
   return _ta_span_claim(ai, idx + lead, npages, kind, flags);
 }
 
+static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags, uint64_t now);
+
 static _ta_page_t *_ta_span_alloc_locked(size_t npages, size_t align_pages, uint8_t kind, uint64_t now) {
   size_t need = npages + (align_pages > 1 ? align_pages - 1 : 0);
   /* Exact bins: the smallest non-empty bin that fits. */
@@ -250,7 +252,11 @@ static _ta_page_t *_ta_span_alloc_locked(size_t npages, size_t align_pages, uint
       size_t idx = a->top;
       if (align_pages > 1) idx = _ta_align_up(idx + ((uintptr_t)a->base >> TA_PAGE_SHIFT), align_pages) - ((uintptr_t)a->base >> TA_PAGE_SHIFT);
       if (idx + npages > a->npages) continue;
-      if (idx > a->top) _ta_free_span_insert(ai, a->top, idx - a->top, TA_PF_ZERO, now);
+      if (idx > a->top) {
+        size_t gap = a->top;
+        a->top = idx;
+        _ta_free_range_locked(ai, gap, idx - gap, TA_PF_ZERO, now);
+      }
       a->top = idx + npages;
       return _ta_span_claim(ai, idx, npages, kind, TA_PF_ZERO);
     }
@@ -274,38 +280,45 @@ static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kin
   return h;
 }
 
-/* Return a span in use to the arena, coalescing with free neighbours. */
-static void _ta_span_free(_ta_page_t *h) {
-  pthread_mutex_lock(&_ta_arena_lock);
-  uint64_t now = _ta_now_ms();
-  size_t ai = h->arena;
+/* Make pages [idx, idx+n) of arena ai free, coalescing with free
+ * neighbours; the result is dirty unless every part was clean and flags
+ * says so. */
+static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags, uint64_t now) {
   _ta_arena_t *a = &_ta_arenas[ai];
-  size_t idx = _ta_page_index(a, h), n = h->npages;
-  ta_assert(h->kind == TA_KIND_SMALL || h->kind == TA_KIND_LARGE);
-  _ta_used_pages -= n;
-  uint8_t flags = TA_PF_DIRTY; /* in-use memory is resident */
-  atomic_store_explicit(&h->heap, NULL, memory_order_relaxed);
-  h->kind = TA_KIND_INNER;
-  /* left neighbour */
   if (idx > 0) {
     _ta_page_t *l = &a->pages[idx - 1];
     l -= l->head_off;
     if (l->kind == TA_KIND_FREE && l->head_off == 0 && _ta_page_index(a, l) + l->npages == idx) {
+      size_t li = _ta_page_index(a, l);
+      if (!(l->flags & TA_PF_ZERO)) flags = TA_PF_DIRTY;
       _ta_free_span_remove(l);
-      n += (size_t)(idx - _ta_page_index(a, l));
-      idx = _ta_page_index(a, l);
+      n += idx - li;
+      idx = li;
     }
   }
-  /* right neighbour */
   if (idx + n < a->top) {
     _ta_page_t *r = &a->pages[idx + n];
     if (r->kind == TA_KIND_FREE && r->head_off == 0) {
       size_t rn = r->npages;
+      if (!(r->flags & TA_PF_ZERO)) flags = TA_PF_DIRTY;
       _ta_free_span_remove(r);
       n += rn;
     }
   }
   _ta_free_span_insert(ai, idx, n, flags, now);
+}
+
+/* Return a span in use to the arena. */
+static void _ta_span_free(_ta_page_t *h) {
+  pthread_mutex_lock(&_ta_arena_lock);
+  uint64_t now = _ta_now_ms();
+  ta_assert(h->kind == TA_KIND_SMALL || h->kind == TA_KIND_LARGE);
+  _ta_arena_t *a = &_ta_arenas[h->arena];
+  _ta_used_pages -= h->npages;
+  atomic_store_explicit(&h->heap, NULL, memory_order_relaxed);
+  h->kind = TA_KIND_INNER;
+  /* in-use memory is resident: dirty */
+  _ta_free_range_locked(h->arena, _ta_page_index(a, h), h->npages, TA_PF_DIRTY, now);
   _ta_purge_locked(false, now);
   pthread_mutex_unlock(&_ta_arena_lock);
 }
@@ -352,17 +365,7 @@ static void _ta_span_shrink_inplace(_ta_page_t *h, size_t npages) {
   size_t idx = _ta_page_index(a, h), n = h->npages, tail = n - npages;
   h->npages = (uint32_t)npages;
   _ta_used_pages -= tail;
-  size_t fidx = idx + npages;
-  /* coalesce the tail with a free right neighbour */
-  if (fidx + tail < a->top) {
-    _ta_page_t *r = &a->pages[fidx + tail];
-    if (r->kind == TA_KIND_FREE && r->head_off == 0) {
-      size_t rn = r->npages;
-      _ta_free_span_remove(r);
-      tail += rn;
-    }
-  }
-  _ta_free_span_insert(ai, fidx, tail, TA_PF_DIRTY, now);
+  _ta_free_range_locked(ai, idx + npages, tail, TA_PF_DIRTY, now);
   _ta_purge_locked(false, now);
   pthread_mutex_unlock(&_ta_arena_lock);
 }

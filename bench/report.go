@@ -1,0 +1,353 @@
+// Report: a Result reduced to medians and ratios (Summary), checked
+// against the targets, and rendered as text tables.
+
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Targets are the limits the subject allocator is held to.
+type Targets struct {
+	TimeVsMimalloc float64 // time ≤ this × mimalloc's
+	TimeVsGlibc    float64 // time ≤ this × glibc's
+	RSSVsGlibc     float64 // peak RSS ≤ this × glibc's
+	ReturnedIn1s   float64 // share of rss_after_free's growth given back 1 s after the frees
+}
+
+// DefaultTargets are the project's goals (the issue that asked for bench/).
+var DefaultTargets = Targets{TimeVsMimalloc: 1.10, TimeVsGlibc: 1.00, RSSVsGlibc: 1.10, ReturnedIn1s: 0.90}
+
+// DefaultBaselines are what the subject is compared with, in column order.
+var DefaultBaselines = []string{Glibc, "mimalloc", "jemalloc"}
+
+// MetricReturned is derived from rss_after_free's metrics: the share of
+// the memory it grew by that is no longer resident one second after the
+// frees, (peak - after_1s) / (peak - base).
+const MetricReturned = "returned_in_1s"
+
+// Summary is what the tables show: medians per workload and allocator,
+// and the subject's ratios to the baselines. Maps hold only values that
+// exist (an allocator that failed or was skipped has no entry).
+type Summary struct {
+	Runs        int                `json:"runs"`
+	Allocators  []string           `json:"allocators"`
+	Subject     string             `json:"subject,omitempty"`   // "" when it was not measured
+	Baselines   []string           `json:"baselines,omitempty"` // those measured, subject excluded
+	Rows        []*Row             `json:"rows"`
+	TimeGeoMean map[string]float64 `json:"time_geomean,omitempty"` // baseline → geomean of subject/baseline
+	RSSGeoMean  map[string]float64 `json:"rss_geomean,omitempty"`
+	Targets     Targets            `json:"targets"`
+}
+
+// Row is one workload's line.
+type Row struct {
+	Workload   string                        `json:"workload"`
+	Skipped    string                        `json:"skipped,omitempty"`
+	TimeNote   string                        `json:"time_note,omitempty"`
+	Time       map[string]float64            `json:"time_s"`      // allocator → median seconds
+	RSS        map[string]float64            `json:"peak_rss"`    // allocator → median bytes
+	TimeSpread map[string]float64            `json:"time_spread"` // allocator → (max-min)/median
+	Metrics    map[string]map[string]float64 `json:"metrics"`     // metric → allocator → median
+	Failed     map[string]string             `json:"failed"`      // allocator → error
+	TimeRatio  map[string]float64            `json:"time_ratio"`  // baseline → subject/baseline
+	RSSRatio   map[string]float64            `json:"rss_ratio"`   // baseline → subject/baseline
+	Misses     []string                      `json:"misses"`      // targets the subject missed
+}
+
+// Summarize reduces r. subject is the allocator the ratios are about
+// (tagalloc); baselines are what it is compared with.
+func Summarize(r *Result, subject string, baselines []string, t Targets) *Summary {
+	s := &Summary{Runs: r.Runs, Allocators: r.Allocators, Targets: t,
+		TimeGeoMean: map[string]float64{}, RSSGeoMean: map[string]float64{}}
+	if contains(r.Allocators, subject) {
+		s.Subject = subject
+		for _, b := range baselines {
+			if b != subject && contains(r.Allocators, b) {
+				s.Baselines = append(s.Baselines, b)
+			}
+		}
+	}
+	timeRatios := map[string][]float64{}
+	rssRatios := map[string][]float64{}
+	for _, wr := range r.Workloads {
+		row := &Row{Workload: wr.Name, Skipped: wr.Skipped, TimeNote: wr.TimeNote,
+			Time: map[string]float64{}, RSS: map[string]float64{}, TimeSpread: map[string]float64{},
+			Metrics: map[string]map[string]float64{}, Failed: map[string]string{},
+			TimeRatio: map[string]float64{}, RSSRatio: map[string]float64{}}
+		s.Rows = append(s.Rows, row)
+		for _, c := range wr.Cells {
+			if c.Err != "" {
+				row.Failed[c.Allocator] = c.Err
+				continue
+			}
+			if len(c.Samples) == 0 {
+				continue
+			}
+			var ts, rs []float64
+			ms := map[string][]float64{}
+			for _, smp := range c.Samples {
+				ts = append(ts, smp.Seconds)
+				rs = append(rs, float64(smp.MaxRSS))
+				for k, v := range smp.Metrics {
+					if k != wr.TimeMetric {
+						ms[k] = append(ms[k], v)
+					}
+				}
+				if v, ok := returned(smp.Metrics); ok {
+					ms[MetricReturned] = append(ms[MetricReturned], v)
+				}
+			}
+			row.Time[c.Allocator] = Median(ts)
+			row.RSS[c.Allocator] = Median(rs)
+			row.TimeSpread[c.Allocator] = Spread(ts)
+			for k, vs := range ms {
+				if row.Metrics[k] == nil {
+					row.Metrics[k] = map[string]float64{}
+				}
+				row.Metrics[k][c.Allocator] = Median(vs)
+			}
+		}
+		if s.Subject == "" {
+			continue
+		}
+		for _, b := range s.Baselines {
+			if x := Ratio(get(row.Time, s.Subject), get(row.Time, b)); !math.IsNaN(x) {
+				row.TimeRatio[b] = x
+				timeRatios[b] = append(timeRatios[b], x)
+			}
+			if x := Ratio(get(row.RSS, s.Subject), get(row.RSS, b)); !math.IsNaN(x) {
+				row.RSSRatio[b] = x
+				rssRatios[b] = append(rssRatios[b], x)
+			}
+		}
+		row.Misses = checkTargets(row, s.Subject, t)
+	}
+	for _, b := range s.Baselines {
+		if g, n := GeoMean(timeRatios[b]); n > 0 {
+			s.TimeGeoMean[b] = g
+		}
+		if g, n := GeoMean(rssRatios[b]); n > 0 {
+			s.RSSGeoMean[b] = g
+		}
+	}
+	return s
+}
+
+// returned computes MetricReturned from one rss_after_free sample.
+func returned(m map[string]float64) (float64, bool) {
+	base, ok1 := m["rss_base_kib"]
+	peak, ok2 := m["rss_peak_kib"]
+	later, ok3 := m["rss_after_1s_kib"]
+	if !ok1 || !ok2 || !ok3 || peak <= base {
+		return 0, false
+	}
+	return (peak - later) / (peak - base), true
+}
+
+// checkTargets lists the targets the subject missed on one row.
+func checkTargets(row *Row, subject string, t Targets) []string {
+	var miss []string
+	if msg, ok := row.Failed[subject]; ok {
+		return []string{"failed: " + msg}
+	}
+	if x, ok := row.TimeRatio["mimalloc"]; ok && x > t.TimeVsMimalloc {
+		miss = append(miss, fmt.Sprintf("time %.2fx mimalloc > %.2f", x, t.TimeVsMimalloc))
+	}
+	if x, ok := row.TimeRatio[Glibc]; ok && x > t.TimeVsGlibc {
+		miss = append(miss, fmt.Sprintf("time %.2fx glibc > %.2f", x, t.TimeVsGlibc))
+	}
+	if x, ok := row.RSSRatio[Glibc]; ok && x > t.RSSVsGlibc {
+		miss = append(miss, fmt.Sprintf("RSS %.2fx glibc > %.2f", x, t.RSSVsGlibc))
+	}
+	if x, ok := row.Metrics[MetricReturned][subject]; ok && x < t.ReturnedIn1s {
+		miss = append(miss, fmt.Sprintf("%.0f%% returned in 1s < %.0f%%", 100*x, 100*t.ReturnedIn1s))
+	}
+	return miss
+}
+
+// noisy is the time spread above which a median is marked with "~".
+const noisy = 0.10
+
+// Render writes the report: time and peak RSS tables with the subject's
+// ratios, the other measurements, the target check, and the failures.
+func (s *Summary) Render(w io.Writer) error {
+	var b strings.Builder
+	allocs := s.Allocators
+	ratioHead := func() []string {
+		var h []string
+		for _, base := range s.Baselines {
+			h = append(h, s.Subject+"/"+base)
+		}
+		return h
+	}
+
+	// Time.
+	tt := &Table{Title: fmt.Sprintf("Time: median of %d runs, seconds (~: runs differ by more than %.0f%%)", s.Runs, 100*noisy),
+		Header: append(append([]string{"workload"}, allocs...), ratioHead()...)}
+	var notes []string
+	for _, r := range s.Rows {
+		if r.Skipped != "" {
+			continue
+		}
+		row := []string{r.Workload}
+		for _, a := range allocs {
+			cell := cellOr(r, a, fmtNum("%.3f", get(r.Time, a)))
+			if get(r.TimeSpread, a) > noisy {
+				cell = "~" + cell
+			}
+			row = append(row, cell)
+		}
+		for _, base := range s.Baselines {
+			row = append(row, fmtNum("%.2f", get(r.TimeRatio, base)))
+		}
+		tt.Rows = append(tt.Rows, row)
+		if r.TimeNote != "" {
+			notes = append(notes, fmt.Sprintf("  %s: time is %s", r.Workload, r.TimeNote))
+		}
+	}
+	if len(s.Baselines) > 0 {
+		tt.Footer = [][]string{geoRow(len(allocs), s.Baselines, s.TimeGeoMean)}
+	}
+	b.WriteString("\n")
+	tt.Render(&b)
+	for _, n := range notes {
+		b.WriteString(n + "\n")
+	}
+
+	// Peak RSS.
+	rt := &Table{Title: fmt.Sprintf("Peak RSS: median of %d runs, MiB (rusage maxrss)", s.Runs),
+		Header: append(append([]string{"workload"}, allocs...), ratioHead()...)}
+	for _, r := range s.Rows {
+		if r.Skipped != "" {
+			continue
+		}
+		row := []string{r.Workload}
+		for _, a := range allocs {
+			row = append(row, cellOr(r, a, fmtNum("%.1f", get(r.RSS, a)/(1<<20))))
+		}
+		for _, base := range s.Baselines {
+			row = append(row, fmtNum("%.2f", get(r.RSSRatio, base)))
+		}
+		rt.Rows = append(rt.Rows, row)
+	}
+	if len(s.Baselines) > 0 {
+		rt.Footer = [][]string{geoRow(len(allocs), s.Baselines, s.RSSGeoMean)}
+	}
+	b.WriteString("\n")
+	rt.Render(&b)
+
+	// Other measurements.
+	mt := &Table{Title: "Other measurements (medians)", Header: append([]string{"workload: metric"}, allocs...)}
+	for _, r := range s.Rows {
+		for _, m := range sortedKeys(r.Metrics) {
+			label, format, scale := metricFormat(m)
+			row := []string{r.Workload + ": " + label}
+			for _, a := range allocs {
+				row = append(row, cellOr(r, a, fmtNum(format, get(r.Metrics[m], a)*scale)))
+			}
+			mt.Rows = append(mt.Rows, row)
+		}
+	}
+	if len(mt.Rows) > 0 {
+		b.WriteString("\n")
+		mt.Render(&b)
+	}
+
+	// Targets.
+	if s.Subject != "" {
+		t := s.Targets
+		b.WriteString(fmt.Sprintf("\nTargets for %s: time <= %.2fx mimalloc and <= %.2fx glibc, peak RSS <= %.2fx glibc, >= %.0f%% of rss_after_free's memory returned within 1 s\n",
+			s.Subject, t.TimeVsMimalloc, t.TimeVsGlibc, t.RSSVsGlibc, 100*t.ReturnedIn1s))
+		met := 0
+		for _, r := range s.Rows {
+			if r.Skipped != "" {
+				continue
+			}
+			if len(r.Misses) == 0 {
+				met++
+				continue
+			}
+			b.WriteString(fmt.Sprintf("  MISS %s: %s\n", r.Workload, strings.Join(r.Misses, "; ")))
+		}
+		b.WriteString(fmt.Sprintf("  %d workloads meet every target\n", met))
+	} else {
+		b.WriteString("\nNo ratios: the subject allocator was not measured (see the notes; -subject picks another).\n")
+	}
+
+	// Skips and failures.
+	var bad []string
+	for _, r := range s.Rows {
+		if r.Skipped != "" {
+			bad = append(bad, fmt.Sprintf("  %s: skipped: %s", r.Workload, r.Skipped))
+		}
+		for _, a := range allocs {
+			if msg, ok := r.Failed[a]; ok {
+				bad = append(bad, "  FAILED "+msg)
+			}
+		}
+	}
+	if len(bad) > 0 {
+		b.WriteString("\nProblems:\n" + strings.Join(bad, "\n") + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func geoRow(nAllocs int, baselines []string, g map[string]float64) []string {
+	row := []string{"geomean"}
+	for range nAllocs {
+		row = append(row, "")
+	}
+	for _, base := range baselines {
+		row = append(row, fmtNum("%.2f", get(g, base)))
+	}
+	return row
+}
+
+// cellOr returns FAIL for an allocator that failed on r, else s.
+func cellOr(r *Row, alloc, s string) string {
+	if _, ok := r.Failed[alloc]; ok {
+		return "FAIL"
+	}
+	return s
+}
+
+// metricFormat turns a metric's name into a label, a format and a scale:
+// *_kib are shown in MiB, *_s in seconds, *_krps as is, shares in percent.
+func metricFormat(name string) (label, format string, scale float64) {
+	switch {
+	case name == MetricReturned:
+		return name + " (%)", "%.0f", 100
+	case strings.HasSuffix(name, "_kib"):
+		return strings.TrimSuffix(name, "_kib") + " (MiB)", "%.1f", 1.0 / 1024
+	case strings.HasSuffix(name, "_s"):
+		return strings.TrimSuffix(name, "_s") + " (s)", "%.3f", 1
+	case strings.HasSuffix(name, "_krps"):
+		return strings.TrimSuffix(name, "_krps") + " (k req/s)", "%.0f", 1
+	}
+	return name, "%.4g", 1
+}
+
+func get(m map[string]float64, k string) float64 {
+	if v, ok := m[k]; ok {
+		return v
+	}
+	return math.NaN()
+}
+
+func contains(xs []string, x string) bool { return slices.Contains(xs, x) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

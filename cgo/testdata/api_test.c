@@ -1,0 +1,277 @@
+/* api_test.c: conformance of every entry point, as glibc behaves: alignment,
+ * usable sizes, zeroing, realloc keeping data, errno and NULL on failure.
+ * Prints "ok NAME" per test and "N passed, M failed"; exits non-zero on any
+ * failure. */
+#include "tcheck.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+static const size_t sizes[] = {0, 1, 7, 8, 15, 16, 17, 24, 31, 32, 33, 48, 63, 64, 65, 100, 127, 128, 129,
+                               255, 256, 257, 500, 1000, 1024, 1025, 2047, 4096, 4097, 10000, 32768, 65535,
+                               65536, 65537, 100000, 262144, 524287, 524288, 524289, 1 << 20, (1 << 20) + 1,
+                               3 << 20, 16 << 20, (32 << 20) - 1, 32 << 20, (32 << 20) + 1, 100 << 20};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static void test_active(void) { CHECK(t_tagalloc_active(), "tagalloc is not the allocator in this process"); }
+
+static void test_malloc_sizes(void) {
+  for (size_t i = 0; i < NSIZES; i++) {
+    size_t n = sizes[i];
+    uint8_t *p = malloc(n);
+    CHECK(p != NULL, "malloc(%zu) = NULL", n);
+    if (!p) continue;
+    CHECK(((uintptr_t)p & 15) == 0, "malloc(%zu) = %p not 16-aligned", n, (void *)p);
+    size_t u = malloc_usable_size(p);
+    CHECK(u >= n, "usable %zu < requested %zu", u, n);
+    CHECK(n < 128 || u - n <= n / 8 + 4096, "usable %zu wastes too much for %zu", u, n);
+    memset(p, 0xab, u); /* the whole usable size is ours */
+    free(p);
+  }
+  CHECK(malloc_usable_size(NULL) == 0, "usable(NULL)");
+}
+
+static void test_calloc_zero(void) {
+  /* Dirty memory first, so calloc must really zero what it reuses. */
+  for (size_t i = 0; i < NSIZES; i++) {
+    size_t n = sizes[i];
+    void *d = malloc(n ? n : 1);
+    if (d) memset(d, 0x5a, n);
+    free(d);
+    uint8_t *p = calloc(1, n);
+    CHECK(p != NULL, "calloc(1, %zu) = NULL", n);
+    if (!p) continue;
+    size_t bad = 0;
+    for (size_t k = 0; k < n; k += (n > 65536 ? 61 : 1)) bad += p[k] != 0;
+    CHECK(bad == 0, "calloc(1, %zu): %zu nonzero bytes", n, bad);
+    free(p);
+  }
+  uint32_t *a = calloc(1000, sizeof(uint32_t));
+  CHECK(a != NULL, "calloc(1000, 4)");
+  for (int i = 0; a && i < 1000; i++) CHECK(a[i] == 0, "calloc element %d", i);
+  free(a);
+}
+
+static void test_calloc_overflow(void) {
+  errno = 0;
+  void *p = calloc(SIZE_MAX / 2, 3);
+  CHECK(p == NULL && errno == ENOMEM, "calloc overflow: p=%p errno=%d", p, errno);
+  errno = 0;
+  p = calloc((size_t)1 << 33, (size_t)1 << 33);
+  CHECK(p == NULL && errno == ENOMEM, "calloc 2^66: p=%p errno=%d", p, errno);
+}
+
+static void test_impossible_sizes(void) {
+  size_t bad[] = {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX / 2 + 1, (size_t)PTRDIFF_MAX, (size_t)1 << 62};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    errno = 0;
+    void *p = malloc(bad[i]);
+    CHECK(p == NULL && errno == ENOMEM, "malloc(%zu): p=%p errno=%d", bad[i], p, errno);
+    void *q = malloc(16);
+    errno = 0;
+    void *r = realloc(q, bad[i]);
+    CHECK(r == NULL && errno == ENOMEM, "realloc(q, %zu): r=%p errno=%d", bad[i], r, errno);
+    free(q); /* realloc failed: q is still ours */
+    errno = 0;
+    void *a = aligned_alloc(64, bad[i]);
+    CHECK(a == NULL && errno == ENOMEM, "aligned_alloc(64, %zu): %p errno=%d", bad[i], a, errno);
+  }
+  errno = 0;
+  void *r = reallocarray(NULL, SIZE_MAX / 2, 4);
+  CHECK(r == NULL && errno == ENOMEM, "reallocarray overflow: %p errno=%d", r, errno);
+}
+
+static void test_realloc_semantics(void) {
+  /* realloc(NULL, n) is malloc(n). */
+  char *p = realloc(NULL, 100);
+  CHECK(p != NULL, "realloc(NULL, 100)");
+  /* realloc(p, 0) frees and returns NULL, as glibc does. */
+  void *z = realloc(p, 0);
+  CHECK(z == NULL, "realloc(p, 0) = %p, glibc returns NULL", z);
+  void *arr = reallocarray(NULL, 10, 10);
+  CHECK(arr != NULL && malloc_usable_size(arr) >= 100, "reallocarray(NULL, 10, 10)");
+  arr = reallocarray(arr, 1000, 10);
+  CHECK(arr != NULL && malloc_usable_size(arr) >= 10000, "reallocarray grow");
+  free(arr);
+}
+
+static void test_realloc_keeps_data(void) {
+  /* Grow through every kind (small, large, huge) and shrink back, checking
+   * the prefix survives every move. */
+  size_t n = 1;
+  uint8_t *p = malloc(n);
+  t_fill(p, n, 7);
+  size_t steps[] = {2, 17, 100, 1000, 5000, 70000, 600000, 2 << 20, 40 << 20, 70 << 20,
+                    (40 << 20), 3 << 20, 700000, 70000, 1000, 30, 1};
+  for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+    size_t m = steps[i];
+    uint8_t *q = realloc(p, m);
+    CHECK(q != NULL, "realloc to %zu", m);
+    if (!q) break;
+    size_t keep = n < m ? n : m;
+    /* check the prefix against the pattern of the old address */
+    size_t bad = 0;
+    for (size_t k = 0; k < keep; k += (keep > 1 << 20 ? 4093 : 1)) bad += q[k] != t_pattern(p, k, 7);
+    CHECK(bad == 0, "realloc %zu -> %zu lost data (%zu bytes differ)", n, m, bad);
+    t_fill(q, m, 7);
+    p = q;
+    n = m;
+  }
+  free(p);
+}
+
+static void test_realloc_inplace_large(void) {
+  /* Growing a large block by a page when the next pages are free keeps it. */
+  uint8_t *p = malloc(1 << 20);
+  CHECK(p != NULL, "malloc 1 MiB");
+  t_fill(p, 1 << 20, 3);
+  uint8_t *q = realloc(p, (1 << 20) + 65536);
+  CHECK(q != NULL && t_verify(q, 1 << 20, 3) == (q == p), "grow keeps data");
+  uint8_t *r = realloc(q, 800000);
+  CHECK(r == q, "shrinking a large block stays in place");
+  free(r);
+}
+
+static int is_aligned(void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
+
+static void test_aligned_entry_points(void) {
+  size_t aligns[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 8192, 65536, 131072, 1 << 20, 4 << 20, 64 << 20};
+  size_t asizes[] = {0, 1, 8, 24, 100, 4096, 5000, 65536, 100000, 600000, 3 << 20, 33 << 20};
+  for (size_t i = 0; i < sizeof(aligns) / sizeof(aligns[0]); i++) {
+    for (size_t j = 0; j < sizeof(asizes) / sizeof(asizes[0]); j++) {
+      size_t a = aligns[i], n = asizes[j];
+      void *p = NULL;
+      if (a >= sizeof(void *)) {
+        int rc = posix_memalign(&p, a, n);
+        CHECK(rc == 0 && p && is_aligned(p, a), "posix_memalign(%zu, %zu): rc=%d p=%p", a, n, rc, p);
+        if (p) {
+          CHECK(malloc_usable_size(p) >= n, "posix_memalign usable");
+          memset(p, 1, n);
+        }
+        free(p);
+      }
+      p = aligned_alloc(a, n);
+      CHECK(p && is_aligned(p, a), "aligned_alloc(%zu, %zu) = %p", a, n, p);
+      if (p) memset(p, 2, n);
+      free(p);
+      p = memalign(a, n);
+      CHECK(p && is_aligned(p, a), "memalign(%zu, %zu) = %p", a, n, p);
+      if (p) CHECK(malloc_usable_size(p) >= n, "memalign usable");
+      free(p);
+    }
+  }
+  long ps = sysconf(_SC_PAGESIZE);
+  void *v = valloc(100);
+  CHECK(v && is_aligned(v, (size_t)ps), "valloc");
+  free(v);
+  void *pv = pvalloc(100);
+  CHECK(pv && is_aligned(pv, (size_t)ps) && malloc_usable_size(pv) >= (size_t)ps, "pvalloc rounds to a page");
+  free(pv);
+  pv = pvalloc(0);
+  CHECK(pv && malloc_usable_size(pv) >= (size_t)ps, "pvalloc(0) gives a page");
+  free(pv);
+}
+
+static void test_aligned_errors(void) {
+  void *p = (void *)1;
+  CHECK(posix_memalign(&p, 3, 10) == EINVAL, "posix_memalign(3) must be EINVAL");
+  CHECK(posix_memalign(&p, 4, 10) == EINVAL, "posix_memalign(4 < sizeof(void*)) must be EINVAL");
+  CHECK(p == (void *)1, "posix_memalign must not touch *out on error");
+  errno = 0;
+  int e0 = errno;
+  CHECK(posix_memalign(&p, 64, SIZE_MAX / 2) == ENOMEM, "posix_memalign huge must be ENOMEM");
+  CHECK(errno == e0, "posix_memalign must not set errno");
+  errno = 0;
+  CHECK(aligned_alloc(3, 10) == NULL && errno == EINVAL, "aligned_alloc(3): errno %d", errno);
+  /* memalign rounds a non power of two up, as glibc does */
+  void *m = memalign(48, 100);
+  CHECK(m && is_aligned(m, 64), "memalign(48) rounds to 64");
+  free(m);
+}
+
+static void test_usable_size_classes(void) {
+  /* Every size up to 4 KiB: usable >= n, and <= n + 1/8 beyond 128. */
+  for (size_t n = 1; n <= 4096; n++) {
+    void *p = malloc(n);
+    size_t u = malloc_usable_size(p);
+    CHECK(u >= n && (n <= 128 ? u - n < 16 : (u - n) * 8 <= u), "size %zu usable %zu", n, u);
+    free(p);
+  }
+}
+
+static void test_many_small(void) {
+  /* Fill several spans of a class, free out of order, refill: blocks are
+   * distinct and keep their contents. */
+  enum { N = 20000 };
+  static void *ps[N];
+  for (int i = 0; i < N; i++) {
+    ps[i] = malloc(24);
+    t_fill(ps[i], 24, 11);
+  }
+  for (int i = 0; i < N; i++) CHECK(t_verify(ps[i], 24, 11), "block %d corrupted", i);
+  for (int i = 0; i < N; i += 2) free(ps[i]);
+  for (int i = 0; i < N; i += 2) {
+    ps[i] = malloc(24);
+    t_fill(ps[i], 24, 11);
+  }
+  for (int i = 0; i < N; i++) CHECK(t_verify(ps[i], 24, 11), "block %d corrupted after reuse", i);
+  for (int i = N - 1; i >= 0; i--) free(ps[i]);
+}
+
+static void test_trim(void) {
+#ifndef TA_TEST_PREFIX
+  CHECK(malloc_trim(0) == 1, "malloc_trim");
+#endif
+  t_purge();
+  t_check();
+}
+
+static void test_enomem_rlimit(void) {
+  /* With the address space limited, a huge allocation fails with ENOMEM,
+   * the allocator keeps working, and succeeds again once the limit goes. */
+  struct rlimit old;
+  if (getrlimit(RLIMIT_AS, &old) != 0) return;
+  struct rlimit lim = old;
+  lim.rlim_cur = 0;
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  size_t vm_kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmSize: %zu kB", &vm_kb) == 1) break;
+  if (f) fclose(f);
+  CHECK(vm_kb > 0, "VmSize not found");
+  lim.rlim_cur = (vm_kb + 64 * 1024) * 1024; /* 64 MiB more than now */
+  CHECK(setrlimit(RLIMIT_AS, &lim) == 0, "setrlimit");
+  errno = 0;
+  void *big = malloc(200 << 20);
+  CHECK(big == NULL && errno == ENOMEM, "malloc(200 MiB) under RLIMIT_AS: %p errno %d", big, errno);
+  errno = 0;
+  void *big2 = calloc(1, 300 << 20);
+  CHECK(big2 == NULL && errno == ENOMEM, "calloc under RLIMIT_AS: %p errno %d", big2, errno);
+  void *small = malloc(1000);
+  CHECK(small != NULL, "small malloc still works under the limit");
+  free(small);
+  setrlimit(RLIMIT_AS, &old);
+  big = malloc(200 << 20);
+  CHECK(big != NULL, "malloc(200 MiB) after the limit is lifted");
+  if (big) memset(big, 1, 4096);
+  free(big);
+}
+
+int main(void) {
+  RUN(test_active);
+  RUN(test_malloc_sizes);
+  RUN(test_calloc_zero);
+  RUN(test_calloc_overflow);
+  RUN(test_impossible_sizes);
+  RUN(test_realloc_semantics);
+  RUN(test_realloc_keeps_data);
+  RUN(test_realloc_inplace_large);
+  RUN(test_aligned_entry_points);
+  RUN(test_aligned_errors);
+  RUN(test_usable_size_classes);
+  RUN(test_many_small);
+  RUN(test_enomem_rlimit);
+  RUN(test_trim);
+  return t_summary();
+}
