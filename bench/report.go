@@ -166,7 +166,7 @@ func checkTargets(row *Row, subject string, t Targets) []string {
 		miss = append(miss, fmt.Sprintf("RSS %.2fx glibc > %.2f", x, t.RSSVsGlibc))
 	}
 	if x, ok := row.Metrics[MetricReturned][subject]; ok && x < t.ReturnedIn1s {
-		miss = append(miss, fmt.Sprintf("%.0f%% returned in 1s < %.0f%%", 100*x, 100*t.ReturnedIn1s))
+		miss = append(miss, fmt.Sprintf("%.1f%% returned in 1s < %.0f%%", 100*x, 100*t.ReturnedIn1s))
 	}
 	return miss
 }
@@ -245,7 +245,7 @@ func (s *Summary) Render(w io.Writer) error {
 	// Other measurements.
 	mt := &Table{Title: "Other measurements (medians)", Header: append([]string{"workload: metric"}, allocs...)}
 	for _, r := range s.Rows {
-		for _, m := range sortedKeys(r.Metrics) {
+		for _, m := range metricOrder(r.Metrics) {
 			label, format, scale := metricFormat(m)
 			row := []string{r.Workload + ": " + label}
 			for _, a := range allocs {
@@ -264,18 +264,19 @@ func (s *Summary) Render(w io.Writer) error {
 		t := s.Targets
 		b.WriteString(fmt.Sprintf("\nTargets for %s: time <= %.2fx mimalloc and <= %.2fx glibc, peak RSS <= %.2fx glibc, >= %.0f%% of rss_after_free's memory returned within 1 s\n",
 			s.Subject, t.TimeVsMimalloc, t.TimeVsGlibc, t.RSSVsGlibc, 100*t.ReturnedIn1s))
-		met := 0
+		met, measured := 0, 0
 		for _, r := range s.Rows {
 			if r.Skipped != "" {
 				continue
 			}
+			measured++
 			if len(r.Misses) == 0 {
 				met++
 				continue
 			}
 			b.WriteString(fmt.Sprintf("  MISS %s: %s\n", r.Workload, strings.Join(r.Misses, "; ")))
 		}
-		b.WriteString(fmt.Sprintf("  %d workloads meet every target\n", met))
+		b.WriteString(fmt.Sprintf("  %d of %d workloads meet every target\n", met, measured))
 	} else {
 		b.WriteString("\nNo ratios: the subject allocator was not measured (see the notes; -subject picks another).\n")
 	}
@@ -343,11 +344,26 @@ func get(m map[string]float64, k string) float64 {
 
 func contains(xs []string, x string) bool { return slices.Contains(xs, x) }
 
-func sortedKeys[V any](m map[string]V) []string {
+// firstMetrics come first, in this order (the story of rss_after_free);
+// other metrics follow by name.
+var firstMetrics = []string{"rss_base_kib", "rss_peak_kib", "rss_after_free_kib", "rss_after_1s_kib", MetricReturned}
+
+func metricOrder[V any](m map[string]V) []string {
 	ks := make([]string, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)
 	}
-	sort.Strings(ks)
+	rank := func(k string) int {
+		if i := slices.Index(firstMetrics, k); i >= 0 {
+			return i
+		}
+		return len(firstMetrics)
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		if ri, rj := rank(ks[i]), rank(ks[j]); ri != rj {
+			return ri < rj
+		}
+		return ks[i] < ks[j]
+	})
 	return ks
 }

@@ -36,6 +36,7 @@ type Cell struct {
 type WorkloadResult struct {
 	Name       string  `json:"name"`
 	Doc        string  `json:"doc"`
+	Load       float64 `json:"load,omitempty"` // 1-minute load average when it started
 	TimeMetric string  `json:"time_metric,omitempty"`
 	TimeNote   string  `json:"time_note,omitempty"`
 	Skipped    string  `json:"skipped,omitempty"` // why it did not run at all
@@ -96,6 +97,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 func runWorkload(ctx context.Context, cfg Config, w Workload) (*WorkloadResult, error) {
 	wr := &WorkloadResult{Name: w.Name, Doc: w.Doc, TimeMetric: w.TimeMetric, TimeNote: w.TimeNote}
+	wr.Load, _ = LoadAverage()
 	if w.Kind != KindC {
 		if _, err := findProgram(w.Program); err != nil {
 			wr.Skipped = fmt.Sprintf("%s not installed", w.Program)
@@ -213,6 +215,20 @@ func RunOnce(ctx context.Context, b *Built, w Workload, a Allocator, quick bool,
 		s.Seconds = v
 	}
 	return s, nil
+}
+
+// LoadAverage is the 1-minute load average (/proc/loadavg). Other work on
+// the machine makes the measurements noisy; the command warns about it.
+func LoadAverage() (float64, error) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, errors.New("empty /proc/loadavg")
+	}
+	return strconv.ParseFloat(f[0], 64)
 }
 
 // parseOutput splits a workload's standard output into "metric NAME VALUE"

@@ -102,8 +102,10 @@ func Workloads() []Workload {
 			Args: []string{"$SRC/python_bench.py", "2"}, QuickArgs: []string{"$SRC/python_bench.py", "1"},
 			Env: []string{"PYTHONHASHSEED=0", "PYTHONDONTWRITEBYTECODE=1", "PYTHONMALLOC=malloc"}},
 		{Name: "sqlite", Kind: KindProgram, Program: "/usr/bin/sqlite3",
-			Doc:  "sqlite3 :memory:: 200k rows, 2 indexes, aggregates, join, update, delete",
-			Args: []string{":memory:"}, QuickArgs: []string{":memory:"}, Stdin: "$SRC/sqlite_bench.sql"},
+			Doc:       "sqlite3 :memory:: 200k rows, 2 indexes, aggregates, join, update, delete",
+			Args:      []string{"-cmd", ".parameter set @rows 200000", ":memory:"},
+			QuickArgs: []string{"-cmd", ".parameter set @rows 20000", ":memory:"},
+			Stdin:     "$SRC/sqlite_bench.sql"},
 		{Name: "redis", Kind: KindRedis, Program: "/usr/bin/redis-server",
 			Doc:       "redis-server on loopback; time = redis-benchmark -P 16 set,get,lpush,lpop; RSS = server's",
 			Args:      []string{"300000"},
@@ -125,10 +127,10 @@ func Select(all []Workload, match func(string) bool) []Workload {
 }
 
 // CFlags build the C workloads; Build adds -Werror when asked to be strict.
-var CFlags = []string{"-O2", "-pthread", "-Wall", "-Wextra", "-std=gnu11", "-D_GNU_SOURCE"}
+var CFlags = []string{"-O2", "-pthread", "-Wall", "-Wextra", "-std=gnu11"}
 
 // ShimFlags build the glibc shim.
-var ShimFlags = []string{"-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wall", "-Wextra", "-D_GNU_SOURCE"}
+var ShimFlags = []string{"-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wall", "-Wextra"}
 
 // Built is a built set of workloads.
 type Built struct {

@@ -41,6 +41,9 @@ var realProgTimeout = 60 * time.Second
 // needed; the test fails if it cannot be built.
 func preloadLib(t *testing.T) string {
 	t.Helper()
+	if p := os.Getenv("REALPROG_DEV_LIB"); p != "" { // DEVONLY
+		return p // DEVONLY
+	} // DEVONLY
 	lib, err := Library()
 	if err != nil {
 		t.Fatalf("building %s: %v", LibraryName, err)
@@ -131,6 +134,9 @@ func TestRealProg(t *testing.T) {
 			t.Parallel()
 			progs := lookProgs(t, c.need)
 			base, err := runCase(t, c, progs, lib, mapped, false)
+			if d := os.Getenv("REALPROG_DUMP"); d != "" { // DEVONLY
+				os.WriteFile(filepath.Join(d, c.name+".txt"), []byte(base), 0o644) // DEVONLY
+			} // DEVONLY
 			if err != nil {
 				t.Fatalf("%s without the preload failed, so the test or the machine is broken (not the library): %v", c.name, err)
 			}
@@ -166,7 +172,19 @@ func runCase(t *testing.T, c realProg, progs map[string]string, lib, mapped stri
 	if preload {
 		r.env = append(r.env, "LD_PRELOAD="+lib)
 	}
-	if err := c.run(r); err != nil {
+	start := time.Now()
+	err := c.run(r)
+	sort.Slice(r.times, func(i, j int) bool { return r.times[i].d > r.times[j].d })
+	var slow []string
+	for _, st := range r.times[:min(3, len(r.times))] {
+		slow = append(slow, fmt.Sprintf("`%s` %v", st.name, st.d.Round(time.Millisecond)))
+	}
+	what := "without the preload"
+	if preload {
+		what = "under the preload"
+	}
+	t.Logf("%s: %v (slowest: %s)", what, time.Since(start).Round(time.Millisecond), strings.Join(slow, ", "))
+	if err != nil {
 		return "", err
 	}
 	if err := r.verifyPreload(c.roles, preload); err != nil {
@@ -230,11 +248,19 @@ type runner struct {
 	lib    string   // the library as /proc/PID/maps names it
 	out    strings.Builder
 	checks []string // "ROLE mapped|absent" found by the test itself
+	times  []stepTime
+}
+
+// stepTime is how long a step took, for the log.
+type stepTime struct {
+	name string
+	d    time.Duration
 }
 
 // step is one program run.
 type step struct {
 	args   []string // args[0]: a name from realProg.need, or a path relative to the run's directory
+	name   string   // shown in the transcript and messages instead of args (when they vary between runs)
 	env    []string // more environment, overriding
 	stdin  string
 	stderr bool // stderr is deterministic: compare it too
@@ -259,6 +285,7 @@ func (r *runner) run(s step) (string, error) {
 // finish waits for p, checks how it ended and adds it to the transcript.
 func (r *runner) finish(p *proc) (string, error) {
 	p.wait()
+	r.times = append(r.times, stepTime{p.name, p.elapsed})
 	if err := p.failure(); err != nil {
 		return "", err
 	}
@@ -288,7 +315,7 @@ func (r *runner) finish(p *proc) (string, error) {
 // scrub replaces the run's directory (which differs between runs).
 func (r *runner) scrub(s string) string {
 	s = strings.ReplaceAll(s, r.dir, "$DIR")
-	return strings.ReplaceAll(s, testdataPath(""), "$TESTDATA/")
+	return strings.ReplaceAll(s, testdataPath(""), "$TESTDATA")
 }
 
 // note adds a line of the test's own making to the transcript.
@@ -378,6 +405,8 @@ type proc struct {
 	done           chan struct{} // closed when wait returns
 	once           sync.Once
 	timeout        time.Duration
+	started        time.Time
+	elapsed        time.Duration
 
 	mu   sync.Mutex
 	hang string // set by the cancel function when the run's deadline expired
@@ -397,7 +426,10 @@ func (r *runner) start(s step) (*proc, error) {
 		}
 		path = filepath.Join(r.dir, s.args[0])
 	}
-	p := &proc{step: s, name: r.scrub(strings.Join(s.args, " ")), done: make(chan struct{})}
+	p := &proc{step: s, name: s.name, done: make(chan struct{})}
+	if p.name == "" {
+		p.name = r.scrub(strings.Join(s.args, " "))
+	}
 	if dl, ok := r.ctx.Deadline(); ok {
 		p.timeout = time.Until(dl).Round(time.Second)
 	}
@@ -420,6 +452,7 @@ func (r *runner) start(s step) (*proc, error) {
 	}
 	cmd.WaitDelay = 5 * time.Second
 	p.cmd = cmd
+	p.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("`%s`: %v", p.name, err)
 	}
@@ -444,6 +477,7 @@ func (p *proc) wait() {
 	p.once.Do(func() {
 		defer close(p.done)
 		p.waitErr = p.cmd.Wait()
+		p.elapsed = time.Since(p.started)
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		p.exit = -1
 		if ps := p.cmd.ProcessState; ps != nil {
@@ -457,16 +491,6 @@ func (p *proc) wait() {
 			}
 		}
 	})
-}
-
-// exited reports whether the process has been waited for.
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // failure says how the process went wrong: hung, killed by a signal, an
@@ -578,6 +602,9 @@ func describeHang(pgid int) string {
 
 // tail returns the last n lines of s.
 func tail(s string, n int) string {
+	if strings.TrimSpace(s) == "" {
+		return "(none)"
+	}
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = append([]string{fmt.Sprintf("[... %d lines]", len(lines)-n)}, lines[len(lines)-n:]...)
@@ -626,7 +653,7 @@ func lineDiff(want, got string) string {
 				edits = append(edits, edit{' ', ma[i], pre + i})
 				i++
 				j++
-			case j < m && (i == n || *at(i, j+1) >= *at(i+1, j)):
+			case j < m && (i == n || *at(i, j+1) > *at(i+1, j)):
 				edits = append(edits, edit{'+', mb[j], pre + i})
 				j++
 			default:
@@ -635,11 +662,18 @@ func lineDiff(want, got string) string {
 			}
 		}
 	} else {
-		for i, l := range ma {
-			edits = append(edits, edit{'-', l, pre + i})
-		}
-		for _, l := range mb {
-			edits = append(edits, edit{'+', l, pre + len(ma)})
+		// Too big for the table: compare line by line.
+		for i := 0; i < max(len(ma), len(mb)); i++ {
+			switch {
+			case i < len(ma) && i < len(mb) && ma[i] == mb[i]:
+				edits = append(edits, edit{' ', ma[i], pre + i})
+				continue
+			case i < len(ma):
+				edits = append(edits, edit{'-', ma[i], pre + i})
+			}
+			if i < len(mb) {
+				edits = append(edits, edit{'+', mb[i], pre + min(i, len(ma))})
+			}
 		}
 	}
 	// The command a line of a belongs to: the last "$ " line at or before it.
@@ -716,13 +750,15 @@ func runSQLite(r *runner) error {
 // diffs, gc and fsck.
 func runGit(r *runner) error {
 	r.env = append(r.env, "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=Real Prog", "GIT_AUTHOR_EMAIL=realprog@example.com",
-		"GIT_COMMITTER_NAME=Real Prog", "GIT_COMMITTER_EMAIL=realprog@example.com")
+		"GIT_COMMITTER_NAME=Real Prog", "GIT_COMMITTER_EMAIL=realprog@example.com",
+		"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=gc.autoDetach", "GIT_CONFIG_VALUE_0=false",
+		"GIT_CONFIG_KEY_1=core.autocrlf", "GIT_CONFIG_VALUE_1=false")
 	day := 0
 	git := func(args ...string) error {
 		day++
 		date := fmt.Sprintf("GIT_AUTHOR_DATE=2024-03-%02dT12:00:00Z", day%28+1)
 		cdate := fmt.Sprintf("GIT_COMMITTER_DATE=2024-03-%02dT12:00:00Z", day%28+1)
-		args = append([]string{"git", "-C", "repo", "-c", "gc.autoDetach=false", "-c", "core.autocrlf=false"}, args...)
+		args = append([]string{"git", "-C", "repo"}, args...)
 		_, err := r.run(step{args: args, env: []string{date, cdate}, stderr: true})
 		return err
 	}
@@ -768,7 +804,7 @@ func runGit(r *runner) error {
 		func() error { return git("diff", "v1.0", "HEAD", "--", "src/dir1") },
 		func() error { return git("blame", "--porcelain", "src/dir3/file003.txt") },
 		func() error { return git("grep", "-n", "-e", "value 1[0-9]*7 ", "HEAD") },
-		func() error { return git("gc", "-q", "--aggressive", "--prune=now") },
+		func() error { return git("gc", "-q", "--prune=now") },
 		func() error { return git("fsck", "--full", "--strict", "--no-progress") },
 		func() error { return git("rev-list", "--all", "--objects") },
 		func() error { return git("cat-file", "-p", "v1.0") },
@@ -808,7 +844,7 @@ func runGCC(r *runner) error {
 func generateC() string {
 	var b strings.Builder
 	b.WriteString("#include <stdio.h>\n#include <string.h>\n\n")
-	const funcs = 250
+	const funcs = 60
 	for f := 0; f < funcs; f++ {
 		fmt.Fprintf(&b, "static unsigned long f%d(unsigned long x) {\n  unsigned long acc = %d;\n  char buf[64];\n", f, f*2654435761%1000003)
 		b.WriteString("  for (int i = 0; i < 40; i++) {\n    switch ((x + i) % 12) {\n")
@@ -828,7 +864,7 @@ func generateC() string {
 		fmt.Fprintf(&b, "f%d, ", f)
 	}
 	b.WriteString("};\n  for (unsigned i = 0; i < sizeof fs / sizeof fs[0]; i++) {\n    h = h * 31 + fs[i](i * 1000003UL);\n")
-	b.WriteString("    if (i % 50 == 49) printf(\"after f%u: %016lx\\n\", i, h);\n  }\n  return 0;\n}\n")
+	b.WriteString("    if (i % 20 == 19) printf(\"after f%u: %016lx\\n\", i, h);\n  }\n  return 0;\n}\n")
 	return b.String()
 }
 
@@ -840,10 +876,12 @@ func runRedis(r *runner) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if !srv.exited() {
+	defer func() { // on failure
+		select {
+		case <-srv.done:
+		default:
 			_ = syscall.Kill(-srv.cmd.Process.Pid, syscall.SIGKILL)
-			srv.wait()
+			<-srv.done
 		}
 	}()
 	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", srv.cmd.Process.Pid))
@@ -852,15 +890,18 @@ func runRedis(r *runner) error {
 	}
 	r.checkMaps("redis-server", string(maps))
 	p := strconv.Itoa(port)
-	cli := func(args ...string) []string {
-		return append([]string{"redis-cli", "-h", "127.0.0.1", "-p", p}, args...)
+	cli := func(s step, args ...string) step {
+		s.args = append([]string{"redis-cli", "-h", "127.0.0.1", "-p", p}, args...)
+		s.name = strings.Join(append([]string{"redis-cli"}, args...), " ")
+		return s
 	}
 	benchTests := regexp.MustCompile(`(?m)^\s*([A-Z]+): [0-9.]+ requests per second`)
 	bench := step{
 		args: []string{"redis-benchmark", "-h", "127.0.0.1", "-p", p, "-q", "-n", "20000", "-t", "set,get,incr,lpush,lpop,sadd,hset", "-P", "8"},
+		name: "redis-benchmark -q -n 20000 -t set,get,incr,lpush,lpop,sadd,hset -P 8",
 		summary: func(out string) (string, error) {
 			var names []string
-			for _, m := range benchTests.FindAllStringSubmatch(out, -1) {
+			for _, m := range benchTests.FindAllStringSubmatch(strings.ReplaceAll(out, "\r", "\n"), -1) {
 				names = append(names, m[1])
 			}
 			if len(names) != 7 {
@@ -872,10 +913,10 @@ func runRedis(r *runner) error {
 	if _, err := r.run(bench); err != nil {
 		return err
 	}
-	if _, err := r.run(step{args: cli("DBSIZE")}); err != nil {
+	if _, err := r.run(cli(step{}, "DBSIZE")); err != nil {
 		return err
 	}
-	if _, err := r.run(step{args: cli("FLUSHALL")}); err != nil {
+	if _, err := r.run(cli(step{}, "FLUSHALL")); err != nil {
 		return err
 	}
 	// Bulk load: strings of many sizes, lists, hashes, sets, sorted sets.
@@ -900,7 +941,7 @@ func runRedis(r *runner) error {
 			resp("DEL", "str:"+strconv.Itoa(i/3))
 		}
 	}
-	if _, err := r.run(step{args: cli("--pipe"), stdin: load.String()}); err != nil {
+	if _, err := r.run(cli(step{stdin: load.String()}, "--pipe")); err != nil {
 		return err
 	}
 	var cmds strings.Builder
@@ -913,19 +954,17 @@ func runRedis(r *runner) error {
 	} {
 		cmds.WriteString(c + "\n")
 	}
-	if _, err := r.run(step{args: cli(), stdin: cmds.String(), stderr: true}); err != nil {
+	if _, err := r.run(cli(step{stdin: cmds.String(), stderr: true})); err != nil {
 		return err
 	}
-	if _, err := r.run(step{args: cli("SHUTDOWN", "NOSAVE"), stderr: true}); err != nil {
+	if _, err := r.run(cli(step{stderr: true}, "SHUTDOWN", "NOSAVE")); err != nil {
 		return err
 	}
-	exited := make(chan struct{})
-	go func() { srv.wait(); close(exited) }()
 	select {
-	case <-exited:
+	case <-srv.done:
 	case <-time.After(20 * time.Second):
 		_ = syscall.Kill(-srv.cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
+		<-srv.done
 		return fmt.Errorf("redis-server did not exit within 20s of SHUTDOWN NOSAVE\nlog:\n%s", tail(srv.stdout.String(), 20))
 	}
 	if err := srv.failure(); err != nil {
@@ -952,10 +991,10 @@ func startRedis(r *runner) (*proc, int, error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		// The server's output is only read after it exits.
-		ready := make(chan error, 1)
-		go func() { ready <- waitRedis(r.ctx, port, srv) }()
-		if lastErr = <-ready; lastErr == nil {
+		// Reap it as soon as it exits; srv.done says when. Its output is
+		// only read after that.
+		go srv.wait()
+		if lastErr = waitRedis(r.ctx, port, srv); lastErr == nil {
 			return srv, port, nil
 		}
 		_ = syscall.Kill(-srv.cmd.Process.Pid, syscall.SIGKILL)
@@ -975,31 +1014,12 @@ func startRedis(r *runner) (*proc, int, error) {
 // waitRedis waits until the server on port answers PING, it exits, or the
 // run's deadline expires.
 func waitRedis(ctx context.Context, port int, srv *proc) error {
-	exited := make(chan struct{})
-	go func() {
-		for {
-			if ctx.Err() != nil {
-				return
-			}
-			var ws syscall.WaitStatus
-			// Peek without reaping: the status stays for proc.wait.
-			var info [128]byte
-			_, _, e := syscall.Syscall6(syscall.SYS_WAITID, 1 /* P_PID */, uintptr(srv.cmd.Process.Pid),
-				uintptr(unsafePointer(&info)), syscall.WEXITED|syscall.WNOHANG|0x01000000 /* WNOWAIT */, 0, 0)
-			_ = ws
-			if e == 0 && (info[8] != 0 || info[9] != 0 || info[10] != 0 || info[11] != 0) {
-				close(exited)
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
 	for {
 		select {
-		case <-exited:
+		case <-srv.done:
 			return errors.New("redis-server exited before answering PING")
 		case <-ctx.Done():
-			return fmt.Errorf("redis-server did not answer PING before the deadline")
+			return errors.New("redis-server did not answer PING before the deadline")
 		default:
 		}
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)

@@ -1,9 +1,11 @@
--- sqlite workload, run by "sqlite3 :memory:" from standard input: a table of
--- 200k generated rows, an index, aggregates, a join, updates and deletes.
+-- sqlite workload, run from standard input by
+--   sqlite3 -cmd ".parameter set @rows 200000" :memory:
+-- a table of @rows generated rows, indexes, aggregates, a join, updates and
+-- deletes.
 -- The printed results are the checksum (they must match glibc's run).
 PRAGMA cache_size = -65536;
 CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, name TEXT, body TEXT, v REAL);
-WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 200000)
+WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < @rows)
 INSERT INTO t(id, k, name, body, v)
 SELECT i, (i * 7919) % 10007, 'name-' || ((i * 31337) % 65521),
        substr(hex(zeroblob(10 + (i * 13) % 200)), 1, 10 + (i * 13) % 200) || i,

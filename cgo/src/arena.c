@@ -143,36 +143,65 @@ static void _ta_free_span_remove(_ta_page_t *h) {
   h->head_off = 1;         /* provisional: callers rewrite every page they use */
 }
 
+static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags, uint64_t now);
+
 /* ---- purging -------------------------------------------------------------- */
 
 static size_t _ta_retain_limit_pages(void) {
   size_t lim = _ta_opt.retain_min >> TA_PAGE_SHIFT;
-  size_t rel = _ta_used_pages / 8;
+  size_t rel = _ta_used_pages / 4;
   return rel > lim ? rel : lim;
 }
 
-static void _ta_purge_span_locked(_ta_page_t *h) {
-  _ta_dirty_remove(h);
-  h->flags = (uint8_t)((h->flags & ~TA_PF_DIRTY) | TA_PF_ZERO);
-  _ta_os_purge(h->start, (size_t)h->npages << TA_PAGE_SHIFT);
-}
+#define TA_PURGE_BATCH 32
+static size_t _ta_purging_pages; /* pages in spans being purged */
 
-/* Purge dirty spans older than the delay, and the oldest beyond the retain
- * limit; everything if all. */
-static void _ta_purge_locked(bool all, uint64_t now) {
-  size_t limit = all ? 0 : _ta_retain_limit_pages();
-  while (_ta_dirty_first) {
+/* Pick the dirty spans to purge: older than the delay, or the oldest beyond
+ * the retain limit (all of them if all). They leave the bins as PURGING. */
+static size_t _ta_purge_pick_locked(bool all, uint64_t now, _ta_page_t **batch) {
+  size_t limit = all ? 0 : _ta_retain_limit_pages(), n = 0;
+  while (_ta_dirty_first && n < TA_PURGE_BATCH) {
     _ta_page_t *h = _ta_dirty_first;
     bool old = now - h->freed_at_ms >= _ta_opt.purge_delay_ms;
     if (!all && !old && _ta_dirty_pages <= limit) break;
-    _ta_purge_span_locked(h);
+    size_t np = h->npages;
+    _ta_free_span_remove(h);
+    h->kind = TA_KIND_PURGING;
+    h->head_off = 0;
+    h->npages = (uint32_t)np;
+    _ta_purging_pages += np;
+    batch[n++] = h;
+  }
+  return n;
+}
+
+/* Release the arena lock, purging what is due without holding it (madvise
+ * can take milliseconds), then file the purged spans as clean. */
+static void _ta_unlock_purge(bool all, uint64_t now) {
+  _ta_page_t *batch[TA_PURGE_BATCH];
+  for (;;) {
+    size_t n = _ta_purge_pick_locked(all, now, batch);
+    pthread_mutex_unlock(&_ta_arena_lock);
+    if (n == 0) return;
+    for (size_t i = 0; i < n; i++) _ta_os_purge(batch[i]->start, (size_t)batch[i]->npages << TA_PAGE_SHIFT);
+    pthread_mutex_lock(&_ta_arena_lock);
+    for (size_t i = 0; i < n; i++) {
+      _ta_page_t *h = batch[i];
+      _ta_arena_t *a = &_ta_arenas[h->arena];
+      _ta_purging_pages -= h->npages;
+      h->kind = TA_KIND_INNER;
+      _ta_free_range_locked(h->arena, (size_t)(h - a->pages), h->npages, TA_PF_ZERO, now);
+    }
+    if (n < TA_PURGE_BATCH) {
+      pthread_mutex_unlock(&_ta_arena_lock);
+      return;
+    }
   }
 }
 
 static void _ta_arena_purge(bool all) {
   pthread_mutex_lock(&_ta_arena_lock);
-  _ta_purge_locked(all, _ta_now_ms());
-  pthread_mutex_unlock(&_ta_arena_lock);
+  _ta_unlock_purge(all, _ta_now_ms());
 }
 
 /* ---- spans ------------------------------------------------------------------ */
@@ -218,8 +247,6 @@ static _ta_page_t *_ta_span_split_claim(_ta_page_t *h, size_t npages, size_t ali
   if (n > lead + npages) _ta_free_span_insert(ai, idx + lead + npages, n - lead - npages, flags, now);
   return _ta_span_claim(ai, idx + lead, npages, kind, flags);
 }
-
-static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags, uint64_t now);
 
 static _ta_page_t *_ta_span_alloc_locked(size_t npages, size_t align_pages, uint8_t kind, uint64_t now) {
   size_t need = npages + (align_pages > 1 ? align_pages - 1 : 0);
@@ -274,8 +301,7 @@ static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kin
   pthread_mutex_lock(&_ta_arena_lock);
   uint64_t now = _ta_now_ms();
   _ta_page_t *h = _ta_span_alloc_locked(npages, align_pages, kind, now);
-  if (h && (h->flags & TA_PF_ZERO) == 0 && _ta_dirty_first) _ta_purge_locked(false, now);
-  pthread_mutex_unlock(&_ta_arena_lock);
+  _ta_unlock_purge(false, now);
   if (!h) errno = ENOMEM;
   return h;
 }
@@ -319,8 +345,7 @@ static void _ta_span_free(_ta_page_t *h) {
   h->kind = TA_KIND_INNER;
   /* in-use memory is resident: dirty */
   _ta_free_range_locked(h->arena, _ta_page_index(a, h), h->npages, TA_PF_DIRTY, now);
-  _ta_purge_locked(false, now);
-  pthread_mutex_unlock(&_ta_arena_lock);
+  _ta_unlock_purge(false, now);
 }
 
 /* Grow a large span in place to npages if the pages after it are free. */
@@ -366,8 +391,7 @@ static void _ta_span_shrink_inplace(_ta_page_t *h, size_t npages) {
   h->npages = (uint32_t)npages;
   _ta_used_pages -= tail;
   _ta_free_range_locked(ai, idx + npages, tail, TA_PF_DIRTY, now);
-  _ta_purge_locked(false, now);
-  pthread_mutex_unlock(&_ta_arena_lock);
+  _ta_unlock_purge(false, now);
 }
 
 /* ---- checks ------------------------------------------------------------------- */
@@ -376,7 +400,7 @@ static void _ta_span_shrink_inplace(_ta_page_t *h, size_t npages) {
  * pages in use (for the accounting tests), aborts on a broken invariant. */
 static size_t _ta_arena_check(void) {
   pthread_mutex_lock(&_ta_arena_lock);
-  size_t used = 0, freep = 0, dirty = 0, nfree = 0, inbins = 0;
+  size_t used = 0, freep = 0, dirty = 0, nfree = 0, inbins = 0, purging = 0;
   size_t n = atomic_load(&_ta_narenas);
   for (size_t ai = 0; ai < n; ai++) {
     _ta_arena_t *a = &_ta_arenas[ai];
@@ -398,6 +422,9 @@ static size_t _ta_arena_check(void) {
           if (h[k].head_off != k) _ta_fatal("arena %zu page %zu: inner page %zu has head_off %u", ai, i, k, h[k].head_off);
         used += h->npages;
         prev_free = false;
+      } else if (h->kind == TA_KIND_PURGING) {
+        purging += h->npages;
+        prev_free = false;
       } else {
         _ta_fatal("arena %zu page %zu: bad kind %u", ai, i, h->kind);
       }
@@ -418,6 +445,7 @@ static size_t _ta_arena_check(void) {
   for (_ta_page_t *h = _ta_dirty_first; h; h = h->dnext) dl += h->npages;
   if (inbins != nfree) _ta_fatal("free spans %zu but %zu in bins", nfree, inbins);
   if (dl != dirty || dirty != _ta_dirty_pages) _ta_fatal("dirty pages: list %zu, spans %zu, counter %zu", dl, dirty, _ta_dirty_pages);
+  if (purging != _ta_purging_pages) _ta_fatal("purging pages: walk %zu, counter %zu", purging, _ta_purging_pages);
   if (used != _ta_used_pages) _ta_fatal("pages in use: walk %zu, counter %zu", used, _ta_used_pages);
   pthread_mutex_unlock(&_ta_arena_lock);
   return used;

@@ -120,6 +120,7 @@ enum {
   TA_KIND_SMALL,    /* head of a span of blocks of one class */
   TA_KIND_LARGE,    /* head of a span holding one large block */
   TA_KIND_INNER,    /* not a head: a page inside a span (head_off > 0) */
+  TA_KIND_PURGING,  /* head of a free span being purged outside the lock */
 };
 
 /* Page flags (owner-written, plain). */

@@ -43,22 +43,22 @@ size_t ta_test_malloc_usable_size(void *);
 #ifdef TA_TEST_PREFIX
 size_t tagalloc_check(void);
 void tagalloc_purge(void);
-static size_t t_check(void) { return tagalloc_check(); }
-static void t_purge(void) { tagalloc_purge(); }
+__attribute__((unused)) static size_t t_check(void) { return tagalloc_check(); }
+__attribute__((unused)) static void t_purge(void) { tagalloc_purge(); }
 #else
 /* Looked up at run time: the program also runs without the library. */
-static size_t t_check(void) {
+__attribute__((unused)) static size_t t_check(void) {
   size_t (*f)(void) = (size_t (*)(void))dlsym(RTLD_DEFAULT, "tagalloc_check");
   return f ? f() : 0;
 }
-static void t_purge(void) {
+__attribute__((unused)) static void t_purge(void) {
   void (*f)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "tagalloc_purge");
   if (f) f();
 }
 #endif
 
-static int t_passed, t_failed, t_cur_failed;
-static const char *t_cur;
+__attribute__((unused)) static int t_passed, t_failed, t_cur_failed;
+__attribute__((unused)) static const char *t_cur;
 
 #define CHECK(cond, ...)                                                      \
   do {                                                                        \
@@ -80,7 +80,7 @@ static const char *t_cur;
     else { t_passed++; printf("ok   %s\n", #fn); fflush(stdout); } \
   } while (0)
 
-static int t_summary(void) {
+__attribute__((unused)) static int t_summary(void) {
   printf("%d passed, %d failed\n", t_passed, t_failed);
   fflush(stdout);
   return t_failed ? 1 : 0;

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -100,6 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	for _, n := range notes {
 		fmt.Fprintf(stdout, "note: %s\n", n)
 	}
+	load0, _ := bench.LoadAverage()
 	res, runErr := bench.Run(ctx, bench.Config{
 		Workloads: workloads, Allocators: found, Built: built,
 		Runs: *runs, Quick: *quick, Timeout: *timeout,
@@ -109,6 +111,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	sum := bench.Summarize(res, *subject, bench.DefaultBaselines, bench.DefaultTargets)
 	if err := sum.Render(stdout); err != nil {
 		return 1, err
+	}
+	// The workloads themselves load the machine by up to 2 (two threads):
+	// warn when the load says something else was running as well.
+	busy, cpus := load0, float64(runtime.NumCPU())
+	for _, w := range res.Workloads {
+		busy = max(busy, w.Load-2)
+	}
+	if busy > cpus/2 {
+		fmt.Fprintf(stdout, "\nnote: the machine was busy with other work (1-minute load average %.1f above the benchmark's own, on %d CPUs): the numbers are noisy\n", busy, int(cpus))
 	}
 	if *jsonOut != "" {
 		if err := writeJSON(*jsonOut, map[string]any{"result": res, "summary": sum}); err != nil {

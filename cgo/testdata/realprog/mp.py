@@ -34,7 +34,7 @@ def init_worker():
 
 
 def work(n):
-    return n, churn(n, 2000 + n * 37)
+    return n, churn(n, 6000 + n * 97)
 
 
 def grandchild_main(w):

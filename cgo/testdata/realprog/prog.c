@@ -19,7 +19,7 @@
 
 #define THREADS 4
 #define SLOTS 512
-#define OPS 40000
+#define OPS 30000
 #define MAILBOX 256
 
 static int errors; // guarded by mu
@@ -72,7 +72,7 @@ static size_t pick_size(uint64_t *rng) {
     return 257 + next(rng) % 16128;
   if (r < 99)
     return 16385 + next(rng) % 245760;
-  return 262144 + next(rng) % (4 << 20);
+  return 262144 + next(rng) % (2 << 20);
 }
 
 // Blocks allocated by one thread and freed by another.
