@@ -24,13 +24,13 @@ static inline void *_ta_malloc_class(unsigned c) {
 static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
   size_t npages = size ? (size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT : 1;
   size_t ap = align > TA_PAGE_SIZE ? align >> TA_PAGE_SHIFT : 1;
-  _ta_page_t *pg = _ta_span_alloc(npages, ap, TA_KIND_LARGE);
+  bool fresh = false;
+  _ta_page_t *pg = _ta_span_alloc(npages, ap, TA_KIND_LARGE, &fresh);
   if (!pg) return NULL;
   pg->requested = size;
   pg->block_size = (uint32_t)0; /* large: usable size is npages pages */
   pg->used = 1;
-  if (zero && !(pg->flags & TA_PF_ZERO)) memset(pg->start, 0, size);
-  pg->flags &= (uint8_t)~TA_PF_ZERO;
+  if (zero && !fresh) memset(pg->start, 0, size);
   return pg->start;
 }
 
@@ -75,7 +75,8 @@ static _ta_ptr_kind_t _ta_classify(const void *p, _ta_page_t **pgp) {
   if (pg->kind == TA_KIND_SMALL) {
     size_t off = (size_t)(b - pg->start);
     size_t idx = _ta_block_index(pg, p);
-    if (b < pg->start || idx >= pg->capacity || idx * pg->block_size != off) return TA_PTR_BAD;
+    uint32_t cap = __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED); /* owner may be carving */
+    if (b < pg->start || idx >= cap || idx * pg->block_size != off) return TA_PTR_BAD;
     return TA_PTR_SMALL;
   }
   if (pg->kind == TA_KIND_LARGE && b == pg->start) return TA_PTR_LARGE;

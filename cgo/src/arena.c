@@ -295,12 +295,17 @@ static _ta_page_t *_ta_span_alloc_locked(size_t npages, size_t align_pages, uint
 }
 
 /* A span of npages (aligned to align_pages pages if > 1), or NULL with
- * errno = ENOMEM. Purges dirty memory and retries once before failing. */
-static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kind) {
+ * errno = ENOMEM; *zero (if given) says whether its memory is known zero. */
+static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kind, bool *zero) {
   if (!_ta_ensure_init()) return NULL;
   pthread_mutex_lock(&_ta_arena_lock);
   uint64_t now = _ta_now_ms();
   _ta_page_t *h = _ta_span_alloc_locked(npages, align_pages, kind, now);
+  if (h) {
+    /* The flags of a span in use are the arena's: report zero-ness here. */
+    if (zero) *zero = (h->flags & TA_PF_ZERO) != 0;
+    h->flags = 0;
+  }
   _ta_unlock_purge(false, now);
   if (!h) errno = ENOMEM;
   return h;

@@ -90,8 +90,7 @@ static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg) {
 
 /* Other threads freed into pages on the full list of class c: look again. */
 static void _ta_rescan_full(_ta_heap_t *h, unsigned c) {
-  atomic_store_explicit(&h->xfull[c], 0, memory_order_relaxed);
-  atomic_thread_fence(memory_order_seq_cst);
+  atomic_exchange_explicit(&h->xfull[c], 0, memory_order_seq_cst); /* a full barrier */
   _ta_page_t *pg = h->full[c].first;
   while (pg) {
     _ta_page_t *next = pg->next;
@@ -157,7 +156,7 @@ static void _ta_heaps_reclaim_abandoned(void) {
 static _ta_page_t *_ta_page_new(_ta_heap_t *h, unsigned c) {
   _ta_page_t *pg = _ta_adopt(h, c);
   if (!pg) {
-    pg = _ta_span_alloc(_ta_classes[c].pages, 1, TA_KIND_SMALL);
+    pg = _ta_span_alloc(_ta_classes[c].pages, 1, TA_KIND_SMALL, NULL);
     if (!pg) return NULL;
     _ta_page_init_small(pg, c);
     atomic_store_explicit(&pg->heap, h, memory_order_release);

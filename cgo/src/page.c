@@ -16,7 +16,8 @@ static void _ta_page_extend(_ta_page_t *pg) {
   for (uint32_t i = 1; i < n; i++, p += bsize) ((_ta_block_t *)p)->next = (_ta_block_t *)(p + bsize);
   ((_ta_block_t *)p)->next = pg->free;
   pg->free = (_ta_block_t *)first;
-  pg->capacity += n;
+  /* read by other threads validating a pointer they free (_ta_classify) */
+  __atomic_store_n(&pg->capacity, pg->capacity + n, __ATOMIC_RELAXED);
 }
 
 /* Take the blocks other threads freed into pg (owner only). */
@@ -75,7 +76,7 @@ static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
 static void _ta_page_init_small(_ta_page_t *pg, unsigned c) {
   pg->sclass = (uint8_t)c;
   pg->block_size = _ta_classes[c].size;
-  pg->reserved = _ta_classes[c].objects;
+  pg->reserved = (uint16_t)_ta_classes[c].objects;
   pg->capacity = 0;
   pg->used = 0;
   pg->free = pg->local_free = NULL;

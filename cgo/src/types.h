@@ -133,7 +133,8 @@ struct _ta_heap_s;
 
 /* A page descriptor; heads carry the span's state. 128 bytes, so adjacent
  * pages' descriptors never share a cache line. Who writes what:
- *   free, local_free, used, capacity, next/prev: the owning heap's thread.
+ *   free, local_free, used, capacity, reserved, sclass, block_size,
+ *   in_full, next/prev (of a span in use): the owning heap's thread.
  *   xthread_free: any thread (lock-free push); the owner takes it whole.
  *   heap: the owner (abandon) or an adopter under _ta_aband_lock.
  *   kind, npages, head_off, flags, dirty links: the arena lock holder, or
@@ -146,15 +147,18 @@ typedef struct _ta_page_s {
   _ta_block_t *local_free;    /* blocks the owner freed */
   _Atomic(struct _ta_heap_s *) heap; /* owner; NULL if free or abandoned */
   uint32_t used;              /* blocks handed out, not yet collected back */
-  uint32_t capacity;          /* blocks carved so far */
-  uint32_t reserved;          /* blocks that fit in the span */
-  uint32_t block_size;        /* class size (small) or span bytes (large) */
-  uint8_t kind;               /* TA_KIND_* */
+  uint32_t capacity;          /* blocks carved so far (others read it atomically) */
+  uint32_t block_size;        /* class size (small); 0 for large */
+  uint16_t reserved;          /* blocks that fit in the span */
   uint8_t sclass;             /* size class (small) */
-  uint8_t flags;              /* TA_PF_* */
   _Atomic(uint8_t) in_full;   /* on its heap's full list (read by remote frees) */
-  uint32_t head_off;          /* pages back to the head; 0 on a head */
+  /* written only under the arena lock (each group in its own 8-byte word,
+   * so reads of them never overlap an owner's writes) */
+  uint8_t kind;               /* TA_KIND_* */
+  uint8_t flags;              /* TA_PF_* (free spans) */
+  uint16_t pad0;
   uint32_t npages;            /* span length in pages (heads) */
+  uint32_t head_off;          /* pages back to the head; 0 on a head */
   uint32_t arena;             /* index of the arena holding this page */
   uint8_t *start;             /* first byte of the span (heads) */
   /* cache line 2: cross-thread and list bookkeeping */
@@ -236,7 +240,7 @@ TA_COLD static void _ta_warn(const char *fmt, ...);
 
 /* arena.c */
 static bool _ta_arena_init(void);
-static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kind);
+static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kind, bool *zero);
 static void _ta_span_free(_ta_page_t *span);
 static bool _ta_span_grow_inplace(_ta_page_t *span, size_t npages);
 static void _ta_span_shrink_inplace(_ta_page_t *span, size_t npages);

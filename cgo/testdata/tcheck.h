@@ -87,7 +87,7 @@ __attribute__((unused)) static int t_summary(void) {
 }
 
 /* Is tagalloc the allocator behind the names we call? */
-static int t_tagalloc_active(void) {
+__attribute__((unused)) static int t_tagalloc_active(void) {
 #ifdef TA_TEST_PREFIX
   return 1;
 #else
@@ -96,22 +96,22 @@ static int t_tagalloc_active(void) {
 }
 
 /* xorshift64* */
-static inline uint64_t t_rand(uint64_t *s) {
+__attribute__((unused)) static inline uint64_t t_rand(uint64_t *s) {
   uint64_t x = *s;
   x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
   *s = x;
   return x * 0x2545F4914F6CDD1Dull;
 }
 
-static inline uint8_t t_pattern(const void *p, size_t i, uint64_t salt) {
+__attribute__((unused)) static inline uint8_t t_pattern(const void *p, size_t i, uint64_t salt) {
   uint64_t v = ((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull + i * 0x100000001B3ull + salt;
   return (uint8_t)(v >> 56);
 }
-static void t_fill(void *p, size_t n, uint64_t salt) {
+__attribute__((unused)) static void t_fill(void *p, size_t n, uint64_t salt) {
   uint8_t *b = p;
   for (size_t i = 0; i < n; i++) b[i] = t_pattern(p, i, salt);
 }
-static int t_verify(const void *p, size_t n, uint64_t salt) {
+__attribute__((unused)) static int t_verify(const void *p, size_t n, uint64_t salt) {
   const uint8_t *b = p;
   for (size_t i = 0; i < n; i++)
     if (b[i] != t_pattern(p, i, salt)) return 0;

@@ -1,0 +1,224 @@
+package cgo
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The C test programs (testdata/*_test.c) are built two ways: plain, and run
+// with the library preloaded; and linked with the allocator core built under
+// the ta_test_ prefix at debug level 2 (and under the thread sanitizer).
+
+var testCFlags = []string{"-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
+	"-Wno-alloc-size-larger-than", "-Wno-use-after-free", "-pthread"}
+
+// preloadLib builds the library with warnings fatal, once per test binary.
+var strictLib = sync.OnceValues(func() (string, error) {
+	return Build(BuildOptions{Strict: true})
+})
+
+func lib(t *testing.T) string {
+	t.Helper()
+	p, err := strictLib()
+	require.NoError(t, err, "building the preload library")
+	return p
+}
+
+// buildC compiles a test program. Variants: "plain" (for LD_PRELOAD),
+// "core" (linked with the prefixed core, TA_DEBUG=2), "tsan" (core under
+// -fsanitize=thread).
+func buildC(t *testing.T, name, variant string) string {
+	t.Helper()
+	cc, err := Compiler()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	out := filepath.Join(dir, name+"-"+variant)
+	args := append([]string(nil), testCFlags...)
+	src := filepath.Join("testdata", name+".c")
+	switch variant {
+	case "plain":
+		args = append(args, "-o", out, src, "-ldl")
+	case "core", "tsan":
+		args = append(args, "-DTA_TEST_PREFIX", "-DTA_PREFIX=ta_test_", "-DTA_DEBUG=2", "-D_GNU_SOURCE",
+			"-Iinclude", "-o", out, src, filepath.Join("src", "static.c"), "-ldl")
+		if variant == "tsan" {
+			args = append(args, "-fsanitize=thread")
+		}
+	default:
+		t.Fatalf("unknown variant %q", variant)
+	}
+	cmd := exec.Command(cc, args...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("compiling %s (%s): %v\n%s", name, variant, err, b)
+	}
+	return out
+}
+
+type result struct {
+	stdout, stderr string
+	err            error
+}
+
+func runProg(t *testing.T, timeout time.Duration, env []string, prog string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(prog, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return result{so.String(), se.String(), err}
+	case <-time.After(timeout):
+		_ = cmd.Process.Kill()
+		<-done
+		return result{so.String(), se.String(), fmt.Errorf("hung: killed after %v", timeout)}
+	}
+}
+
+func requirePassed(t *testing.T, what string, r result) {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("%s failed: %v\nstdout:\n%s\nstderr:\n%s", what, r.err, r.stdout, r.stderr)
+	}
+	require.Contains(t, r.stdout, " passed, 0 failed", "%s: no passing summary\n%s", what, r.stdout)
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	t.Run("preload", func(t *testing.T) {
+		t.Parallel()
+		r := runProg(t, 2*time.Minute, []string{"LD_PRELOAD=" + lib(t)}, buildC(t, "api_test", "plain"))
+		requirePassed(t, "api_test under LD_PRELOAD", r)
+	})
+	t.Run("core-debug", func(t *testing.T) {
+		t.Parallel()
+		r := runProg(t, 2*time.Minute, nil, buildC(t, "api_test", "core"))
+		requirePassed(t, "api_test linked with the debug core", r)
+	})
+	// The suite must be able to fail: under glibc the tagalloc-specific
+	// checks do.
+	t.Run("detects-other-allocator", func(t *testing.T) {
+		t.Parallel()
+		r := runProg(t, 2*time.Minute, nil, buildC(t, "api_test", "plain"))
+		require.Error(t, r.err, "api_test passed without tagalloc: its checks cannot fail")
+		require.Contains(t, r.stderr, "tagalloc is not the allocator")
+	})
+}
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	r := runProg(t, 2*time.Minute, []string{"LD_PRELOAD=" + lib(t)}, buildC(t, "lifecycle_test", "plain"))
+	requirePassed(t, "lifecycle_test", r)
+	t.Log(strings.TrimSpace(r.stdout))
+}
+
+func TestStress(t *testing.T) {
+	t.Parallel()
+	ops := "60000"
+	if testing.Short() {
+		ops = "10000"
+	}
+	t.Run("preload", func(t *testing.T) {
+		prog := buildC(t, "stress_test", "plain")
+		for _, seed := range []string{"1", "2", "3"} {
+			r := runProg(t, 3*time.Minute, []string{"LD_PRELOAD=" + lib(t)}, prog, seed, "4", ops, "2", "2")
+			requirePassed(t, "stress seed "+seed, r)
+		}
+	})
+	t.Run("core-debug", func(t *testing.T) {
+		prog := buildC(t, "stress_test", "core")
+		r := runProg(t, 3*time.Minute, nil, prog, "7", "3", "20000", "2", "1")
+		requirePassed(t, "stress (debug core)", r)
+	})
+	t.Run("tsan", func(t *testing.T) {
+		if !tsanAvailable() {
+			if os.Getenv("CI") == "true" {
+				t.Fatal("the thread sanitizer is not available (install libtsan2)")
+			}
+			t.Skip("the thread sanitizer is not available")
+		}
+		prog := buildC(t, "stress_test", "tsan")
+		r := runProg(t, 5*time.Minute, []string{"TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1"}, prog, "11", "3", "8000", "2", "0")
+		requirePassed(t, "stress under the thread sanitizer", r)
+		require.NotContains(t, r.stderr, "ThreadSanitizer")
+	})
+}
+
+var tsanAvailable = sync.OnceValue(func() bool {
+	cc, err := Compiler()
+	if err != nil {
+		return false
+	}
+	dir, err := os.MkdirTemp("", "tsan")
+	if err != nil {
+		return false
+	}
+	defer os.RemoveAll(dir)
+	src := filepath.Join(dir, "t.c")
+	_ = os.WriteFile(src, []byte("int main(void){return 0;}\n"), 0o644)
+	out := filepath.Join(dir, "t")
+	if exec.Command(cc, "-fsanitize=thread", "-o", out, src).Run() != nil {
+		return false
+	}
+	return exec.Command(out).Run() == nil
+})
+
+// The library exports exactly the allocator's entry points and tagalloc_*.
+func TestExportedSymbols(t *testing.T) {
+	f, err := elf.Open(lib(t))
+	require.NoError(t, err)
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	require.NoError(t, err)
+	var got []string
+	for _, s := range syms {
+		if s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+			got = append(got, s.Name)
+		}
+	}
+	sort.Strings(got)
+	want := []string{"aligned_alloc", "calloc", "free", "malloc", "malloc_trim", "malloc_usable_size",
+		"memalign", "posix_memalign", "pvalloc", "realloc", "reallocarray",
+		"tagalloc_check", "tagalloc_purge", "tagalloc_version", "valloc"}
+	require.Equal(t, want, got)
+}
+
+func TestLibraryCache(t *testing.T) {
+	t.Setenv("TAGALLOC_CACHE", t.TempDir())
+	a, err := Library()
+	require.NoError(t, err)
+	require.True(t, filepath.IsAbs(a))
+	b, err := Library()
+	require.NoError(t, err)
+	require.Equal(t, a, b, "same sources must hit the cache")
+	c, err := Build(BuildOptions{Extra: []string{"-DTA_DEBUG=1"}})
+	require.NoError(t, err)
+	require.NotEqual(t, a, c, "other flags must build elsewhere")
+	fi, err := os.Stat(a)
+	require.NoError(t, err)
+	require.Greater(t, fi.Size(), int64(10000))
+}
+
+func TestNoCompiler(t *testing.T) {
+	t.Setenv("TAGALLOC_CACHE", t.TempDir())
+	t.Setenv("CC", "")
+	t.Setenv("PATH", t.TempDir())
+	_, err := Library()
+	require.True(t, errors.Is(err, ErrNoCompiler), "got %v", err)
+	require.Contains(t, err.Error(), "install")
+}

@@ -1,0 +1,105 @@
+/* lifecycle_test.c: memory goes back. RSS falls within a second after a
+ * large free; threads that exit return their caches (pages in use stay
+ * bounded over many thread lifetimes); blocks freed by other threads after
+ * their owner exited are reused. Run with the library preloaded. */
+#include "tcheck.h"
+
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+static size_t rss_kb(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  size_t kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmRSS: %zu kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return kb;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Allocate ~1 GiB in mixed sizes, touch it all, free it all; RSS must come
+ * back near where it started within one second, without further calls. */
+static void test_rss_falls_after_large_free(void) {
+  size_t base = rss_kb();
+  enum { N = 4096 };
+  static void *ps[N];
+  size_t total = 0;
+  uint64_t s = 42;
+  for (int i = 0; i < N; i++) {
+    size_t n;
+    switch (i % 4) {
+    case 0: n = 1000 + t_rand(&s) % 100000; break;     /* small and medium */
+    case 1: n = 600000 + t_rand(&s) % 400000; break;   /* large */
+    case 2: n = 100 + t_rand(&s) % 4000; break;        /* tiny */
+    default: n = 200000 + t_rand(&s) % 300000; break;  /* medium classes */
+    }
+    ps[i] = malloc(n);
+    CHECK(ps[i] != NULL, "malloc(%zu)", n);
+    if (ps[i]) memset(ps[i], 1, n);
+    total += n;
+  }
+  void *huge = malloc(200 << 20);
+  memset(huge, 1, 200 << 20);
+  size_t peak = rss_kb();
+  CHECK(peak > base + total / 1024 / 2, "RSS did not grow: base %zu peak %zu KiB", base, peak);
+  for (int i = 0; i < N; i++) free(ps[i]);
+  free(huge);
+  double t0 = now_s();
+  size_t after = rss_kb();
+  while (after > base + 80 * 1024 && now_s() - t0 < 1.0) {
+    usleep(20000);
+    after = rss_kb();
+  }
+  printf("rss: base %zu KiB, peak %zu KiB, after free %zu KiB (%.0f ms)\n", base, peak, after, (now_s() - t0) * 1000);
+  /* retained for reuse: at most the retain minimum (64 MiB) plus slack */
+  CHECK(after <= base + 80 * 1024, "RSS stayed high after free: base %zu KiB, peak %zu, after 1 s %zu", base, peak, after);
+}
+
+static void *churn(void *arg) {
+  void **out = arg;
+  uint64_t s = (uintptr_t)arg;
+  void *keep[64];
+  for (int i = 0; i < 2000; i++) {
+    void *p = malloc(t_rand(&s) % 2048);
+    if (i % 7 == 0) free(p);
+    else if (i % 7 == 1 && i / 7 < 64) keep[i / 7] = p;
+    else free(p);
+  }
+  for (int i = 0; i < 64; i++) {
+    if (i < 32) free(keep[i]);
+    else out[i - 32] = keep[i]; /* freed later by main, after we exit */
+  }
+  return NULL;
+}
+
+/* Many short threads: their caches go back, pages in use stay bounded. */
+static void test_thread_exit_returns_cache(void) {
+  size_t first = 0;
+  for (int round = 0; round < 40; round++) {
+    pthread_t t[8];
+    void *handed[8][32];
+    for (int i = 0; i < 8; i++) pthread_create(&t[i], NULL, churn, handed[i]);
+    for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 8; i++)
+      for (int k = 0; k < 32; k++) free(handed[i][k]); /* owner gone: cross-thread free */
+    size_t used = t_check();
+    if (round == 2) first = used;
+    if (round > 2) CHECK(used <= first + 64, "round %d: %zu pages in use, was %zu", round, used, first);
+  }
+}
+
+static void test_active(void) { CHECK(t_tagalloc_active(), "tagalloc is not the allocator in this process"); }
+
+int main(void) {
+  RUN(test_active);
+  RUN(test_rss_falls_after_large_free);
+  RUN(test_thread_exit_returns_cache);
+  return t_summary();
+}
