@@ -59,6 +59,9 @@ static void _ta_page_collect(_ta_page_t *pg) {
  * owner's store of in_full before its last collect (see heap.c): either the
  * owner sees this block, or this thread sees in_full and sets the hint. */
 static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
+  /* Read what we need before the push: once pushed, the owner may collect
+   * the block and hand the span to someone else. Only atomics after it. */
+  unsigned c = pg->sclass;
   uintptr_t old = atomic_load_explicit(&pg->xthread_free, memory_order_relaxed);
   do {
     b->next = (_ta_block_t *)old;
@@ -67,8 +70,8 @@ static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
     _ta_heap_t *h = atomic_load_explicit(&pg->heap, memory_order_acquire);
     /* Heap structs are never unmapped, so a stale owner only gets a
      * needless rescan. */
-    if (h && !atomic_load_explicit(&h->xfull[pg->sclass], memory_order_relaxed))
-      atomic_store_explicit(&h->xfull[pg->sclass], 1, memory_order_release);
+    if (h && !atomic_load_explicit(&h->xfull[c], memory_order_relaxed))
+      atomic_store_explicit(&h->xfull[c], 1, memory_order_release);
   }
 }
 
