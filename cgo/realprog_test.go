@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,9 +42,6 @@ var realProgTimeout = 60 * time.Second
 // needed; the test fails if it cannot be built.
 func preloadLib(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("REALPROG_DEV_LIB"); p != "" { // DEVONLY
-		return p // DEVONLY
-	} // DEVONLY
 	lib, err := Library()
 	if err != nil {
 		t.Fatalf("building %s: %v", LibraryName, err)
@@ -58,7 +56,7 @@ type realProg struct {
 	// CI=true) if one is not installed. Steps name them by these names.
 	need []string
 	// roles are the processes that must report the preload library mapped
-	// into them (and, without the preload, not mapped): see check.
+	// into them (and, without the preload, not mapped): see checkFile.
 	roles []string
 	// run does the work: a deterministic workload, step by step.
 	run func(r *runner) error
@@ -70,19 +68,13 @@ func realProgs() []realProg {
 			name:  "python3-threads",
 			need:  []string{"python3"},
 			roles: []string{"python3-main"},
-			run: func(r *runner) error {
-				_, err := r.run(step{args: []string{"python3", "-B", testdataPath("threads.py")}, stderr: true})
-				return err
-			},
+			run:   func(r *runner) error { return runPython(r, "threads.py") },
 		},
 		{
 			name:  "python3-multiprocessing-fork",
 			need:  []string{"python3"},
 			roles: []string{"python3-main", "pool-worker", "fork-child", "fork-grandchild", "fork-with-threads"},
-			run: func(r *runner) error {
-				_, err := r.run(step{args: []string{"python3", "-B", testdataPath("mp.py")}, stderr: true})
-				return err
-			},
+			run:   func(r *runner) error { return runPython(r, "mp.py") },
 		},
 		{
 			name:  "sqlite3",
@@ -103,7 +95,7 @@ func realProgs() []realProg {
 		},
 		{
 			name:  "bash-pipeline",
-			need:  []string{"bash", "sort", "uniq", "awk", "sed", "tr", "wc", "paste", "bc", "xargs", "seq", "md5sum"},
+			need:  []string{"bash", "sort", "uniq", "awk", "sed", "tr", "wc", "paste", "xargs", "seq", "md5sum"},
 			roles: []string{"bash-main", "subshell", "pipeline-stage"},
 			run: func(r *runner) error {
 				_, err := r.run(step{args: []string{"bash", testdataPath("pipeline.sh")}, stderr: true})
@@ -123,6 +115,7 @@ func realProgs() []realProg {
 // print, and how they exit, with a run without it.
 func TestRealProg(t *testing.T) {
 	lib := preloadLib(t)
+	enableCores(t)
 	mapped, err := filepath.EvalSymlinks(lib)
 	require.NoError(t, err)
 	repeats := *realProgRepeats
@@ -134,9 +127,6 @@ func TestRealProg(t *testing.T) {
 			t.Parallel()
 			progs := lookProgs(t, c.need)
 			base, err := runCase(t, c, progs, lib, mapped, false)
-			if d := os.Getenv("REALPROG_DUMP"); d != "" { // DEVONLY
-				os.WriteFile(filepath.Join(d, c.name+".txt"), []byte(base), 0o644) // DEVONLY
-			} // DEVONLY
 			if err != nil {
 				t.Fatalf("%s without the preload failed, so the test or the machine is broken (not the library): %v", c.name, err)
 			}
@@ -184,6 +174,12 @@ func runCase(t *testing.T, c realProg, progs map[string]string, lib, mapped stri
 		what = "under the preload"
 	}
 	t.Logf("%s: %v (slowest: %s)", what, time.Since(start).Round(time.Millisecond), strings.Join(slow, ", "))
+	if bt := coreBacktraces(dir); bt != "" {
+		if err == nil {
+			err = errors.New("a process dumped core")
+		}
+		err = fmt.Errorf("%w\n%s", err, bt)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -404,7 +400,6 @@ type proc struct {
 	stdout, stderr bytes.Buffer
 	done           chan struct{} // closed when wait returns
 	once           sync.Once
-	timeout        time.Duration
 	started        time.Time
 	elapsed        time.Duration
 
@@ -430,11 +425,7 @@ func (r *runner) start(s step) (*proc, error) {
 	if p.name == "" {
 		p.name = r.scrub(strings.Join(s.args, " "))
 	}
-	if dl, ok := r.ctx.Deadline(); ok {
-		p.timeout = time.Until(dl).Round(time.Second)
-	}
 	cmd := exec.CommandContext(r.ctx, path, s.args[1:]...)
-	cmd.Args[0] = s.args[0]
 	cmd.Dir = r.dir
 	cmd.Env = append(append(baseEnv(), r.env...), s.env...)
 	cmd.Stdin = strings.NewReader(s.stdin)
@@ -459,11 +450,12 @@ func (r *runner) start(s step) (*proc, error) {
 	return p, nil
 }
 
-// baseEnv is the test's environment without a preload of its own.
+// baseEnv is the test's environment without a preload of its own (or a
+// Python allocator choice: runPython sets it).
 func baseEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "LD_PRELOAD=") || strings.HasPrefix(kv, "DEBUGINFOD_URLS=") {
+		if strings.HasPrefix(kv, "LD_PRELOAD=") || strings.HasPrefix(kv, "PYTHONMALLOC=") {
 			continue
 		}
 		env = append(env, kv)
@@ -502,7 +494,8 @@ func (p *proc) failure() error {
 	errOut := tail(p.stderr.String(), 30)
 	switch {
 	case hang != "":
-		return fmt.Errorf("`%s` %w: still running after %v, killed\n%s\nstderr (last lines):\n%s", p.name, errHung, p.timeout, hang, errOut)
+		return fmt.Errorf("`%s` %w: still running after %v (when the run's limit of %v expired), killed\n%s\nstderr (last lines):\n%s",
+			p.name, errHung, p.elapsed.Round(time.Second), realProgTimeout, hang, errOut)
 	case p.sig != 0:
 		core := ""
 		if p.core {
@@ -512,8 +505,12 @@ func (p *proc) failure() error {
 	case p.exit == -1:
 		return fmt.Errorf("`%s` did not run: %v", p.name, p.waitErr)
 	case p.exit != p.step.exit:
-		return fmt.Errorf("`%s` exited with status %d, want %d\nstderr (last lines):\n%s\nstdout (last lines):\n%s",
-			p.name, p.exit, p.step.exit, errOut, tail(p.stdout.String(), 10))
+		hint := ""
+		if p.exit > 128 && p.exit < 128+65 {
+			hint = fmt.Sprintf(" (a shell's way of saying a child was killed by %s)", signalName(syscall.Signal(p.exit-128)))
+		}
+		return fmt.Errorf("`%s` exited with status %d, want %d%s\nstderr (last lines):\n%s\nstdout (last lines):\n%s",
+			p.name, p.exit, p.step.exit, hint, errOut, tail(p.stdout.String(), 10))
 	case errors.Is(p.waitErr, exec.ErrWaitDelay):
 		return fmt.Errorf("`%s` exited, but processes it started kept its output open for %v", p.name, p.cmd.WaitDelay)
 	}
@@ -593,11 +590,124 @@ func describeHang(pgid int) string {
 					b.WriteString("  ...\n")
 					break
 				}
+				if len(line) > 160 {
+					line = line[:160] + "..."
+				}
 				fmt.Fprintf(&b, "  %s\n", line)
 			}
 		}
 	}
 	return b.String()
+}
+
+// enableCores lets the programs the test starts dump core (where the
+// kernel's core_pattern puts them: with the default, their working
+// directory), so that a crash is reported with a backtrace.
+func enableCores(t *testing.T) {
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_CORE, &old); err != nil || old.Max == 0 || old.Cur == old.Max {
+		return
+	}
+	l := old
+	l.Cur = l.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_CORE, &l); err == nil {
+		t.Cleanup(func() { _ = syscall.Setrlimit(syscall.RLIMIT_CORE, &old) })
+	}
+}
+
+// coreBacktraces finds core files under dir and returns the stacks of
+// their threads (with gdb), or "".
+func coreBacktraces(dir string) string {
+	var cores []string
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		n := d.Name()
+		if n == "core" || (strings.HasPrefix(n, "core.") && strings.Trim(n[5:], "0123456789") == "") {
+			cores = append(cores, path)
+		}
+		return nil
+	})
+	if len(cores) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	gdb, gdbErr := exec.LookPath("gdb")
+	for i, core := range cores {
+		if i == 3 {
+			fmt.Fprintf(&b, "(%d more core files not shown)\n", len(cores)-i)
+			break
+		}
+		exe := coreExecutable(core)
+		fmt.Fprintf(&b, "core file %s of %s:\n", strings.TrimPrefix(core, dir+"/"), exe)
+		if gdbErr != nil {
+			b.WriteString("  (install gdb for its backtrace)\n")
+			continue
+		}
+		args := []string{"-batch", "-nx", "-ex", "thread apply all bt 30"}
+		if exe != "" {
+			args = append(args, exe)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := exec.CommandContext(ctx, gdb, append(args, core)...)
+		cmd.Env = append(baseEnv(), "DEBUGINFOD_URLS=")
+		out, _ := cmd.CombinedOutput()
+		cancel()
+		n := 0
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, "#") || strings.HasPrefix(line, "Thread ") ||
+				strings.HasPrefix(line, "Core was generated") || strings.HasPrefix(line, "Program terminated") {
+				if n++; n > 80 {
+					b.WriteString("  ...\n")
+					break
+				}
+				if len(line) > 160 {
+					line = line[:160] + "..."
+				}
+				fmt.Fprintf(&b, "  %s\n", line)
+			}
+		}
+	}
+	return b.String()
+}
+
+// coreExecutable returns the file of a core's first mapping (from its
+// NT_FILE note): the program that dumped it.
+func coreExecutable(core string) string {
+	f, err := elf.Open(core)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_NOTE || p.Filesz > 64<<20 {
+			continue
+		}
+		b := make([]byte, p.Filesz)
+		if _, err := p.ReadAt(b, 0); err != nil {
+			continue
+		}
+		for len(b) >= 12 {
+			nameSize, descSize, typ := f.ByteOrder.Uint32(b), f.ByteOrder.Uint32(b[4:]), f.ByteOrder.Uint32(b[8:])
+			off := 12 + int(nameSize+3)&^3
+			end := off + int(descSize)
+			if end > len(b) {
+				break
+			}
+			desc := b[off:end]
+			const ntFile = 0x46494c45 // "FILE"
+			if typ == ntFile && len(desc) >= 16 {
+				count := f.ByteOrder.Uint64(desc) // then the page size, count (start, end, offset), the names
+				if names := 16 + 24*count; count < 1<<20 && names < uint64(len(desc)) {
+					name, _, _ := strings.Cut(string(desc[names:]), "\x00")
+					return name
+				}
+			}
+			b = b[min(len(b), off+int(descSize+3)&^3):]
+		}
+	}
+	return ""
 }
 
 // tail returns the last n lines of s.
@@ -686,7 +796,7 @@ func lineDiff(want, got string) string {
 		return ""
 	}
 	var out strings.Builder
-	const maxLines, context = 40, 2
+	const maxLines, contextLines = 40, 2
 	shown, lastCmd, lastShown := 0, "\x00", -1
 	for k, e := range edits {
 		if e.op == ' ' {
@@ -700,7 +810,7 @@ func lineDiff(want, got string) string {
 			fmt.Fprintf(&out, "in the output of `%s`:\n", c)
 			lastCmd, lastShown = c, -1
 		}
-		from := max(k-context, lastShown+1)
+		from := max(k-contextLines, lastShown+1)
 		if lastShown >= 0 && from > lastShown+1 {
 			out.WriteString("  ...\n")
 		}
@@ -715,7 +825,7 @@ func lineDiff(want, got string) string {
 		lastShown = k
 		// Trailing context.
 		if k+1 < len(edits) && edits[k+1].op == ' ' {
-			for c := k + 1; c < len(edits) && c <= k+context && edits[c].op == ' '; c++ {
+			for c := k + 1; c < len(edits) && c <= k+contextLines && edits[c].op == ' '; c++ {
 				fmt.Fprintf(&out, "   %s\n", edits[c].line)
 				shown++
 				lastShown = c
@@ -723,6 +833,19 @@ func lineDiff(want, got string) string {
 		}
 	}
 	return out.String()
+}
+
+// runPython runs a script twice: with Python's own small-object allocator
+// (the default: objects up to 512 bytes never reach malloc), and with
+// PYTHONMALLOC=malloc, so that every object is a malloc block.
+func runPython(r *runner, script string) error {
+	args := []string{"python3", "-B", testdataPath(script)}
+	if _, err := r.run(step{args: args, stderr: true}); err != nil {
+		return err
+	}
+	_, err := r.run(step{args: args, env: []string{"PYTHONMALLOC=malloc"}, stderr: true,
+		name: "PYTHONMALLOC=malloc " + r.scrub(strings.Join(args, " "))})
+	return err
 }
 
 // runSQLite runs sqlite.sql on a new database, reopens it, and checks that
@@ -948,7 +1071,7 @@ func runRedis(r *runner) error {
 	for _, c := range []string{
 		"DBSIZE", "STRLEN str:1", "STRLEN str:16383", "GETRANGE str:11999 0 40", "GET str:3",
 		"LLEN list:7", "LRANGE list:7 0 9", "LINDEX list:49 -1", "HLEN hash:3", "HGET hash:3 f3043",
-		"SCARD set:11", "SINTERCARD 2 set:1 set:2", "ZCARD zset:5", "ZRANGE zset:5 0 9 WITHSCORES",
+		"SCARD set:11", "SISMEMBER set:1 31", "SISMEMBER set:1 32", "ZCARD zset:5", "ZRANGE zset:5 0 9 WITHSCORES",
 		"ZRANGEBYSCORE zset:6 100 120", "SORT list:3 LIMIT 0 10", "INCRBY counter 41", "INCR counter",
 		"SET obj:big abc", "DEBUG DIGEST", "DEBUG DIGEST-VALUE str:100 hash:7 zset:3",
 	} {
@@ -985,9 +1108,12 @@ func startRedis(r *runner) (*proc, int, error) {
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
-		srv, err := r.start(step{args: []string{"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--daemonize", "no", "--enable-debug-command", "local",
-			"--dir", r.dir, "--logfile", ""}})
+		args := []string{"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", r.dir, "--logfile", ""}
+		if redisMajor(r.progs["redis-server"]) >= 7 {
+			args = append(args, "--enable-debug-command", "local") // for DEBUG DIGEST (allowed by default before 7)
+		}
+		srv, err := r.start(step{args: args})
 		if err != nil {
 			return nil, 0, err
 		}
@@ -1009,6 +1135,18 @@ func startRedis(r *runner) (*proc, int, error) {
 		}
 	}
 	return nil, 0, fmt.Errorf("starting redis-server: %v", lastErr)
+}
+
+// redisMajor returns the major version of redis-server ("Redis server
+// v=7.0.15 ..."), or 0.
+func redisMajor(path string) int {
+	out, _ := exec.Command(path, "--version").Output()
+	m := regexp.MustCompile(`v=([0-9]+)\.`).FindSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
 }
 
 // waitRedis waits until the server on port answers PING, it exits, or the

@@ -61,15 +61,18 @@ static void *_ta_malloc_aligned(size_t align, size_t size) {
   return _ta_malloc_large(size, align, false);
 }
 
+/* Realloc growth beyond this moves a block to its own mapping. */
+#define TA_REALLOC_MAP (1 * TA_MiB)
+
 /* What an address is, for free, realloc and malloc_usable_size. */
 typedef enum { TA_PTR_BAD, TA_PTR_SMALL, TA_PTR_LARGE, TA_PTR_HUGE } _ta_ptr_kind_t;
 
 /* Classify p; pg gets its span head (small, large). A pointer inside a span
  * but not at a block start, or in no span in use, is BAD. */
-static _ta_ptr_kind_t _ta_classify(const void *p, _ta_page_t **pgp) {
+static _ta_ptr_kind_t _ta_classify(const void *p, _ta_page_t **pgp, size_t *huge_mapped) {
   _ta_page_t *pg = _ta_page_of(p);
   *pgp = pg;
-  if (!pg) return _ta_huge_lookup(p, NULL, NULL) ? TA_PTR_HUGE : TA_PTR_BAD;
+  if (!pg) return _ta_huge_lookup(p, huge_mapped, NULL) ? TA_PTR_HUGE : TA_PTR_BAD;
   if (pg->head_off != 0) return TA_PTR_BAD;
   const uint8_t *b = p;
   if (pg->kind == TA_KIND_SMALL) {
@@ -87,22 +90,18 @@ TA_COLD static void _ta_bad_pointer(const char *fn, const void *p) {
   _ta_fatal("%s(%p): invalid pointer (never returned by malloc, already freed, or not the start of a block)", fn, p);
 }
 
-static inline size_t _ta_usable(_ta_ptr_kind_t k, _ta_page_t *pg, const void *p) {
+static inline size_t _ta_usable(_ta_ptr_kind_t k, _ta_page_t *pg, size_t huge_mapped) {
   switch (k) {
   case TA_PTR_SMALL: return pg->block_size;
   case TA_PTR_LARGE: return (size_t)pg->npages << TA_PAGE_SHIFT;
-  case TA_PTR_HUGE: {
-    size_t mapped = 0;
-    _ta_huge_lookup(p, &mapped, NULL);
-    return mapped;
-  }
+  case TA_PTR_HUGE: return huge_mapped;
   default: return 0;
   }
 }
 
 TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
   _ta_page_t *pg;
-  switch (_ta_classify(p, &pg)) {
+  switch (_ta_classify(p, &pg, NULL)) {
   case TA_PTR_SMALL:
     _ta_free_remote(pg, (_ta_block_t *)p);
     return;
@@ -145,8 +144,9 @@ static void *_ta_realloc(void *p, size_t size) {
     return NULL;
   }
   _ta_page_t *pg;
-  _ta_ptr_kind_t k = _ta_classify(p, &pg);
-  size_t usable = _ta_usable(k, pg, p);
+  size_t mapped = 0;
+  _ta_ptr_kind_t k = _ta_classify(p, &pg, &mapped);
+  size_t usable = _ta_usable(k, pg, mapped);
   switch (k) {
   case TA_PTR_SMALL:
     /* Stay if it fits and would not waste more than half. */
@@ -171,7 +171,8 @@ static void *_ta_realloc(void *p, size_t size) {
     }
     break;
   case TA_PTR_HUGE:
-    if (size >= _ta_opt.huge_threshold / 2) {
+    /* mremap moves page tables, not bytes: stay huge while large. */
+    if (size > TA_MAX_SMALL) {
       void *q = _ta_huge_realloc(p, size);
       if (q) return q;
     }
@@ -179,7 +180,16 @@ static void *_ta_realloc(void *p, size_t size) {
   default:
     _ta_bad_pointer("realloc", p);
   }
-  void *q = _ta_malloc(size);
+  void *q;
+  if (size > usable && size >= TA_REALLOC_MAP && k != TA_PTR_HUGE) {
+    /* A buffer grown by realloc past TA_REALLOC_MAP that cannot grow in
+     * place gets its own mapping: from then on it grows with mremap, which
+     * moves page tables instead of copying and re-faulting (glibc does the
+     * same with its mmapped chunks). */
+    q = _ta_huge_alloc(size, TA_OS_PAGE, false);
+  } else {
+    q = _ta_malloc(size);
+  }
   if (!q) return NULL; /* p is untouched */
   memcpy(q, p, size < usable ? size : usable);
   _ta_free(p);
@@ -275,9 +285,10 @@ TA_EXPORT void *TA_NAME(pvalloc)(size_t size) {
 TA_EXPORT size_t TA_NAME(malloc_usable_size)(void *p) {
   if (!p) return 0;
   _ta_page_t *pg;
-  _ta_ptr_kind_t k = _ta_classify(p, &pg);
+  size_t mapped = 0;
+  _ta_ptr_kind_t k = _ta_classify(p, &pg, &mapped);
   if (k == TA_PTR_BAD) _ta_bad_pointer("malloc_usable_size", p);
-  return _ta_usable(k, pg, p);
+  return _ta_usable(k, pg, mapped);
 }
 
 /* malloc_trim: return every free page we can to the OS. */
@@ -297,6 +308,7 @@ TA_EXPORT void tagalloc_purge(void) {
   if (h != &_ta_heap_empty) _ta_heap_collect_all(h, true);
   _ta_heaps_reclaim_abandoned();
   _ta_arena_purge(true);
+  _ta_huge_purge(true);
 }
 
 /* Check every invariant the allocator can check from this thread at rest:

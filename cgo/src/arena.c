@@ -149,7 +149,7 @@ static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags
 
 static size_t _ta_retain_limit_pages(void) {
   size_t lim = _ta_opt.retain_min >> TA_PAGE_SHIFT;
-  size_t rel = _ta_used_pages / 4;
+  size_t rel = _ta_used_pages;
   return rel > lim ? rel : lim;
 }
 

@@ -1,6 +1,9 @@
-/* huge.c: blocks of at least the huge threshold, each its own mapping,
- * recorded in an open-addressing hash table (address -> sizes) under
- * _ta_huge_lock. Freed at once (munmap), grown with mremap. */
+/* huge.c: blocks with their own mapping (at least the huge threshold, or
+ * grown past 1 MiB by realloc), recorded in an open-addressing hash table
+ * (address -> sizes) under _ta_huge_lock, grown with mremap. A freed
+ * mapping waits in a small cache for reuse (resident, so reusing it costs
+ * no page faults) until the purge delay passes or the cache is over its
+ * budget, then is unmapped. */
 
 typedef struct _ta_huge_s {
   uintptr_t addr;    /* 0 empty, 1 deleted */
@@ -16,6 +19,68 @@ static size_t _ta_huge_bytes; /* mapped bytes of live huge blocks */
 static size_t _ta_huge_count;
 
 #define TA_HUGE_DELETED ((uintptr_t)1)
+
+/* The cache of freed mappings (_ta_huge_lock). */
+#define TA_HUGE_CACHE 16
+typedef struct {
+  void *addr;
+  size_t mapped;
+  uint64_t freed_at_ms;
+} _ta_huge_cached_t;
+static _ta_huge_cached_t _ta_huge_cache[TA_HUGE_CACHE];
+static size_t _ta_huge_ncached, _ta_huge_cached_bytes;
+
+static size_t _ta_huge_cache_budget(void) {
+  size_t half = _ta_huge_bytes / 2;
+  return half > _ta_opt.retain_min ? half : _ta_opt.retain_min;
+}
+
+/* Take cached mappings out that are too old, or all of them, or the oldest
+ * while over budget; returns how many were put in out (to unmap unlocked). */
+static size_t _ta_huge_cache_expire_locked(bool all, uint64_t now, _ta_huge_cached_t *out) {
+  size_t n = 0;
+  for (size_t i = 0; i < _ta_huge_ncached;) {
+    _ta_huge_cached_t *c = &_ta_huge_cache[i];
+    bool over = _ta_huge_cached_bytes > _ta_huge_cache_budget() && i == 0;
+    if (all || over || now - c->freed_at_ms >= _ta_opt.purge_delay_ms) {
+      out[n++] = *c;
+      _ta_huge_cached_bytes -= c->mapped;
+      memmove(c, c + 1, (_ta_huge_ncached - i - 1) * sizeof(*c)); /* oldest first */
+      _ta_huge_ncached--;
+      continue;
+    }
+    i++;
+  }
+  return n;
+}
+
+static void _ta_huge_unmap_all(const _ta_huge_cached_t *v, size_t n) {
+  for (size_t i = 0; i < n; i++) _ta_os_release(v[i].addr, v[i].mapped);
+}
+
+/* Best-fitting cached mapping for need bytes (4 KiB aligned), or NULL. */
+static void *_ta_huge_cache_take_locked(size_t need, size_t *mapped) {
+  size_t best = TA_HUGE_CACHE;
+  for (size_t i = 0; i < _ta_huge_ncached; i++) {
+    size_t m = _ta_huge_cache[i].mapped;
+    if (m >= need && m / 4 <= need && (best == TA_HUGE_CACHE || m < _ta_huge_cache[best].mapped)) best = i;
+  }
+  if (best == TA_HUGE_CACHE) return NULL;
+  void *p = _ta_huge_cache[best].addr;
+  *mapped = _ta_huge_cache[best].mapped;
+  _ta_huge_cached_bytes -= *mapped;
+  memmove(&_ta_huge_cache[best], &_ta_huge_cache[best + 1], (_ta_huge_ncached - best - 1) * sizeof(_ta_huge_cached_t));
+  _ta_huge_ncached--;
+  return p;
+}
+
+static void _ta_huge_purge(bool all) {
+  _ta_huge_cached_t out[TA_HUGE_CACHE];
+  pthread_mutex_lock(&_ta_huge_lock);
+  size_t n = _ta_huge_cache_expire_locked(all, _ta_now_ms(), out);
+  pthread_mutex_unlock(&_ta_huge_lock);
+  _ta_huge_unmap_all(out, n);
+}
 
 static inline size_t _ta_huge_hash(uintptr_t a) {
   a >>= 12;
@@ -78,16 +143,26 @@ static void _ta_huge_erase_locked(_ta_huge_t *e) {
 }
 
 static void *_ta_huge_alloc(size_t size, size_t align, bool zero) {
-  (void)zero; /* fresh mappings are zero */
   if (!_ta_ensure_init()) return NULL;
-  size_t mapped = _ta_align_up(size, TA_OS_PAGE);
-  if (mapped < size) { errno = ENOMEM; return NULL; }
-  void *p = _ta_os_map(mapped, align);
+  size_t need = _ta_align_up(size, TA_OS_PAGE);
+  if (need < size) { errno = ENOMEM; return NULL; }
+  size_t mapped = need;
+  void *p = NULL;
+  bool cached = false;
+  if (align <= TA_OS_PAGE && _ta_huge_ncached) {
+    pthread_mutex_lock(&_ta_huge_lock);
+    p = _ta_huge_cache_take_locked(need, &mapped);
+    pthread_mutex_unlock(&_ta_huge_lock);
+    cached = p != NULL;
+  }
+  if (!p) p = _ta_os_map(mapped, align);
   if (!p) {
+    _ta_huge_purge(true);
     _ta_arena_purge(true);
     p = _ta_os_map(mapped, align);
     if (!p) { errno = ENOMEM; return NULL; }
   }
+  if (cached && zero) memset(p, 0, size);
   pthread_mutex_lock(&_ta_huge_lock);
   bool ok = _ta_huge_insert_locked((uintptr_t)p, mapped, size, align);
   pthread_mutex_unlock(&_ta_huge_lock);
@@ -96,7 +171,7 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
-  _ta_os_name(p, mapped, "tagalloc huge");
+  if (!cached) _ta_os_name(p, mapped, "tagalloc huge");
   return p;
 }
 
@@ -111,38 +186,60 @@ static bool _ta_huge_lookup(const void *p, size_t *mapped, size_t *requested) {
   return e != NULL;
 }
 
+/* Free a huge block: into the cache if it is not too big, else unmapped. */
 static bool _ta_huge_free(void *p) {
+  _ta_huge_cached_t out[TA_HUGE_CACHE + 1];
+  size_t n = 0;
   pthread_mutex_lock(&_ta_huge_lock);
   _ta_huge_t *e = _ta_huge_find_locked((uintptr_t)p);
-  size_t mapped = 0;
-  if (e) {
-    mapped = e->mapped;
-    _ta_huge_erase_locked(e);
+  if (!e) {
+    pthread_mutex_unlock(&_ta_huge_lock);
+    return false;
   }
+  size_t mapped = e->mapped, align = e->align;
+  _ta_huge_erase_locked(e);
+  uint64_t now = _ta_now_ms();
+  if (align <= TA_OS_PAGE && mapped <= _ta_huge_cache_budget()) {
+    if (_ta_huge_ncached == TA_HUGE_CACHE) { /* evict the oldest */
+      out[n++] = _ta_huge_cache[0];
+      _ta_huge_cached_bytes -= _ta_huge_cache[0].mapped;
+      memmove(&_ta_huge_cache[0], &_ta_huge_cache[1], (TA_HUGE_CACHE - 1) * sizeof(_ta_huge_cached_t));
+      _ta_huge_ncached--;
+    }
+    _ta_huge_cache[_ta_huge_ncached++] = (_ta_huge_cached_t){p, mapped, now};
+    _ta_huge_cached_bytes += mapped;
+  } else {
+    out[n++] = (_ta_huge_cached_t){p, mapped, now};
+  }
+  n += _ta_huge_cache_expire_locked(false, now, out + n);
   pthread_mutex_unlock(&_ta_huge_lock);
-  if (!e) return false;
-  _ta_os_release(p, mapped);
+  _ta_huge_unmap_all(out, n);
   return true;
 }
 
-/* Resize a huge block with mremap. NULL (block intact) if it cannot. */
+/* Resize a huge block with mremap. NULL (block intact) if it cannot. A
+ * block that grows gets an eighth more room than asked (virtual: pages cost
+ * nothing until touched), so growing a few bytes at a time does not make a
+ * system call per page. */
 static void *_ta_huge_realloc(void *p, size_t size) {
-  size_t mapped = _ta_align_up(size, TA_OS_PAGE);
+  size_t need = _ta_align_up(size, TA_OS_PAGE);
   pthread_mutex_lock(&_ta_huge_lock);
   _ta_huge_t *e = _ta_huge_find_locked((uintptr_t)p);
   if (!e || e->align > TA_OS_PAGE) {
     pthread_mutex_unlock(&_ta_huge_lock);
     return NULL;
   }
-  size_t old = e->mapped, align = e->align;
-  if (old == mapped) {
+  size_t old = e->mapped, align = e->align, oldreq = e->requested;
+  if (need <= old && need >= old / 2) { /* fits, and wastes < half */
     e->requested = size;
     pthread_mutex_unlock(&_ta_huge_lock);
     return p;
   }
+  size_t mapped = need > old ? _ta_align_up(need + need / 8, TA_OS_PAGE) : need;
+  if (mapped < need) mapped = need;
   _ta_huge_erase_locked(e);
   void *q = _ta_os_remap(p, old, mapped);
-  bool ok = _ta_huge_insert_locked((uintptr_t)(q ? q : p), q ? mapped : old, q ? size : e->requested, align);
+  bool ok = _ta_huge_insert_locked((uintptr_t)(q ? q : p), q ? mapped : old, q ? size : oldreq, align);
   pthread_mutex_unlock(&_ta_huge_lock);
   if (!ok) _ta_fatal("huge table: cannot re-record %p after mremap", q ? q : p);
   return q;

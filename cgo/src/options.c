@@ -18,10 +18,10 @@ static const _ta_option_t _ta_options[] = {
      "address space reserved per arena (halved until the OS accepts it)"},
     {"TAGALLOC_HUGE_THRESHOLD", &_ta_opt.huge_threshold, 32 * TA_MiB,
      "blocks this large or larger get their own mapping"},
-    {"TAGALLOC_PURGE_DELAY_MS", &_ta_opt.purge_delay_ms, 500,
+    {"TAGALLOC_PURGE_DELAY_MS", &_ta_opt.purge_delay_ms, 200,
      "free memory is returned to the OS after this many milliseconds"},
-    {"TAGALLOC_RETAIN_MIN", &_ta_opt.retain_min, 64 * TA_MiB,
-     "free-but-resident memory kept for reuse (at least; or 1/4 of the heap)"},
+    {"TAGALLOC_RETAIN_MIN", &_ta_opt.retain_min, 8 * TA_MiB,
+     "free-but-resident memory kept for reuse (at least; or 1/8 of the heap)"},
     {"TAGALLOC_VERBOSE", &_ta_opt.verbose, 0, "print allocator decisions to stderr"},
 };
 

@@ -42,7 +42,8 @@ echo "== pipeline stage"
 
 echo "== process substitution"
 paste -d' ' <(seq 1 5) <(seq 1 5 | sed 's/$/x/') <(seq 5 -1 1 | awk '{ print $1 * 3 }')
-while read -r n; do echo $((n * n)); done < <(seq 1 200) | paste -sd+ | bc
+while read -r n; do echo $((n * n)); done < <(seq 1 200) | paste -sd+ | tr + ' ' |
+	awk '{ for (i = 1; i <= NF; i++) s += $i } END { print s }'
 
 echo "== command substitution in a loop"
 acc=""

@@ -327,6 +327,9 @@ int main(void) {
     int st;
     waitpid(pid, &st, 0);
     child_status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (WIFSIGNALED(st))
+      fprintf(stderr, "prog: forked child %d was killed by signal %d (%s)%s\n", i, WTERMSIG(st),
+              strsignal(WTERMSIG(st)), WCOREDUMP(st) ? ", core dumped" : "");
   }
   for (int i = 0; i < THREADS; i++)
     pthread_join(th[i], NULL);
