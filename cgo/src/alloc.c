@@ -143,7 +143,12 @@ static void *_ta_realloc(void *p, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  _ta_page_t *pg;
+  /* Fast path: a small block of this thread's that still fits. */
+  _ta_page_t *pg = _ta_page_of(p);
+  if (ta_likely(pg != NULL && atomic_load_explicit(&pg->heap, memory_order_relaxed) == _ta_tls_heap)) {
+    size_t bs = pg->block_size;
+    if (size <= bs && size >= bs / 2) return p;
+  }
   size_t mapped = 0;
   _ta_ptr_kind_t k = _ta_classify(p, &pg, &mapped);
   size_t usable = _ta_usable(k, pg, mapped);
