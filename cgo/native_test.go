@@ -9,12 +9,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tagalloc/tagalloc/sizeclass"
 )
 
 // The C test programs (testdata/*_test.c) are built two ways: plain, and run
@@ -221,4 +224,24 @@ func TestNoCompiler(t *testing.T) {
 	_, err := Library()
 	require.True(t, errors.Is(err, ErrNoCompiler), "got %v", err)
 	require.Contains(t, err.Error(), "install")
+}
+
+// The C mapping from size to class (sizeclasses.h) agrees with the Go one
+// for every small size.
+func TestClassesAgreeWithGo(t *testing.T) {
+	t.Parallel()
+	cc, err := Compiler()
+	require.NoError(t, err)
+	out := filepath.Join(t.TempDir(), "classes")
+	b, err := exec.Command(cc, append(testCFlags, "-o", out, filepath.Join("testdata", "classes_test.c"))...).CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	res, err := exec.Command(out).Output()
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(res)), "\n")
+	require.Len(t, lines, sizeclass.MaxSmall+1)
+	for size, l := range lines {
+		if want := strconv.Itoa(sizeclass.ClassOf(uint32(size))); l != want {
+			t.Fatalf("size %d: C class %s, Go class %s", size, l, want)
+		}
+	}
 }
