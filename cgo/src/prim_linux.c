@@ -13,14 +13,13 @@
 #define PR_SET_VMA_ANON_NAME 0
 #endif
 
-/* Map size bytes aligned to align (a power of two >= the OS page). Returns
- * NULL on failure with errno from the kernel. */
-static void *_ta_os_reserve(size_t size, size_t align) {
-  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+/* Map size bytes with flags, aligned to align (a power of two >= the OS
+ * page): if the kernel's address is misaligned, map size + align and trim
+ * both ends. NULL on failure, errno from the kernel. */
+static void *_ta_os_mmap_aligned(size_t size, size_t align, int flags) {
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (p == MAP_FAILED) return NULL;
   if (((uintptr_t)p & (align - 1)) == 0) return p;
-  /* Misaligned: map size + align and trim both ends. */
   munmap(p, size);
   if (size + align < size) { errno = ENOMEM; return NULL; }
   uint8_t *q = mmap(NULL, size + align, PROT_READ | PROT_WRITE, flags, -1, 0);
@@ -30,6 +29,12 @@ static void *_ta_os_reserve(size_t size, size_t align) {
   size_t tail = (size_t)((q + size + align) - (a + size));
   if (tail) munmap(a + size, tail);
   return a;
+}
+
+/* Reserve address space: touched pages cost memory, untouched ones not,
+ * and the reservation is not charged against overcommit. */
+static void *_ta_os_reserve(size_t size, size_t align) {
+  return _ta_os_mmap_aligned(size, align, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
 }
 
 static void _ta_os_release(void *p, size_t size) {
@@ -74,19 +79,7 @@ static void _ta_write_stderr(const char *s, size_t n) {
 /* Map size bytes of ordinary (committed-on-touch) memory for one huge block,
  * aligned to align. */
 static void *_ta_os_map(size_t size, size_t align) {
-  int flags = MAP_PRIVATE | MAP_ANONYMOUS;
-  if (align <= TA_OS_PAGE) {
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, flags, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-  }
-  if (size + align < size) { errno = ENOMEM; return NULL; }
-  uint8_t *q = mmap(NULL, size + align, PROT_READ | PROT_WRITE, flags, -1, 0);
-  if (q == MAP_FAILED) return NULL;
-  uint8_t *a = (uint8_t *)_ta_align_up((uintptr_t)q, align);
-  if (a > q) munmap(q, (size_t)(a - q));
-  size_t tail = (size_t)((q + size + align) - (a + size));
-  if (tail) munmap(a + size, tail);
-  return a;
+  return _ta_os_mmap_aligned(size, align < TA_OS_PAGE ? TA_OS_PAGE : align, MAP_PRIVATE | MAP_ANONYMOUS);
 }
 
 /* Resize a mapping, moving it if needed. NULL on failure (old one intact). */
