@@ -20,6 +20,7 @@ static uint64_t _ta_bin_mask;         /* bit i: bin i (i+1 pages) non-empty */
 static _ta_page_t *_ta_dirty_first, *_ta_dirty_last; /* oldest first */
 static size_t _ta_dirty_pages;        /* pages in dirty free spans */
 static size_t _ta_used_pages;         /* pages in spans in use */
+static size_t _ta_used_hwm;           /* high-water mark of _ta_used_pages, decaying */
 
 static inline size_t _ta_page_index(const _ta_arena_t *a, const _ta_page_t *pg) {
   return (size_t)(pg - a->pages);
@@ -147,10 +148,30 @@ static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags
 
 /* ---- purging -------------------------------------------------------------- */
 
+/* Pages of heap: spans in use plus huge blocks (whose bytes huge.c keeps
+ * in _ta_huge_live). */
+static _Atomic(size_t) _ta_huge_live;
+static inline size_t _ta_heap_pages(void) {
+  return _ta_used_pages + (atomic_load_explicit(&_ta_huge_live, memory_order_relaxed) >> TA_PAGE_SHIFT);
+}
+static inline void _ta_note_hwm(void) {
+  size_t u = _ta_heap_pages();
+  if (u > _ta_used_hwm) _ta_used_hwm = u;
+}
+
+/* How much free memory may stay resident. Freed memory is kept for reuse
+ * while in-use plus free stays under the high-water mark of in-use memory
+ * (so peak RSS is the peak of the heap, as with a heap that never returns
+ * memory) but never more than the heap itself, so a program that frees
+ * most of its heap gets its RSS back at once; retain_min is always allowed.
+ * Spans free for longer than the purge delay go regardless. */
 static size_t _ta_retain_limit_pages(void) {
   size_t lim = _ta_opt.retain_min >> TA_PAGE_SHIFT;
-  size_t rel = _ta_used_pages;
-  return rel > lim ? rel : lim;
+  _ta_note_hwm(); /* huge blocks change the heap without the arena */
+  size_t used = _ta_heap_pages();
+  size_t room = _ta_used_hwm > used ? _ta_used_hwm - used : 0;
+  if (room > used) room = used;
+  return room > lim ? room : lim;
 }
 
 #define TA_PURGE_BATCH 32
@@ -160,10 +181,22 @@ static size_t _ta_purging_pages; /* pages in spans being purged */
  * the retain limit (all of them if all). They leave the bins as PURGING. */
 static size_t _ta_purge_pick_locked(bool all, uint64_t now, _ta_page_t **batch) {
   size_t limit = all ? 0 : _ta_retain_limit_pages(), n = 0;
+  /* The span freed last is spared by the limit (not by age): a program
+   * that frees a block and allocates another of like size reuses it
+   * without page faults. Bounded by 4 * retain_min. */
+  _ta_page_t *spare = NULL;
+  if (!all && _ta_dirty_last && ((size_t)_ta_dirty_last->npages << TA_PAGE_SHIFT) <= 4 * _ta_opt.retain_min) {
+    spare = _ta_dirty_last;
+    limit += spare->npages;
+  }
   while (_ta_dirty_first && n < TA_PURGE_BATCH) {
     _ta_page_t *h = _ta_dirty_first;
     bool old = now - h->freed_at_ms >= _ta_opt.purge_delay_ms;
-    if (!all && !old && _ta_dirty_pages <= limit) break;
+    if (!all && !old && (_ta_dirty_pages <= limit || h == spare)) break;
+    if (old) { /* decay the high-water mark */
+      size_t u = _ta_heap_pages();
+      if (_ta_used_hwm > u) _ta_used_hwm = u + (_ta_used_hwm - u) / 2;
+    }
     size_t np = h->npages;
     _ta_free_span_remove(h);
     h->kind = TA_KIND_PURGING;
@@ -229,6 +262,7 @@ static _ta_page_t *_ta_span_claim(size_t ai, size_t idx, size_t npages, uint8_t 
   h->requested = 0;
   h->tag = 0;
   _ta_used_pages += npages;
+  _ta_note_hwm();
   return h;
 }
 
@@ -381,6 +415,7 @@ static bool _ta_span_grow_inplace(_ta_page_t *h, size_t npages) {
     }
     h->npages = (uint32_t)npages;
     _ta_used_pages += extra;
+    _ta_note_hwm();
   }
   pthread_mutex_unlock(&_ta_arena_lock);
   return ok;

@@ -30,9 +30,10 @@ typedef struct {
 static _ta_huge_cached_t _ta_huge_cache[TA_HUGE_CACHE];
 static size_t _ta_huge_ncached, _ta_huge_cached_bytes;
 
+/* Resident memory the cache may hold: as the arena's retain limit. */
 static size_t _ta_huge_cache_budget(void) {
-  size_t half = _ta_huge_bytes / 2;
-  return half > _ta_opt.retain_min ? half : _ta_opt.retain_min;
+  size_t rel = _ta_huge_bytes / 8;
+  return rel > _ta_opt.retain_min ? rel : _ta_opt.retain_min;
 }
 
 /* Take cached mappings out that are too old, or all of them, or the oldest
@@ -128,6 +129,7 @@ static bool _ta_huge_insert_locked(uintptr_t a, size_t mapped, size_t requested,
       *e = (_ta_huge_t){a, mapped, requested, align};
       _ta_huge_used++;
       _ta_huge_bytes += mapped;
+      atomic_store_explicit(&_ta_huge_live, _ta_huge_bytes, memory_order_relaxed);
       _ta_huge_count++;
       return true;
     }
@@ -136,6 +138,7 @@ static bool _ta_huge_insert_locked(uintptr_t a, size_t mapped, size_t requested,
 
 static void _ta_huge_erase_locked(_ta_huge_t *e) {
   _ta_huge_bytes -= e->mapped;
+  atomic_store_explicit(&_ta_huge_live, _ta_huge_bytes, memory_order_relaxed);
   _ta_huge_count--;
   e->addr = TA_HUGE_DELETED;
   _ta_huge_used--;
@@ -214,6 +217,7 @@ static bool _ta_huge_free(void *p) {
   n += _ta_huge_cache_expire_locked(false, now, out + n);
   pthread_mutex_unlock(&_ta_huge_lock);
   _ta_huge_unmap_all(out, n);
+  _ta_arena_purge(false); /* the heap shrank: the arena may now hold too much */
   return true;
 }
 
