@@ -74,7 +74,7 @@ func FindAllocators(names []string) (found []Allocator, notes []string, err erro
 		case "tagalloc":
 			lib, err := TagallocLibrary()
 			if err != nil {
-				notes = append(notes, "tagalloc: skipped, its library does not build yet: "+firstLine(err.Error()))
+				notes = append(notes, "tagalloc: skipped, its library does not build yet: "+briefError(err.Error()))
 				continue
 			}
 			found = append(found, Allocator{Name: name, Preload: lib})
@@ -107,9 +107,16 @@ func findLib(files []string) string {
 	return ""
 }
 
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return s
+// briefError is the first line of a (compiler) error message, plus its
+// first "error:" line, if any, which usually says what is wrong.
+func briefError(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for _, l := range lines[1:] {
+		if strings.Contains(l, "error:") {
+			return lines[0] + ": " + strings.TrimSpace(l)
+		}
+	}
+	return lines[0]
 }
 
 // environ returns env without LD_PRELOAD, then with preload (if any) and

@@ -14,7 +14,9 @@
 //
 //   - time: the wall time of the process, or for a workload that reports its
 //     own phase timing the value it prints (Workload.TimeMetric);
-//   - peak RSS: ru_maxrss of the process from wait4 (os.ProcessState);
+//   - peak RSS: ru_maxrss of the process from wait4 (os.ProcessState), and
+//     its minor page faults (ru_minflt), which show memory given back to
+//     the OS and touched again;
 //   - the output: the result lines a workload prints ("checksum: …", or a
 //     program's query results). They must equal glibc's, or the run fails
 //     naming the workload and allocator: a fast allocator that corrupts
@@ -49,7 +51,8 @@
 // Summarize reduces the samples to medians; Render prints a time table and
 // a peak-RSS table (a column per allocator, then the subject's ratios to
 // glibc, mimalloc and jemalloc, with their geometric means over workloads),
-// the other metrics, and the check against DefaultTargets: time ≤ 1.10×
+// page faults, the other metrics, and the check against DefaultTargets (a
+// time miss smaller than the runs' spread is marked as such): time ≤ 1.10×
 // mimalloc and ≤ 1.00× glibc, peak RSS ≤ 1.10× glibc, and ≥ 90% of
 // rss_after_free's memory returned to the OS within one idle second.
 //

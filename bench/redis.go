@@ -24,8 +24,8 @@ const redisTests = "set,get,lpush,lpop"
 // runRedis starts redis-server (preloading preload) on a free loopback
 // port, waits until it answers, runs redis-benchmark against it (args[0]
 // requests per test), and shuts the server down. The time is the
-// benchmark's wall time; the peak RSS is the server's; the server's CPU time
-// is the metric server_cpu_s.
+// benchmark's wall time; the peak RSS and page faults are the server's; the
+// server's CPU time is the metric server_cpu_s.
 func runRedis(ctx context.Context, b *Built, w Workload, args []string, preload string) (Sample, error) {
 	requests := "100000"
 	if len(args) > 0 {
@@ -101,7 +101,7 @@ func runRedis(ctx context.Context, b *Built, w Workload, args []string, preload 
 		return Sample{}, fmt.Errorf("redis-server: %v%s", err, stderrNote(srvOut.String()))
 	}
 	s.Seconds = wall
-	s.MaxRSS = maxRSS(srv.ProcessState)
+	s.MaxRSS, s.Faults = usage(srv.ProcessState)
 	s.Metrics["server_cpu_s"] = cpuSeconds(srv.ProcessState)
 	return s, nil
 }

@@ -19,8 +19,9 @@ import (
 
 // Sample is one measured run of one workload under one allocator.
 type Sample struct {
-	Seconds float64            `json:"seconds"` // wall time, or the workload's TimeMetric
-	MaxRSS  int64              `json:"max_rss"` // peak RSS in bytes (rusage ru_maxrss)
+	Seconds float64            `json:"seconds"`      // wall time, or the workload's TimeMetric
+	MaxRSS  int64              `json:"max_rss"`      // peak RSS in bytes (rusage ru_maxrss)
+	Faults  int64              `json:"minor_faults"` // minor page faults (rusage ru_minflt)
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 	Output  string             `json:"-"` // the result lines, compared with glibc's
 }
@@ -205,7 +206,7 @@ func RunOnce(ctx context.Context, b *Built, w Workload, a Allocator, quick bool,
 	if err != nil {
 		return Sample{}, err
 	}
-	s.MaxRSS = maxRSS(cmd.ProcessState)
+	s.MaxRSS, s.Faults = usage(cmd.ProcessState)
 	s.Seconds = wall
 	if w.TimeMetric != "" {
 		v, ok := s.Metrics[w.TimeMetric]
@@ -259,15 +260,17 @@ func parseOutput(out string) (Sample, error) {
 	return s, nil
 }
 
-// maxRSS is the peak resident set of the waited-for process, in bytes.
-func maxRSS(ps *os.ProcessState) int64 {
+// usage returns the peak resident set of the waited-for process, in bytes,
+// and its minor page faults (each a page the kernel had to map in: memory
+// newly touched, or touched again after the allocator gave it back).
+func usage(ps *os.ProcessState) (maxRSS, faults int64) {
 	if ps == nil {
-		return 0
+		return 0, 0
 	}
 	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss * 1024 // Linux reports KiB
+		return ru.Maxrss * 1024, ru.Minflt // Linux reports ru_maxrss in KiB
 	}
-	return 0
+	return 0, 0
 }
 
 // cpuSeconds is the user+system time of the waited-for process.

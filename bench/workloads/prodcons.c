@@ -1,6 +1,7 @@
 /* prodcons: cross-thread frees. Producer threads malloc blocks of 24..512
  * bytes, fill a header, and push them through a lock-free single-producer
- * single-consumer ring to their consumer thread, which checks and frees them.
+ * single-consumer ring (indexes published in batches) to their consumer
+ * thread, which checks and frees them.
  * Usage: prodcons [pairs=1] [items-per-pair=3000000] [seed=1] */
 #include "common.h"
 #include <pthread.h>
@@ -8,6 +9,7 @@
 #include <stdatomic.h>
 
 #define RING 4096 /* power of two */
+#define BATCH 64 /* divides RING */
 
 typedef struct {
 	_Alignas(64) _Atomic size_t head; /* written by the consumer */
@@ -27,35 +29,50 @@ static void *produce(void *argp)
 {
 	ring_t *q = argp;
 	rng_t r = { q->seed };
-	size_t tail = 0;
+	size_t tail = 0, head = 0; /* head: the consumer's, as last seen */
 	for (long long i = 0; i < q->items; i++) {
 		size_t n = (size_t)rng_range(&r, sizeof(hdr_t) + 8, 512);
 		hdr_t *h = xmalloc(n);
 		h->seq = (uint64_t)i;
 		h->size = n;
 		((unsigned char *)h)[n - 1] = (unsigned char)(i * 7);
-		while (tail - atomic_load_explicit(&q->head, memory_order_acquire) == RING)
-			sched_yield();
+		while (tail - head == RING) {
+			/* Full: publish what is queued, then wait for room. */
+			atomic_store_explicit(&q->tail, tail, memory_order_release);
+			head = atomic_load_explicit(&q->head, memory_order_acquire);
+			if (tail - head == RING)
+				sched_yield();
+		}
 		q->slot[tail & (RING - 1)] = h;
-		atomic_store_explicit(&q->tail, ++tail, memory_order_release);
+		/* Publish in batches, so the two threads share a cache line
+		 * once per batch, not once per block. */
+		if (++tail % BATCH == 0)
+			atomic_store_explicit(&q->tail, tail, memory_order_release);
 	}
+	atomic_store_explicit(&q->tail, tail, memory_order_release);
 	return NULL;
 }
 
 static void *consume(void *argp)
 {
 	ring_t *q = argp;
-	size_t head = 0;
+	size_t head = 0, tail = 0; /* tail: the producer's, as last seen */
 	uint64_t sum = 0;
 	for (long long i = 0; i < q->items; i++) {
-		while (atomic_load_explicit(&q->tail, memory_order_acquire) == head)
-			sched_yield();
+		while (head == tail) {
+			/* Empty: give back what was freed, then wait for more. */
+			atomic_store_explicit(&q->head, head, memory_order_release);
+			tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+			if (head == tail)
+				sched_yield();
+		}
 		hdr_t *h = q->slot[head & (RING - 1)];
 		if (h->seq != (uint64_t)i || ((unsigned char *)h)[h->size - 1] != (unsigned char)(i * 7))
 			die("prodcons: corrupted block");
 		sum = mix(sum, h->seq ^ h->size);
 		free(h);
-		atomic_store_explicit(&q->head, ++head, memory_order_release);
+		if (++head % BATCH == 0)
+			atomic_store_explicit(&q->head, head, memory_order_release);
 	}
 	q->sum = sum;
 	return NULL;

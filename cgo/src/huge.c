@@ -29,6 +29,7 @@ typedef struct {
 } _ta_huge_cached_t;
 static _ta_huge_cached_t _ta_huge_cache[TA_HUGE_CACHE];
 static size_t _ta_huge_ncached, _ta_huge_cached_bytes;
+static _Atomic(size_t) _ta_huge_any_cached; /* a lock-free hint: _ta_huge_ncached != 0 */
 
 /* Resident memory the cache may hold: as the arena's retain limit. */
 static size_t _ta_huge_cache_budget(void) {
@@ -79,6 +80,7 @@ static void _ta_huge_purge(bool all) {
   _ta_huge_cached_t out[TA_HUGE_CACHE];
   pthread_mutex_lock(&_ta_huge_lock);
   size_t n = _ta_huge_cache_expire_locked(all, _ta_now_ms(), out);
+  atomic_store_explicit(&_ta_huge_any_cached, _ta_huge_ncached, memory_order_relaxed);
   pthread_mutex_unlock(&_ta_huge_lock);
   _ta_huge_unmap_all(out, n);
 }
@@ -152,9 +154,10 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero) {
   size_t mapped = need;
   void *p = NULL;
   bool cached = false;
-  if (align <= TA_OS_PAGE && _ta_huge_ncached) {
+  if (align <= TA_OS_PAGE && atomic_load_explicit(&_ta_huge_any_cached, memory_order_relaxed)) {
     pthread_mutex_lock(&_ta_huge_lock);
     p = _ta_huge_cache_take_locked(need, &mapped);
+    atomic_store_explicit(&_ta_huge_any_cached, _ta_huge_ncached, memory_order_relaxed);
     pthread_mutex_unlock(&_ta_huge_lock);
     cached = p != NULL;
   }
@@ -215,6 +218,7 @@ static bool _ta_huge_free(void *p) {
     out[n++] = (_ta_huge_cached_t){p, mapped, now};
   }
   n += _ta_huge_cache_expire_locked(false, now, out + n);
+  atomic_store_explicit(&_ta_huge_any_cached, _ta_huge_ncached, memory_order_relaxed);
   pthread_mutex_unlock(&_ta_huge_lock);
   _ta_huge_unmap_all(out, n);
   _ta_arena_purge(false); /* the heap shrank: the arena may now hold too much */
