@@ -58,6 +58,15 @@ static void _ta_q_to_front(_ta_pageq_t *q, _ta_page_t *pg) {
   _ta_q_push(q, pg);
 }
 
+/* An empty page stays with its heap only while it is the class's direct
+ * page and holds many blocks: a thread that allocates and frees one block
+ * in a loop then never touches the arena, while spans of big blocks (a few
+ * per span, up to 512 KiB each) go back as soon as they empty. */
+#define TA_KEEP_EMPTY_MIN_OBJECTS 64
+static inline bool _ta_page_keep_empty(_ta_heap_t *h, _ta_page_t *pg) {
+  return h->direct[pg->sclass] == pg && pg->reserved >= TA_KEEP_EMPTY_MIN_OBJECTS;
+}
+
 /* Release an empty small span back to the arena. */
 static void _ta_page_release(_ta_heap_t *h, _ta_page_t *pg) {
   unsigned c = pg->sclass;
@@ -81,7 +90,7 @@ static void _ta_page_unfull(_ta_heap_t *h, _ta_page_t *pg) {
 
 /* Local free hit a page that is on the full list or became empty. */
 static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg) {
-  if (pg->used == 0 && h->direct[pg->sclass] != pg) {
+  if (pg->used == 0 && !_ta_page_keep_empty(h, pg)) {
     _ta_page_release(h, pg);
     return;
   }
@@ -96,7 +105,7 @@ static void _ta_rescan_full(_ta_heap_t *h, unsigned c) {
     _ta_page_t *next = pg->next;
     if (atomic_load_explicit(&pg->xthread_free, memory_order_relaxed) != 0) {
       _ta_page_collect(pg);
-      if (pg->used == 0 && h->direct[c] != pg) _ta_page_release(h, pg);
+      if (pg->used == 0 && !_ta_page_keep_empty(h, pg)) _ta_page_release(h, pg);
       else _ta_page_unfull(h, pg);
     }
     pg = next;
@@ -205,7 +214,7 @@ static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct) {
     for (_ta_page_t *pg = h->queue[c].first, *next; pg; pg = next) {
       next = pg->next;
       _ta_page_collect(pg);
-      if (pg->used == 0 && (release_direct || h->direct[c] != pg)) _ta_page_release(h, pg);
+      if (pg->used == 0 && (release_direct || !_ta_page_keep_empty(h, pg))) _ta_page_release(h, pg);
     }
   }
 }
