@@ -8,8 +8,12 @@
 #include "common.h"
 #include <pthread.h>
 
+/* One cache line each: the worker updates r on every step, and two sets
+ * sharing a line would measure the benchmark's own false sharing (which
+ * depends on where the allocator happens to put the array), not the
+ * allocator. */
 typedef struct {
-	unsigned char **slot;
+	_Alignas(64) unsigned char **slot;
 	size_t *size;
 	rng_t r;   /* travels with the array, so the work is deterministic */
 	uint64_t sum;
@@ -53,11 +57,12 @@ int main(int argc, char **argv)
 	uint64_t seed = (uint64_t)arg(argc, argv, 5, 1);
 	if (threads < 1 || threads > 256 || epochs < 0 || ops < 0 || slots < 1)
 		die("usage: larson [threads] [epochs] [ops] [slots] [seed]");
-	set_t *set = calloc((size_t)threads, sizeof *set);
+	set_t *set = aligned_alloc(64, (size_t)threads * sizeof *set);
 	job_t *job = calloc((size_t)threads, sizeof *job);
 	pthread_t *t = calloc((size_t)threads, sizeof *t);
 	if (set == NULL || job == NULL || t == NULL)
 		die("out of memory");
+	memset(set, 0, (size_t)threads * sizeof *set);
 	/* The main thread fills every array first, as larson's setup does. */
 	for (int i = 0; i < threads; i++) {
 		set[i].slot = calloc((size_t)slots, sizeof *set[i].slot);

@@ -102,9 +102,14 @@ static inline size_t _ta_usable(_ta_ptr_kind_t k, _ta_page_t *pg, size_t huge_ma
 TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
   _ta_page_t *pg;
   switch (_ta_classify(p, &pg, NULL)) {
-  case TA_PTR_SMALL:
+  case TA_PTR_SMALL: {
+    _ta_heap_t *h = _ta_tls_heap;
+    if (h != &_ta_heap_empty && atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED &&
+        _ta_free_adopting(h, pg, (_ta_block_t *)p))
+      return;
     _ta_free_remote(pg, (_ta_block_t *)p);
     return;
+  }
   case TA_PTR_LARGE:
     _ta_span_free(pg);
     return;
@@ -123,8 +128,8 @@ static inline void _ta_free(void *p) {
   _ta_heap_t *h = _ta_tls_heap;
   if (ta_likely(pg != NULL && atomic_load_explicit(&pg->heap, memory_order_relaxed) == h)) {
     _ta_block_t *b = p;
-    b->next = pg->local_free;
-    pg->local_free = b;
+    b->next = pg->free; /* LIFO: the next malloc of the class gets it, hot */
+    pg->free = b;
     pg->used--;
     if (ta_unlikely(pg->used == 0 || atomic_load_explicit(&pg->in_full, memory_order_relaxed)))
       _ta_free_local_slow(h, pg);

@@ -253,7 +253,7 @@ static _ta_page_t *_ta_span_claim(size_t ai, size_t idx, size_t npages, uint8_t 
   h->arena = (uint32_t)ai;
   h->start = a->base + (idx << TA_PAGE_SHIFT);
   h->flags = flags & TA_PF_ZERO;
-  h->free = h->local_free = NULL;
+  h->free = NULL;
   atomic_store_explicit(&h->xthread_free, 0, memory_order_relaxed);
   atomic_store_explicit(&h->in_full, 0, memory_order_relaxed);
   atomic_store_explicit(&h->heap, NULL, memory_order_relaxed);

@@ -114,32 +114,57 @@ static void _ta_rescan_full(_ta_heap_t *h, unsigned c) {
 
 /* ---- abandoned pages -------------------------------------------------------- */
 
-/* Take a page of class c left by an exited thread, or NULL. */
+/* Take a page of class c left by an exited thread that has a free block
+ * (looking at a few), or NULL. */
+#define TA_ADOPT_SCAN 8
 static _ta_page_t *_ta_adopt(_ta_heap_t *h, unsigned c) {
   if (atomic_load_explicit(&_ta_aband_count, memory_order_relaxed) == 0) return NULL;
-  for (int tries = 0; tries < 8; tries++) {
-    pthread_mutex_lock(&_ta_aband_lock);
-    _ta_page_t *pg = _ta_aband[c].first;
-    if (pg) {
-      _ta_q_remove(&_ta_aband[c], pg);
-      atomic_fetch_sub_explicit(&_ta_aband_count, 1, memory_order_relaxed);
-      atomic_store_explicit(&pg->heap, h, memory_order_release);
-    }
-    pthread_mutex_unlock(&_ta_aband_lock);
-    if (!pg) return NULL;
-    _ta_page_collect(pg);
-    if (pg->free || pg->capacity < pg->reserved) return pg;
-    /* Still full: it is ours now; keep it on the full list. */
-    atomic_store_explicit(&pg->in_full, 1, memory_order_seq_cst);
-    _ta_q_push(&h->full[c], pg);
-    _ta_page_collect_xthread(pg);
-    if (pg->free) {
-      _ta_page_unfull(h, pg);
-      _ta_q_remove(&h->queue[c], pg);
-      return pg;
+  _ta_page_t *found = NULL;
+  pthread_mutex_lock(&_ta_aband_lock);
+  int scanned = 0;
+  for (_ta_page_t *pg = _ta_aband[c].first; pg && scanned < TA_ADOPT_SCAN; pg = pg->next, scanned++) {
+    _ta_page_collect(pg); /* pages on the list belong to the lock holder */
+    if (pg->free || pg->capacity < pg->reserved) {
+      found = pg;
+      break;
     }
   }
-  return NULL;
+  if (found) {
+    _ta_q_remove(&_ta_aband[c], found);
+    atomic_fetch_sub_explicit(&_ta_aband_count, 1, memory_order_relaxed);
+    atomic_store_explicit(&found->in_full, 0, memory_order_relaxed);
+    atomic_store_explicit(&found->heap, h, memory_order_release);
+  }
+  pthread_mutex_unlock(&_ta_aband_lock);
+  if (found && !found->free && found->capacity == found->reserved) {
+    _ta_fatal("adopted page %p has no free block (used %u of %u)", found->start, found->used, found->reserved);
+  }
+  return found;
+}
+
+/* A free from h into pg, whose owner exited: h takes the page over (the
+ * thread freeing into it is likely to free and allocate more there, and
+ * this keeps that memory with one thread instead of bouncing between
+ * caches), then frees locally. False if another thread adopted it first. */
+static bool _ta_free_adopting(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
+  unsigned c = pg->sclass; /* stable: b is live, so the span is */
+  pthread_mutex_lock(&_ta_aband_lock);
+  bool ok = atomic_load_explicit(&pg->heap, memory_order_relaxed) == NULL &&
+            atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED;
+  if (ok) {
+    _ta_q_remove(&_ta_aband[c], pg);
+    atomic_fetch_sub_explicit(&_ta_aband_count, 1, memory_order_relaxed);
+    atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
+    atomic_store_explicit(&pg->heap, h, memory_order_release);
+  }
+  pthread_mutex_unlock(&_ta_aband_lock);
+  if (!ok) return false;
+  _ta_page_collect(pg);
+  _ta_q_append(&h->queue[c], pg); /* behind the direct page */
+  b->next = pg->free;
+  pg->free = b;
+  if (--pg->used == 0 && !_ta_page_keep_empty(h, pg)) _ta_page_release(h, pg);
+  return true;
 }
 
 /* Free abandoned pages that became empty through cross-thread frees. */
@@ -299,6 +324,7 @@ static void _ta_heap_abandon(_ta_heap_t *h) {
           continue;
         }
         pthread_mutex_lock(&_ta_aband_lock);
+        atomic_store_explicit(&pg->in_full, TA_IN_ABANDONED, memory_order_relaxed);
         atomic_store_explicit(&pg->heap, NULL, memory_order_release);
         _ta_q_push(&_ta_aband[c], pg);
         atomic_fetch_add_explicit(&_ta_aband_count, 1, memory_order_relaxed);

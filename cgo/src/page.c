@@ -1,5 +1,5 @@
 /* page.c: small spans. Carving blocks lazily, collecting the lists freed
- * into (the owner's local_free and other threads' xthread_free), and the
+ * into by other threads (xthread_free), and the
  * lock-free cross-thread free. */
 
 _ta_page_t _ta_page_empty; /* free == NULL: every malloc through it is slow */
@@ -37,21 +37,9 @@ static void _ta_page_collect_xthread(_ta_page_t *pg) {
   pg->used -= k;
 }
 
-/* Make what was freed into pg allocatable again (owner only). */
-static void _ta_page_collect(_ta_page_t *pg) {
-  if (pg->local_free) {
-    if (!pg->free) {
-      pg->free = pg->local_free;
-    } else {
-      _ta_block_t *t = pg->local_free;
-      while (t->next) t = t->next;
-      t->next = pg->free;
-      pg->free = pg->local_free;
-    }
-    pg->local_free = NULL;
-  }
-  _ta_page_collect_xthread(pg);
-}
+/* Make what was freed into pg allocatable again (owner only): the owner's
+ * own frees are on pg->free already; take the other threads'. */
+static inline void _ta_page_collect(_ta_page_t *pg) { _ta_page_collect_xthread(pg); }
 
 /* Free from a thread that does not own pg: push on its xthread list. If the
  * page sits on its owner's full list, tell the owner so it looks again. The
@@ -82,7 +70,7 @@ static void _ta_page_init_small(_ta_page_t *pg, unsigned c) {
   pg->reserved = (uint16_t)_ta_classes[c].objects;
   pg->capacity = 0;
   pg->used = 0;
-  pg->free = pg->local_free = NULL;
+  pg->free = NULL;
 }
 
 /* Check a small span at rest: the block-count equation of types.h, and that
@@ -90,9 +78,9 @@ static void _ta_page_init_small(_ta_page_t *pg, unsigned c) {
 static void _ta_page_check(const _ta_page_t *pg) {
   if (pg->kind != TA_KIND_SMALL) _ta_fatal("page %p: kind %u is not small", pg->start, pg->kind);
   size_t lim = pg->reserved;
-  const _ta_block_t *lists[3] = {pg->free, pg->local_free, (const _ta_block_t *)atomic_load(&pg->xthread_free)};
+  const _ta_block_t *lists[2] = {pg->free, (const _ta_block_t *)atomic_load(&pg->xthread_free)};
   size_t total = pg->used + (pg->reserved - pg->capacity);
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 2; i++) {
     for (const _ta_block_t *b = lists[i]; b; b = b->next) {
       size_t off = (size_t)((const uint8_t *)b - pg->start);
       if ((const uint8_t *)b < pg->start || off >= (size_t)pg->capacity * pg->block_size || off % pg->block_size)

@@ -27,14 +27,14 @@
  * The malloc path
  *   1. class c = _ta_class_of(size); page = heap->direct[c]   (TLS heap)
  *   2. pop page->free; page->used++; return.                  (fast path)
- *   3. otherwise (heap.c) move local_free and the cross-thread list into
- *      free, carve more blocks, try the class's other pages, rescan full
+ *   3. otherwise (heap.c) move the cross-thread list into free, carve more blocks, try the class's other pages, rescan full
  *      pages that other threads freed into, adopt an abandoned page, or take
  *      a new span from the arena (arena.c, under the arena lock).
  * The free path
  *   1. page = descriptor of the address (one compare with arena 0's bounds,
  *      one index; head_off for multi-page spans).
- *   2. owner thread: push on page->local_free, used--. A page whose used
+ *   2. owner thread: push on page->free (LIFO, so a block freed and
+ *      allocated again stays in cache), used--. A page whose used
  *      count drops to 0 goes back to the arena (unless it is the class's
  *      direct page).
  *   3. other thread: lock-free push on page->xthread_free; the owner
@@ -124,6 +124,8 @@ enum {
 };
 
 /* Page flags (owner-written, plain). */
+#define TA_IN_ABANDONED 2
+
 enum {
   TA_PF_DIRTY = 1, /* free span: resident, not yet purged */
   TA_PF_ZERO = 2,  /* span memory is known to be zero (fresh or purged) */
@@ -133,25 +135,26 @@ struct _ta_heap_s;
 
 /* A page descriptor; heads carry the span's state. 128 bytes, so adjacent
  * pages' descriptors never share a cache line. Who writes what:
- *   free, local_free, used, capacity, reserved, sclass, block_size,
+ *   free, used, capacity, reserved, sclass, block_size,
  *   in_full, next/prev (of a span in use): the owning heap's thread.
  *   xthread_free: any thread (lock-free push); the owner takes it whole.
  *   heap: the owner (abandon) or an adopter under _ta_aband_lock.
  *   kind, npages, head_off, flags, dirty links: the arena lock holder, or
  *   the owner for a span it holds.
- * Invariant (small span, at rest): used + |free| + |local_free| +
+ * Invariant (small span, at rest): used + |free| +
  *   |xthread_free| + (reserved - capacity) == reserved. */
 typedef struct _ta_page_s {
   /* cache line 1: the owner's fast paths */
-  _ta_block_t *free;          /* blocks ready for malloc */
-  _ta_block_t *local_free;    /* blocks the owner freed */
+  _ta_block_t *free;          /* blocks ready for malloc (the owner frees here) */
+  uint64_t pad1;
   _Atomic(struct _ta_heap_s *) heap; /* owner; NULL if free or abandoned */
   uint32_t used;              /* blocks handed out, not yet collected back */
   uint32_t capacity;          /* blocks carved so far (others read it atomically) */
   uint32_t block_size;        /* class size (small); 0 for large */
   uint16_t reserved;          /* blocks that fit in the span */
   uint8_t sclass;             /* size class (small) */
-  _Atomic(uint8_t) in_full;   /* on its heap's full list (read by remote frees) */
+  _Atomic(uint8_t) in_full;   /* 1: on its heap's full list; TA_IN_ABANDONED: on an
+                                 abandoned list (read by remote frees) */
   /* written only under the arena lock (each group in its own 8-byte word,
    * so reads of them never overlap an owner's writes) */
   uint8_t kind;               /* TA_KIND_* */
@@ -251,6 +254,7 @@ static _ta_page_t *_ta_page_of_slow(const void *p);
 static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c);
 static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg);
 static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b);
+static bool _ta_free_adopting(struct _ta_heap_s *h, _ta_page_t *pg, _ta_block_t *b);
 static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct);
 static void _ta_heaps_reclaim_abandoned(void);
 
