@@ -155,7 +155,17 @@ static void *_ta_realloc(void *p, size_t size) {
     if (size <= bs && size >= bs / 2) return p;
   }
   size_t mapped = 0;
-  _ta_ptr_kind_t k = _ta_classify(p, &pg, &mapped);
+  _ta_ptr_kind_t k;
+  if (pg == NULL) {
+    /* Not in an arena: a huge block (one lookup does it all) or bad. */
+    bool found;
+    void *q = _ta_huge_resize(p, size, &found, &mapped);
+    if (q) return q;
+    if (!found) _ta_bad_pointer("realloc", p);
+    k = TA_PTR_HUGE;
+  } else {
+    k = _ta_classify(p, &pg, &mapped);
+  }
   size_t usable = _ta_usable(k, pg, mapped);
   switch (k) {
   case TA_PTR_SMALL:
@@ -180,12 +190,7 @@ static void *_ta_realloc(void *p, size_t size) {
       }
     }
     break;
-  case TA_PTR_HUGE:
-    /* mremap moves page tables, not bytes: stay huge while large. */
-    if (size > TA_MAX_SMALL) {
-      void *q = _ta_huge_realloc(p, size);
-      if (q) return q;
-    }
+  case TA_PTR_HUGE: /* _ta_huge_resize said: move it */
     break;
   default:
     _ta_bad_pointer("realloc", p);

@@ -225,19 +225,28 @@ static bool _ta_huge_free(void *p) {
   return true;
 }
 
-/* Resize a huge block with mremap. NULL (block intact) if it cannot. A
- * block that grows gets an eighth more room than asked (virtual: pages cost
+/* Resize huge block p for realloc, in place or with mremap. Returns the
+ * block (perhaps moved), or NULL: then *found says whether p is a huge
+ * block at all, and *mapped its size, and the caller must move it (a
+ * shrink to a small size, an aligned block, or mremap failing). A block
+ * that grows gets an eighth more room than asked (virtual: pages cost
  * nothing until touched), so growing a few bytes at a time does not make a
- * system call per page. */
-static void *_ta_huge_realloc(void *p, size_t size) {
+ * system call per page. One lookup, one lock. */
+static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_out) {
   size_t need = _ta_align_up(size, TA_OS_PAGE);
   pthread_mutex_lock(&_ta_huge_lock);
   _ta_huge_t *e = _ta_huge_find_locked((uintptr_t)p);
-  if (!e || e->align > TA_OS_PAGE) {
+  *found = e != NULL;
+  if (!e) {
     pthread_mutex_unlock(&_ta_huge_lock);
     return NULL;
   }
   size_t old = e->mapped, align = e->align, oldreq = e->requested;
+  *mapped_out = old;
+  if (size <= TA_MAX_SMALL || align > TA_OS_PAGE) {
+    pthread_mutex_unlock(&_ta_huge_lock);
+    return NULL;
+  }
   if (need <= old && need >= old / 2) { /* fits, and wastes < half */
     e->requested = size;
     pthread_mutex_unlock(&_ta_huge_lock);

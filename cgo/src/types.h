@@ -262,7 +262,7 @@ static void _ta_heaps_reclaim_abandoned(void);
 static void *_ta_huge_alloc(size_t size, size_t align, bool zero);
 static bool _ta_huge_lookup(const void *p, size_t *mapped, size_t *requested);
 static bool _ta_huge_free(void *p);
-static void *_ta_huge_realloc(void *p, size_t size);
+static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped);
 static void _ta_huge_purge(bool all);
 
 /* init.c */
