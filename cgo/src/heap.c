@@ -58,13 +58,14 @@ static void _ta_q_to_front(_ta_pageq_t *q, _ta_page_t *pg) {
   _ta_q_push(q, pg);
 }
 
-/* An empty page stays with its heap only while it is the class's direct
- * page and holds many blocks: a thread that allocates and frees one block
- * in a loop then never touches the arena, while spans of big blocks (a few
- * per span, up to 512 KiB each) go back as soon as they empty. */
+/* An empty page stays with its heap while it is the class's direct page: a
+ * thread that allocates and frees one block in a loop then never touches
+ * the arena. The periodic heap walk (_ta_heap_collect_all) gives back the
+ * empty direct pages of classes with few blocks per span (big blocks, up to
+ * 512 KiB each), so a thread holds them only while it keeps using them. */
 #define TA_KEEP_EMPTY_MIN_OBJECTS 64
 static inline bool _ta_page_keep_empty(_ta_heap_t *h, _ta_page_t *pg) {
-  return h->direct[pg->sclass] == pg && pg->reserved >= TA_KEEP_EMPTY_MIN_OBJECTS;
+  return h->direct[pg->sclass] == pg;
 }
 
 /* Release an empty small span back to the arena. */
@@ -239,7 +240,8 @@ static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct) {
     for (_ta_page_t *pg = h->queue[c].first, *next; pg; pg = next) {
       next = pg->next;
       _ta_page_collect(pg);
-      if (pg->used == 0 && (release_direct || !_ta_page_keep_empty(h, pg))) _ta_page_release(h, pg);
+      if (pg->used == 0 && (release_direct || !_ta_page_keep_empty(h, pg) || pg->reserved < TA_KEEP_EMPTY_MIN_OBJECTS))
+        _ta_page_release(h, pg);
     }
   }
 }
