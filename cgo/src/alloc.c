@@ -15,6 +15,8 @@ static inline void *_ta_malloc_class(unsigned c) {
   if (ta_likely(b != NULL)) {
     pg->free = b->next;
     pg->used++;
+    TA_CTR_ADD(h->ctr->alloc_bytes, pg->block_size);
+    TA_CTR_ADD(h->ctr->alloc_blocks, 1);
     return b;
   }
   return _ta_malloc_slow(h, c);
@@ -30,6 +32,8 @@ static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
   pg->requested = size;
   pg->block_size = (uint32_t)0; /* large: usable size is npages pages */
   pg->used = 1;
+  pg->tag = _ta_current_tag();
+  _ta_count_alloc(pg->tag, (size_t)pg->npages << TA_PAGE_SHIFT);
   if (zero && !fresh) memset(pg->start, 0, size);
   return pg->start;
 }
@@ -40,7 +44,7 @@ static inline void *_ta_malloc(size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  if (size >= _ta_opt.huge_threshold || !_ta_ensure_init()) return _ta_huge_alloc(size, TA_OS_PAGE, false);
+  if (size >= _ta_opt.huge_threshold || !_ta_ensure_init()) return _ta_huge_alloc(size, TA_OS_PAGE, false, _ta_current_tag());
   return _ta_malloc_large(size, TA_PAGE_SIZE, false);
 }
 
@@ -57,7 +61,7 @@ static void *_ta_malloc_aligned(size_t align, size_t size) {
     while (c < TA_NUM_CLASSES && _ta_classes[c].size % align != 0) c++;
     if (c < TA_NUM_CLASSES) return _ta_malloc_class(c);
   }
-  if (size >= _ta_opt.huge_threshold) return _ta_huge_alloc(size, align, false);
+  if (size >= _ta_opt.huge_threshold) return _ta_huge_alloc(size, align, false, _ta_current_tag());
   return _ta_malloc_large(size, align, false);
 }
 
@@ -103,6 +107,7 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
   _ta_page_t *pg;
   switch (_ta_classify(p, &pg, NULL)) {
   case TA_PTR_SMALL: {
+    _ta_count_free(pg->tag, pg->block_size); /* before the block is given back */
     _ta_heap_t *h = _ta_tls_heap;
     if (h != &_ta_heap_empty && atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED &&
         _ta_free_adopting(h, pg, (_ta_block_t *)p))
@@ -111,11 +116,18 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
     return;
   }
   case TA_PTR_LARGE:
+    _ta_count_free(pg->tag, (size_t)pg->npages << TA_PAGE_SHIFT);
     _ta_span_free(pg);
     return;
-  case TA_PTR_HUGE:
-    if (_ta_huge_free(p)) return;
+  case TA_PTR_HUGE: {
+    uint32_t tag;
+    size_t mapped;
+    if (_ta_huge_free(p, &tag, &mapped)) {
+      _ta_count_free(tag, mapped);
+      return;
+    }
     break;
+  }
   default:
     break;
   }
@@ -131,6 +143,8 @@ static inline void _ta_free(void *p) {
     b->next = pg->free; /* LIFO: the next malloc of the class gets it, hot */
     pg->free = b;
     pg->used--;
+    TA_CTR_ADD(h->ctr->free_bytes, pg->block_size);
+    TA_CTR_ADD(h->ctr->free_blocks, 1);
     if (ta_unlikely(pg->used == 0 || atomic_load_explicit(&pg->in_full, memory_order_relaxed)))
       _ta_free_local_slow(h, pg);
     return;
@@ -156,15 +170,17 @@ static void *_ta_realloc(void *p, size_t size) {
   }
   size_t mapped = 0;
   _ta_ptr_kind_t k;
+  uint32_t tag = TA_TAG_UNTAGGED; /* the block's: realloc keeps it */
   if (pg == NULL) {
     /* Not in an arena: a huge block (one lookup does it all) or bad. */
     bool found;
-    void *q = _ta_huge_resize(p, size, &found, &mapped);
+    void *q = _ta_huge_resize(p, size, &found, &mapped, &tag);
     if (q) return q;
     if (!found) _ta_bad_pointer("realloc", p);
     k = TA_PTR_HUGE;
   } else {
     k = _ta_classify(p, &pg, &mapped);
+    if (k == TA_PTR_SMALL || k == TA_PTR_LARGE) tag = pg->tag;
   }
   size_t usable = _ta_usable(k, pg, mapped);
   switch (k) {
@@ -181,10 +197,12 @@ static void *_ta_realloc(void *p, size_t size) {
       }
       if (npages < pg->npages) {
         _ta_span_shrink_inplace(pg, npages);
+        _ta_count_resize(tag, usable, npages << TA_PAGE_SHIFT);
         pg->requested = size;
         return p;
       }
       if (_ta_span_grow_inplace(pg, npages)) {
+        _ta_count_resize(tag, usable, npages << TA_PAGE_SHIFT);
         pg->requested = size;
         return p;
       }
@@ -195,16 +213,28 @@ static void *_ta_realloc(void *p, size_t size) {
   default:
     _ta_bad_pointer("realloc", p);
   }
+  /* Move it: the new block is charged to the old one's tag. */
+  _ta_thread_t *th = _ta_tls_thread;
+  uint32_t cur = th ? th->tag : TA_TAG_UNTAGGED;
+  if (tag != cur) {
+    if (!th) th = _ta_thread_self_slow();
+    if (!th) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    _ta_use_tag(th, tag);
+  }
   void *q;
   if (size > usable && size >= TA_REALLOC_MAP && k != TA_PTR_HUGE) {
     /* A buffer grown by realloc past TA_REALLOC_MAP that cannot grow in
      * place gets its own mapping: from then on it grows with mremap, which
      * moves page tables instead of copying and re-faulting (glibc does the
      * same with its mmapped chunks). */
-    q = _ta_huge_alloc(size, TA_OS_PAGE, false);
+    q = _ta_huge_alloc(size, TA_OS_PAGE, false, tag);
   } else {
     q = _ta_malloc(size);
   }
+  if (tag != cur) _ta_use_tag(th, cur);
   if (!q) return NULL; /* p is untouched */
   memcpy(q, p, size < usable ? size : usable);
   _ta_free(p);
@@ -224,7 +254,7 @@ TA_EXPORT void *TA_NAME(calloc)(size_t n, size_t size) {
     return NULL;
   }
   if (total > TA_MAX_SMALL) {
-    if (total >= _ta_opt.huge_threshold || !_ta_ensure_init()) return _ta_huge_alloc(total, TA_OS_PAGE, true);
+    if (total >= _ta_opt.huge_threshold || !_ta_ensure_init()) return _ta_huge_alloc(total, TA_OS_PAGE, true, _ta_current_tag());
     return _ta_malloc_large(total, TA_PAGE_SIZE, true);
   }
   void *p = _ta_malloc_class(_ta_class_of(total));

@@ -124,6 +124,7 @@ static _ta_page_t *_ta_adopt(_ta_heap_t *h, unsigned c) {
   pthread_mutex_lock(&_ta_aband_lock);
   int scanned = 0;
   for (_ta_page_t *pg = _ta_aband[c].first; pg && scanned < TA_ADOPT_SCAN; pg = pg->next, scanned++) {
+    if (pg->tag != h->tag) continue; /* a page's blocks all have one tag */
     _ta_page_collect(pg); /* pages on the list belong to the lock holder */
     if (pg->free || pg->capacity < pg->reserved) {
       found = pg;
@@ -149,6 +150,7 @@ static _ta_page_t *_ta_adopt(_ta_heap_t *h, unsigned c) {
  * caches), then frees locally. False if another thread adopted it first. */
 static bool _ta_free_adopting(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
   unsigned c = pg->sclass; /* stable: b is live, so the span is */
+  if (pg->tag != h->tag) return false;
   pthread_mutex_lock(&_ta_aband_lock);
   bool ok = atomic_load_explicit(&pg->heap, memory_order_relaxed) == NULL &&
             atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED;
@@ -194,6 +196,7 @@ static _ta_page_t *_ta_page_new(_ta_heap_t *h, unsigned c) {
     pg = _ta_span_alloc(_ta_classes[c].pages, 1, TA_KIND_SMALL, NULL);
     if (!pg) return NULL;
     _ta_page_init_small(pg, c);
+    pg->tag = h->tag;
     atomic_store_explicit(&pg->heap, h, memory_order_release);
   }
   if (!pg->free) _ta_page_extend(pg);
@@ -281,13 +284,27 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c) {
   _ta_block_t *b = pg->free;
   pg->free = b->next;
   pg->used++;
+  TA_CTR_ADD(h->ctr->alloc_bytes, pg->block_size);
+  TA_CTR_ADD(h->ctr->alloc_blocks, 1);
+  if (ta_unlikely((h->slow_count & 63) == 0)) _ta_tag_note_peak(h->tag);
   return b;
 }
 
 /* ---- threads ------------------------------------------------------------------------ */
 
+/* The heap of the calling thread's current tag, made on first use. */
 static _ta_heap_t *_ta_heap_init_thread(void) {
-  if (!_ta_ensure_init()) return NULL;
+  _ta_thread_t *th = _ta_tls_thread ? _ta_tls_thread : _ta_thread_self_slow();
+  if (!th) return NULL;
+  uint32_t tag = th->tag;
+  for (_ta_heap_t *h = th->heaps; h; h = h->tnext) {
+    if (h->tag == tag) {
+      _ta_tls_heap = h;
+      return h;
+    }
+  }
+  _ta_ctr_t *ctr = _ta_ctr_of(th, tag);
+  if (!ctr) return NULL;
   pthread_mutex_lock(&_ta_heaps_lock);
   _ta_heap_t *h = _ta_heaps_free;
   if (h) _ta_heaps_free = h->hnext;
@@ -297,6 +314,11 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
   memset(h, 0, sizeof(*h));
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) h->direct[c] = &_ta_page_empty;
   h->last_gc_ms = _ta_now_ms();
+  h->tag = tag;
+  h->thread = th;
+  h->ctr = ctr;
+  h->tnext = th->heaps;
+  th->heaps = h;
   pthread_mutex_lock(&_ta_heaps_lock);
   h->hnext = _ta_heaps;
   if (_ta_heaps) _ta_heaps->hprev = h;
@@ -304,8 +326,6 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
   _ta_heaps_live++;
   pthread_mutex_unlock(&_ta_heaps_lock);
   _ta_tls_heap = h;
-  /* May allocate (keys >= 32); the heap is already in place for that. */
-  pthread_setspecific(_ta_key, h);
   return h;
 }
 
@@ -346,12 +366,23 @@ static void _ta_heap_abandon(_ta_heap_t *h) {
   pthread_mutex_unlock(&_ta_heaps_lock);
 }
 
-/* pthread key destructor: the thread is exiting. */
+/* pthread key destructor: the thread is exiting. Its heaps are given up
+ * (their pages go to the abandoned lists), its record stays with its
+ * counts, free for a later thread. */
 static void _ta_thread_done(void *arg) {
-  _ta_heap_t *h = arg;
-  if (!h || h == &_ta_heap_empty) return;
-  if (_ta_tls_heap == h) _ta_tls_heap = &_ta_heap_empty;
-  _ta_heap_abandon(h);
+  _ta_thread_t *th = arg;
+  if (!th) return;
+  _ta_tls_heap = &_ta_heap_empty;
+  _ta_tls_thread = NULL;
+  for (_ta_heap_t *h = th->heaps, *next; h; h = next) {
+    next = h->tnext;
+    _ta_tag_note_peak(h->tag);
+    _ta_heap_abandon(h);
+  }
+  th->heaps = NULL;
+  pthread_mutex_lock(&_ta_threads_lock);
+  atomic_store_explicit(&th->live, false, memory_order_relaxed);
+  pthread_mutex_unlock(&_ta_threads_lock);
 }
 
 /* Check every page of h (the calling thread's heap, at rest). */

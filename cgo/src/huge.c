@@ -10,6 +10,7 @@ typedef struct _ta_huge_s {
   size_t mapped;     /* bytes mapped (a multiple of the OS page) */
   size_t requested;  /* bytes asked for */
   size_t align;      /* alignment asked for (mremap keeps only OS pages) */
+  uint32_t tag;      /* the tag it is charged to */
 } _ta_huge_t;
 
 static pthread_mutex_t _ta_huge_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -121,14 +122,14 @@ static bool _ta_huge_grow_locked(void) {
   return true;
 }
 
-static bool _ta_huge_insert_locked(uintptr_t a, size_t mapped, size_t requested, size_t align) {
+static bool _ta_huge_insert_locked(uintptr_t a, size_t mapped, size_t requested, size_t align, uint32_t tag) {
   if ((_ta_huge_used + _ta_huge_tomb + 1) * 2 > _ta_huge_cap && !_ta_huge_grow_locked()) return false;
   size_t m = _ta_huge_cap - 1;
   for (size_t i = _ta_huge_hash(a) & m;; i = (i + 1) & m) {
     _ta_huge_t *e = &_ta_huge_tab[i];
     if (e->addr <= TA_HUGE_DELETED) {
       if (e->addr == TA_HUGE_DELETED) _ta_huge_tomb--;
-      *e = (_ta_huge_t){a, mapped, requested, align};
+      *e = (_ta_huge_t){a, mapped, requested, align, tag};
       _ta_huge_used++;
       _ta_huge_bytes += mapped;
       atomic_store_explicit(&_ta_huge_live, _ta_huge_bytes, memory_order_relaxed);
@@ -147,7 +148,7 @@ static void _ta_huge_erase_locked(_ta_huge_t *e) {
   _ta_huge_tomb++;
 }
 
-static void *_ta_huge_alloc(size_t size, size_t align, bool zero) {
+static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) {
   if (!_ta_ensure_init()) return NULL;
   size_t need = _ta_align_up(size, TA_OS_PAGE);
   if (need < size) { errno = ENOMEM; return NULL; }
@@ -170,13 +171,14 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero) {
   }
   if (cached && zero) memset(p, 0, size);
   pthread_mutex_lock(&_ta_huge_lock);
-  bool ok = _ta_huge_insert_locked((uintptr_t)p, mapped, size, align);
+  bool ok = _ta_huge_insert_locked((uintptr_t)p, mapped, size, align, tag);
   pthread_mutex_unlock(&_ta_huge_lock);
   if (!ok) {
     _ta_os_release(p, mapped);
     errno = ENOMEM;
     return NULL;
   }
+  _ta_count_alloc(tag, mapped);
   if (!cached) _ta_os_name(p, mapped, "tagalloc huge");
   return p;
 }
@@ -193,7 +195,7 @@ static bool _ta_huge_lookup(const void *p, size_t *mapped, size_t *requested) {
 }
 
 /* Free a huge block: into the cache if it is not too big, else unmapped. */
-static bool _ta_huge_free(void *p) {
+static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out) {
   _ta_huge_cached_t out[TA_HUGE_CACHE + 1];
   size_t n = 0;
   pthread_mutex_lock(&_ta_huge_lock);
@@ -203,6 +205,8 @@ static bool _ta_huge_free(void *p) {
     return false;
   }
   size_t mapped = e->mapped, align = e->align;
+  *tag = e->tag;
+  *mapped_out = mapped;
   _ta_huge_erase_locked(e);
   uint64_t now = _ta_now_ms();
   if (align <= TA_OS_PAGE && mapped <= _ta_huge_cache_budget()) {
@@ -232,7 +236,7 @@ static bool _ta_huge_free(void *p) {
  * that grows gets an eighth more room than asked (virtual: pages cost
  * nothing until touched), so growing a few bytes at a time does not make a
  * system call per page. One lookup, one lock. */
-static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_out) {
+static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_out, uint32_t *tag_out) {
   size_t need = _ta_align_up(size, TA_OS_PAGE);
   pthread_mutex_lock(&_ta_huge_lock);
   _ta_huge_t *e = _ta_huge_find_locked((uintptr_t)p);
@@ -242,7 +246,9 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
     return NULL;
   }
   size_t old = e->mapped, align = e->align, oldreq = e->requested;
+  uint32_t tag = e->tag;
   *mapped_out = old;
+  *tag_out = tag;
   if (size <= TA_MAX_SMALL || align > TA_OS_PAGE) {
     pthread_mutex_unlock(&_ta_huge_lock);
     return NULL;
@@ -256,8 +262,9 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   if (mapped < need) mapped = need;
   _ta_huge_erase_locked(e);
   void *q = _ta_os_remap(p, old, mapped);
-  bool ok = _ta_huge_insert_locked((uintptr_t)(q ? q : p), q ? mapped : old, q ? size : oldreq, align);
+  bool ok = _ta_huge_insert_locked((uintptr_t)(q ? q : p), q ? mapped : old, q ? size : oldreq, align, tag);
   pthread_mutex_unlock(&_ta_huge_lock);
   if (!ok) _ta_fatal("huge table: cannot re-record %p after mremap", q ? q : p);
+  if (q) _ta_count_resize(tag, old, mapped);
   return q;
 }

@@ -21,6 +21,7 @@ static bool _ta_init_slow(void) {
       _ta_in_init = true;
       atomic_store(&_ta_init_state, 1);
       _ta_options_parse();
+      _ta_tags_init(_ta_opt.default_tag);
       bool ok = _ta_arena_init() && pthread_key_create(&_ta_key, _ta_thread_done) == 0;
       atomic_store_explicit(&_ta_init_state, ok ? 2 : 0, memory_order_release);
       _ta_in_init = false;
@@ -42,6 +43,8 @@ static bool _ta_init_slow(void) {
  * books. The child keeps the forking thread's heap; the other threads'
  * heaps stay as they were (their pages are freed into remotely). */
 static void _ta_fork_prepare(void) {
+  pthread_mutex_lock(&_ta_tags_lock);
+  pthread_mutex_lock(&_ta_threads_lock);
   pthread_mutex_lock(&_ta_heaps_lock);
   pthread_mutex_lock(&_ta_aband_lock);
   pthread_mutex_lock(&_ta_arena_lock);
@@ -55,6 +58,8 @@ static void _ta_fork_parent(void) {
   pthread_mutex_unlock(&_ta_arena_lock);
   pthread_mutex_unlock(&_ta_aband_lock);
   pthread_mutex_unlock(&_ta_heaps_lock);
+  pthread_mutex_unlock(&_ta_threads_lock);
+  pthread_mutex_unlock(&_ta_tags_lock);
 }
 
 static void _ta_fork_child(void) {
@@ -63,4 +68,9 @@ static void _ta_fork_child(void) {
   pthread_mutex_init(&_ta_arena_lock, NULL);
   pthread_mutex_init(&_ta_aband_lock, NULL);
   pthread_mutex_init(&_ta_heaps_lock, NULL);
+  pthread_mutex_init(&_ta_threads_lock, NULL);
+  pthread_mutex_init(&_ta_tags_lock, NULL);
+  /* Only the forking thread lives on: the others' records are free. */
+  for (_ta_thread_t *t = _ta_threads; t; t = t->next)
+    if (t != _ta_tls_thread) atomic_store_explicit(&t->live, false, memory_order_relaxed);
 }

@@ -24,6 +24,8 @@ static const _ta_option_t _ta_options[] = {
      "free-but-resident memory kept for reuse (at least; or 1/8 of the heap)"},
     {"TAGALLOC_VERBOSE", &_ta_opt.verbose, 0, "print allocator decisions to stderr"},
 };
+/* And one string option, TAGALLOC_TAG: untagged threads are charged to this
+ * name instead of "untagged" (tags.c). */
 
 static bool _ta_parse_size(const char *s, size_t *out) {
   if (!s || !*s) return false;
@@ -59,6 +61,7 @@ static void _ta_options_parse(void) {
     if (_ta_parse_size(v, &x)) *o->dst = x;
     else _ta_warn("ignoring %s=%s: not a size (%s)", o->env, v, o->doc);
   }
+  _ta_opt.default_tag = getenv("TAGALLOC_TAG");
   if (_ta_opt.huge_threshold <= TA_MAX_SMALL) _ta_opt.huge_threshold = TA_MAX_SMALL + 1;
   if (_ta_opt.arena_reserve < 64 * TA_MiB) _ta_opt.arena_reserve = 64 * TA_MiB;
 }

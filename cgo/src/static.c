@@ -11,5 +11,6 @@
 #include "page.c"      /* small spans: carving, collecting, remote free */
 #include "heap.c"      /* thread heaps: slow path, thread exit */
 #include "huge.c"      /* huge blocks: one mapping each */
+#include "tags.c"      /* tags: registry, thread records, counters, API */
 #include "init.c"      /* lazy init, fork */
 #include "alloc.c"     /* the public entry points */

@@ -72,6 +72,8 @@
 
 #include "sizeclasses.h"
 
+#define TAGALLOC_BUILDING 1 /* tagalloc.h: we define its functions */
+
 /* ---- build configuration ------------------------------------------------ */
 
 /* TA_DEBUG: 0 release, 1 cheap invariant checks, 2 expensive checks (heap
@@ -194,6 +196,42 @@ typedef struct _ta_arena_s {
   _ta_page_t *pages;  /* npages descriptors (their own mapping) */
 } _ta_arena_t;
 
+/* ---- tags and their books -------------------------------------------------- */
+
+#define TA_MAX_TAGS 4096                 /* distinct tags a program may name */
+#define TA_TAG_NAME_MAX 63               /* bytes in a tag name (1..63) */
+#define TA_TAG_UNTAGGED 0                /* "untagged", or TAGALLOC_TAG's name */
+#define TA_TAG_OVERFLOW (TA_MAX_TAGS + 1) /* tags past the limit land here */
+#define TA_TAG_SLOTS (TA_MAX_TAGS + 2)
+#define TA_TAG_STACK 32                  /* nesting depth of tagalloc_push_tag */
+
+/* The books of one tag as one thread saw them: monotone counts, written by
+ * that thread only (relaxed stores, no read-modify-write), read by anyone.
+ * live = alloc - free, summed over every thread that ever ran. */
+typedef struct _ta_ctr_s {
+  _Atomic(uint64_t) alloc_bytes, alloc_blocks; /* usable bytes */
+  _Atomic(uint64_t) free_bytes, free_blocks;
+} _ta_ctr_t;
+
+#define TA_CTR_CHUNK 64
+#define TA_CTR_CHUNKS ((TA_TAG_SLOTS + TA_CTR_CHUNK - 1) / TA_CTR_CHUNK)
+
+struct _ta_heap_s;
+
+/* A thread's record: its heaps (one per tag it allocated under), its
+ * current tag and the tag stack, and its counters (chunks of 64 tags,
+ * allocated on first use). Records are never unmapped; an exited thread's
+ * record keeps its counts and is reused by a later thread. */
+typedef struct _ta_thread_s {
+  _Atomic(_ta_ctr_t *) ctr[TA_CTR_CHUNKS];
+  struct _ta_heap_s *heaps;   /* linked by tnext */
+  uint32_t tag;               /* current tag */
+  uint32_t depth;             /* tag stack depth */
+  uint32_t stack[TA_TAG_STACK];
+  struct _ta_thread_s *next;  /* every record (append-only list) */
+  _Atomic(bool) live;
+} _ta_thread_t;
+
 /* ---- heaps ---------------------------------------------------------------- */
 
 typedef struct _ta_heap_s {
@@ -206,6 +244,10 @@ typedef struct _ta_heap_s {
   struct _ta_heap_s *hnext; /* list of live heaps (_ta_heaps_lock) */
   struct _ta_heap_s *hprev;
   bool dead;                /* abandoned; struct waits for reuse */
+  uint32_t tag;             /* every page of this heap is charged to it */
+  _ta_thread_t *thread;     /* owner */
+  _ta_ctr_t *ctr;           /* owner's counters for tag */
+  struct _ta_heap_s *tnext; /* owner's other heaps */
 } _ta_heap_t;
 
 /* ---- options (one table, parsed once: options.c) -------------------------- */
@@ -216,6 +258,7 @@ typedef struct _ta_options_s {
   size_t purge_delay_ms;    /* TAGALLOC_PURGE_DELAY_MS */
   size_t retain_min;        /* TAGALLOC_RETAIN_MIN */
   size_t verbose;           /* TAGALLOC_VERBOSE */
+  const char *default_tag;  /* TAGALLOC_TAG: the name of untagged memory */
 } _ta_options_t;
 
 /* ---- globals --------------------------------------------------------------- */
@@ -226,6 +269,11 @@ extern _Atomic(size_t) _ta_narenas;
 extern _ta_page_t _ta_page_empty;
 extern _ta_heap_t _ta_heap_empty;
 extern __thread _ta_heap_t *_ta_tls_heap;
+extern __thread _ta_thread_t *_ta_tls_thread;
+
+/* Add to a counter only this thread writes. */
+#define TA_CTR_ADD(field, n) \
+  atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), memory_order_relaxed)
 
 /* ---- layer entry points ------------------------------------------------------ */
 
@@ -258,11 +306,24 @@ static bool _ta_free_adopting(struct _ta_heap_s *h, _ta_page_t *pg, _ta_block_t 
 static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct);
 static void _ta_heaps_reclaim_abandoned(void);
 
+/* tags.c */
+static pthread_mutex_t _ta_threads_lock; /* defined in tags.c */
+static _ta_ctr_t *_ta_ctr_self(uint32_t tag);
+static _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag);
+static _ta_thread_t *_ta_thread_self_slow(void);
+static void _ta_count_alloc(uint32_t tag, size_t bytes);
+static uint32_t _ta_current_tag(void);
+static void _ta_count_free(uint32_t tag, size_t bytes);
+static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes);
+static void _ta_tag_note_peak(uint32_t tag);
+
 /* huge.c */
-static void *_ta_huge_alloc(size_t size, size_t align, bool zero);
+static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag);
+static inline void *_ta_malloc(size_t size);
+static inline void _ta_free(void *p);
 static bool _ta_huge_lookup(const void *p, size_t *mapped, size_t *requested);
-static bool _ta_huge_free(void *p);
-static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped);
+static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped);
+static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped, uint32_t *tag);
 static void _ta_huge_purge(bool all);
 
 /* init.c */

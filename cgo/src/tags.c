@@ -1,0 +1,371 @@
+/* tags.c: heap-block tags (DESIGN.md D5). The tag registry (names to ids,
+ * lock-free lookups), thread records and their current tag (a thread
+ * allocates from the heap of its current tag, so every page belongs to one
+ * tag and free finds the tag from the page: O(1), no lock, no hash), the
+ * per-thread counters, tag inheritance by threads created inside a tagged
+ * region, and the public tag API of tagalloc.h.
+ *
+ * Invariant: for every tag, live bytes = sum over thread records of
+ * (alloc_bytes - free_bytes) = sum over the tag's live blocks of their
+ * usable size (tagalloc_check's walk). */
+
+#include <dlfcn.h>
+
+#include "../include/tagalloc.h"
+
+__thread _ta_thread_t *_ta_tls_thread;
+
+/* ---- the registry ---------------------------------------------------------- */
+
+typedef struct {
+  char name[TA_TAG_NAME_MAX + 1];
+} _ta_tagname_t;
+
+#define TA_TAG_HASH 8192 /* > 2 * TA_TAG_SLOTS: probes stay short */
+static _ta_tagname_t _ta_tag_names[TA_TAG_SLOTS];
+static _Atomic(uint32_t) _ta_tag_count = 1;     /* ids below are valid (0 always is) */
+static _Atomic(uint16_t) _ta_tag_hash[TA_TAG_HASH]; /* id + 1; 0 = empty */
+static pthread_mutex_t _ta_tags_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(uint64_t) _ta_tag_peak[TA_TAG_SLOTS];
+static _Atomic(bool) _ta_overflow_warned;
+
+/* Counts of threads that could not get a record (out of memory): atomic. */
+static _ta_ctr_t _ta_ctr_fallback[TA_TAG_SLOTS];
+
+static _ta_thread_t *_ta_threads;           /* every record, newest first */
+static pthread_mutex_t _ta_threads_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static inline uint32_t _ta_tag_hashof(const char *s, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+  return h;
+}
+
+/* Length of a valid tag name, or 0 (NULL, empty, or longer than 63). */
+static size_t _ta_tag_len(const char *name) {
+  if (!name) return 0;
+  size_t n = strnlen(name, TA_TAG_NAME_MAX + 1);
+  return n > TA_TAG_NAME_MAX ? 0 : n;
+}
+
+/* The id of name (n bytes), or -1. Lock-free: an id is published in the
+ * hash only after its name is written. */
+static int32_t _ta_tag_find(const char *name, size_t n) {
+  for (uint32_t i = _ta_tag_hashof(name, n) & (TA_TAG_HASH - 1);; i = (i + 1) & (TA_TAG_HASH - 1)) {
+    uint16_t e = atomic_load_explicit(&_ta_tag_hash[i], memory_order_acquire);
+    if (e == 0) return -1;
+    const char *t = _ta_tag_names[e - 1].name;
+    if (strncmp(t, name, n) == 0 && t[n] == 0) return e - 1;
+  }
+}
+
+static void _ta_tag_publish_locked(uint32_t id, const char *name, size_t n) {
+  memcpy(_ta_tag_names[id].name, name, n);
+  _ta_tag_names[id].name[n] = 0;
+  for (uint32_t i = _ta_tag_hashof(name, n) & (TA_TAG_HASH - 1);; i = (i + 1) & (TA_TAG_HASH - 1)) {
+    if (atomic_load_explicit(&_ta_tag_hash[i], memory_order_relaxed) == 0) {
+      atomic_store_explicit(&_ta_tag_hash[i], (uint16_t)(id + 1), memory_order_release);
+      return;
+    }
+  }
+}
+
+/* The id of name, registering it if new; the overflow tag past the limit. */
+static uint32_t _ta_tag_intern(const char *name, size_t n) {
+  int32_t id = _ta_tag_find(name, n);
+  if (id >= 0) return (uint32_t)id;
+  pthread_mutex_lock(&_ta_tags_lock);
+  id = _ta_tag_find(name, n);
+  if (id < 0) {
+    uint32_t next = atomic_load_explicit(&_ta_tag_count, memory_order_relaxed);
+    if (next <= TA_MAX_TAGS) {
+      _ta_tag_publish_locked(next, name, n);
+      atomic_store_explicit(&_ta_tag_count, next + 1, memory_order_release);
+      id = (int32_t)next;
+    } else {
+      id = TA_TAG_OVERFLOW;
+    }
+  }
+  pthread_mutex_unlock(&_ta_tags_lock);
+  if (id == TA_TAG_OVERFLOW) {
+    bool f = false;
+    if (atomic_compare_exchange_strong(&_ta_overflow_warned, &f, true))
+      _ta_warn("more than %u tags: blocks of new tags are charged to \"overflow\"", (unsigned)TA_MAX_TAGS);
+  }
+  return (uint32_t)id;
+}
+
+/* Names for the built-in tags; id 0 takes TAGALLOC_TAG's name if set. */
+static void _ta_tags_init(const char *default_name) {
+  pthread_mutex_lock(&_ta_tags_lock);
+  size_t n = _ta_tag_len(default_name);
+  if (default_name && !n) _ta_warn("ignoring TAGALLOC_TAG: a tag name is 1 to %u bytes", (unsigned)TA_TAG_NAME_MAX);
+  if (!n) default_name = "untagged", n = 8;
+  _ta_tag_publish_locked(TA_TAG_UNTAGGED, default_name, n);
+  _ta_tag_publish_locked(TA_TAG_OVERFLOW, "overflow", 8);
+  pthread_mutex_unlock(&_ta_tags_lock);
+}
+
+/* ---- thread records and counters --------------------------------------------- */
+
+static _ta_thread_t *_ta_thread_self_slow(void);
+
+static inline _ta_thread_t *_ta_thread_self(void) {
+  _ta_thread_t *th = _ta_tls_thread;
+  return ta_likely(th != NULL) ? th : _ta_thread_self_slow();
+}
+
+static uint32_t _ta_current_tag(void) {
+  _ta_thread_t *th = _ta_tls_thread;
+  return th ? th->tag : TA_TAG_UNTAGGED;
+}
+
+/* This thread's counters for tag (never NULL: the shared atomic table if
+ * memory for our own is not to be had). */
+static _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag) {
+  if (th) {
+    _ta_ctr_t *chunk = atomic_load_explicit(&th->ctr[tag / TA_CTR_CHUNK], memory_order_relaxed);
+    if (ta_likely(chunk != NULL)) return &chunk[tag % TA_CTR_CHUNK];
+    chunk = _ta_meta_alloc(TA_CTR_CHUNK * sizeof(_ta_ctr_t)); /* zeroed: fresh mmap, never reused */
+    if (chunk) {
+      atomic_store_explicit(&th->ctr[tag / TA_CTR_CHUNK], chunk, memory_order_release);
+      return &chunk[tag % TA_CTR_CHUNK];
+    }
+  }
+  return NULL;
+}
+
+static _ta_ctr_t *_ta_ctr_self(uint32_t tag) { return _ta_ctr_of(_ta_thread_self(), tag); }
+
+static void _ta_count_free(uint32_t tag, size_t bytes) {
+  _ta_ctr_t *c = _ta_ctr_self(tag);
+  if (ta_likely(c != NULL)) {
+    TA_CTR_ADD(c->free_bytes, bytes);
+    TA_CTR_ADD(c->free_blocks, 1);
+  } else {
+    atomic_fetch_add_explicit(&_ta_ctr_fallback[tag].free_bytes, bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&_ta_ctr_fallback[tag].free_blocks, 1, memory_order_relaxed);
+  }
+}
+
+static void _ta_count_alloc(uint32_t tag, size_t bytes) {
+  _ta_ctr_t *c = _ta_ctr_self(tag);
+  if (ta_likely(c != NULL)) {
+    TA_CTR_ADD(c->alloc_bytes, bytes);
+    TA_CTR_ADD(c->alloc_blocks, 1);
+  } else {
+    atomic_fetch_add_explicit(&_ta_ctr_fallback[tag].alloc_bytes, bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&_ta_ctr_fallback[tag].alloc_blocks, 1, memory_order_relaxed);
+  }
+}
+
+/* A block resized in place: its growth counts as allocated bytes, its
+ * shrinking as freed bytes; blocks are unchanged. */
+static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes) {
+  _ta_ctr_t *c = _ta_ctr_self(tag);
+  _Atomic(uint64_t) *f;
+  size_t d;
+  if (new_bytes >= old_bytes) {
+    d = new_bytes - old_bytes;
+    f = c ? &c->alloc_bytes : &_ta_ctr_fallback[tag].alloc_bytes;
+  } else {
+    d = old_bytes - new_bytes;
+    f = c ? &c->free_bytes : &_ta_ctr_fallback[tag].free_bytes;
+  }
+  if (c) TA_CTR_ADD(*f, d);
+  else atomic_fetch_add_explicit(f, d, memory_order_relaxed);
+}
+
+static _ta_thread_t *_ta_threads_free_record(void) {
+  for (_ta_thread_t *t = _ta_threads; t; t = t->next)
+    if (!atomic_load_explicit(&t->live, memory_order_relaxed)) return t;
+  return NULL;
+}
+
+/* The calling thread's record, created (or an exited thread's reused) on
+ * first use; NULL only if no memory. */
+static _ta_thread_t *_ta_thread_self_slow(void) {
+  if (!_ta_ensure_init()) return NULL;
+  pthread_mutex_lock(&_ta_threads_lock);
+  _ta_thread_t *th = _ta_threads_free_record();
+  if (th) atomic_store_explicit(&th->live, true, memory_order_relaxed);
+  pthread_mutex_unlock(&_ta_threads_lock);
+  if (!th) {
+    th = _ta_meta_alloc(sizeof(_ta_thread_t));
+    if (!th) return NULL;
+    atomic_store_explicit(&th->live, true, memory_order_relaxed);
+    pthread_mutex_lock(&_ta_threads_lock);
+    th->next = _ta_threads;
+    _ta_threads = th;
+    pthread_mutex_unlock(&_ta_threads_lock);
+  }
+  th->heaps = NULL;
+  th->tag = TA_TAG_UNTAGGED;
+  th->depth = 0;
+  _ta_tls_thread = th;
+  /* May allocate (keys >= 32); the record is already in place for that. */
+  pthread_setspecific(_ta_key, th);
+  return th;
+}
+
+/* ---- switching tags ------------------------------------------------------------ */
+
+/* Make tag current on this thread: its heap (if it has one yet; the first
+ * malloc makes it) becomes the one malloc uses. */
+static void _ta_use_tag(_ta_thread_t *th, uint32_t tag) {
+  th->tag = tag;
+  _ta_heap_t *h = th->heaps;
+  while (h && h->tag != tag) h = h->tnext;
+  _ta_tls_heap = h ? h : &_ta_heap_empty;
+}
+
+/* ---- sums -------------------------------------------------------------------------- */
+
+typedef struct {
+  uint64_t alloc_bytes, alloc_blocks, free_bytes, free_blocks;
+} _ta_sum_t;
+
+static _ta_sum_t _ta_tag_sum(uint32_t tag) {
+  _ta_sum_t s = {0, 0, 0, 0};
+  _ta_ctr_t *f = &_ta_ctr_fallback[tag];
+  s.alloc_bytes = atomic_load_explicit(&f->alloc_bytes, memory_order_relaxed);
+  s.alloc_blocks = atomic_load_explicit(&f->alloc_blocks, memory_order_relaxed);
+  s.free_bytes = atomic_load_explicit(&f->free_bytes, memory_order_relaxed);
+  s.free_blocks = atomic_load_explicit(&f->free_blocks, memory_order_relaxed);
+  pthread_mutex_lock(&_ta_threads_lock);
+  for (_ta_thread_t *t = _ta_threads; t; t = t->next) {
+    _ta_ctr_t *chunk = atomic_load_explicit(&t->ctr[tag / TA_CTR_CHUNK], memory_order_acquire);
+    if (!chunk) continue;
+    _ta_ctr_t *c = &chunk[tag % TA_CTR_CHUNK];
+    s.alloc_bytes += atomic_load_explicit(&c->alloc_bytes, memory_order_relaxed);
+    s.alloc_blocks += atomic_load_explicit(&c->alloc_blocks, memory_order_relaxed);
+    s.free_bytes += atomic_load_explicit(&c->free_bytes, memory_order_relaxed);
+    s.free_blocks += atomic_load_explicit(&c->free_blocks, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&_ta_threads_lock);
+  return s;
+}
+
+/* Peak live bytes of a tag: the highest live total seen at the points it
+ * is looked at, which are every query, every 64th slow path of a heap of
+ * that tag (about every 256 KiB it allocates), and thread exit. Between
+ * those points a peak can be missed, so it is a lower bound of the true
+ * peak, exact for programs that query at their high points. */
+static void _ta_tag_note_peak(uint32_t tag) {
+  _ta_sum_t s = _ta_tag_sum(tag);
+  uint64_t live = s.alloc_bytes >= s.free_bytes ? s.alloc_bytes - s.free_bytes : 0;
+  uint64_t p = atomic_load_explicit(&_ta_tag_peak[tag], memory_order_relaxed);
+  while (live > p && !atomic_compare_exchange_weak(&_ta_tag_peak[tag], &p, live)) {
+  }
+}
+
+/* ---- the public API ------------------------------------------------------------------- */
+
+TA_COLD static void _ta_bad_tag(const char *fn, const char *name) {
+  static _Atomic(int) warned;
+  if (atomic_fetch_add(&warned, 1) < 8)
+    _ta_warn("%s: invalid tag name %s%s%s (a tag name is 1 to %u bytes); the tag is unchanged", fn,
+             name ? "\"" : "", name ? name : "NULL", name ? "\"" : "", (unsigned)TA_TAG_NAME_MAX);
+}
+
+TA_EXPORT int tagalloc_set_tag(const char *name) {
+  size_t n = _ta_tag_len(name);
+  if (!n) {
+    _ta_bad_tag("tagalloc_set_tag", name);
+    return EINVAL;
+  }
+  _ta_thread_t *th = _ta_thread_self();
+  if (!th) return ENOMEM;
+  _ta_use_tag(th, _ta_tag_intern(name, n));
+  return 0;
+}
+
+TA_EXPORT void SetHeapBlockTagForThread(const char *tag) { (void)tagalloc_set_tag(tag); }
+
+TA_EXPORT void ClearHeapBlockTagForThread(void) {
+  _ta_thread_t *th = _ta_tls_thread;
+  if (th) _ta_use_tag(th, TA_TAG_UNTAGGED);
+}
+
+TA_EXPORT int tagalloc_push_tag(const char *name) {
+  size_t n = _ta_tag_len(name);
+  if (!n) {
+    _ta_bad_tag("tagalloc_push_tag", name);
+    return EINVAL;
+  }
+  _ta_thread_t *th = _ta_thread_self();
+  if (!th) return ENOMEM;
+  if (th->depth >= TA_TAG_STACK) {
+    _ta_warn("tagalloc_push_tag(\"%s\"): tags nested deeper than %u", name, (unsigned)TA_TAG_STACK);
+    return EOVERFLOW;
+  }
+  th->stack[th->depth++] = th->tag;
+  _ta_use_tag(th, _ta_tag_intern(name, n));
+  return 0;
+}
+
+TA_EXPORT void tagalloc_pop_tag(void) {
+  _ta_thread_t *th = _ta_tls_thread;
+  if (!th || th->depth == 0) {
+    _ta_warn("tagalloc_pop_tag: no tag pushed on this thread");
+    return;
+  }
+  _ta_use_tag(th, th->stack[--th->depth]);
+}
+
+TA_EXPORT int tagalloc_tag_stats(const char *name, tagalloc_tag_stats_t *out) {
+  size_t n = _ta_tag_len(name);
+  if (!n || !out) return EINVAL;
+  if (!_ta_ensure_init()) return ENOMEM;
+  int32_t id = _ta_tag_find(name, n);
+  if (id < 0) return ENOENT;
+  _ta_tag_note_peak((uint32_t)id);
+  _ta_sum_t s = _ta_tag_sum((uint32_t)id);
+  out->live_bytes = s.alloc_bytes - s.free_bytes;
+  out->live_blocks = s.alloc_blocks - s.free_blocks;
+  out->alloc_bytes = s.alloc_bytes;
+  out->alloc_blocks = s.alloc_blocks;
+  out->peak_live_bytes = atomic_load(&_ta_tag_peak[id]);
+  if (out->peak_live_bytes < out->live_bytes) out->peak_live_bytes = out->live_bytes;
+  return 0;
+}
+
+/* ---- threads created inside a tagged region inherit the tag -------------------------- */
+
+typedef struct {
+  void *(*start)(void *);
+  void *arg;
+  uint32_t tag;
+} _ta_start_t;
+
+static void *_ta_thread_start(void *p) {
+  _ta_start_t s = *(_ta_start_t *)p;
+  _ta_free(p);
+  _ta_thread_t *th = _ta_thread_self();
+  if (th) _ta_use_tag(th, s.tag);
+  return s.start(s.arg);
+}
+
+typedef int (*_ta_pthread_create_t)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+static _Atomic(_ta_pthread_create_t) _ta_real_pthread_create;
+
+TA_EXPORT int TA_NAME(pthread_create)(pthread_t *t, const pthread_attr_t *attr, void *(*start)(void *), void *arg) {
+  _ta_pthread_create_t real = atomic_load_explicit(&_ta_real_pthread_create, memory_order_acquire);
+  if (!real) {
+#ifdef TA_PREFIX
+    real = pthread_create;
+#else
+    real = (_ta_pthread_create_t)dlsym(RTLD_NEXT, "pthread_create");
+#endif
+    if (!real) return EAGAIN;
+    atomic_store_explicit(&_ta_real_pthread_create, real, memory_order_release);
+  }
+  uint32_t tag = _ta_current_tag();
+  if (tag == TA_TAG_UNTAGGED) return real(t, attr, start, arg);
+  _ta_start_t *s = _ta_malloc(sizeof(*s));
+  if (!s) return EAGAIN;
+  *s = (_ta_start_t){start, arg, tag};
+  int rc = real(t, attr, _ta_thread_start, s);
+  if (rc != 0) _ta_free(s);
+  return rc;
+}
