@@ -25,7 +25,8 @@ import (
 // the ta_test_ prefix at debug level 2 (and under the thread sanitizer).
 
 var testCFlags = []string{"-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
-	"-Wno-alloc-size-larger-than", "-Wno-use-after-free", "-pthread"}
+	"-Wno-alloc-size-larger-than", "-Wno-use-after-free", "-pthread",
+	"-fno-builtin"} // so the compiler cannot elide a malloc/free pair under test
 
 // preloadLib builds the library with warnings fatal, once per test binary.
 var strictLib = sync.OnceValues(func() (string, error) {
@@ -120,6 +121,34 @@ func TestConformance(t *testing.T) {
 		r := runProg(t, 2*time.Minute, nil, buildC(t, "api_test", "plain"))
 		require.Error(t, r.err, "api_test passed without tagalloc: its checks cannot fail")
 		require.Contains(t, r.stderr, "tagalloc is not the allocator")
+	})
+}
+
+// Exact per-tag books (testdata/tags_test.c): preloaded, with TAGALLOC_TAG,
+// against the debug core, and under the thread sanitizer.
+func TestTags(t *testing.T) {
+	t.Parallel()
+	t.Run("preload", func(t *testing.T) {
+		r := runProg(t, 2*time.Minute, []string{"LD_PRELOAD=" + lib(t)}, buildC(t, "tags_test", "plain"))
+		requirePassed(t, "tags_test", r)
+		require.Equal(t, 1, strings.Count(r.stderr, "blocks of new tags are charged to \"overflow\""), "the overflow warning is printed once:\n%s", r.stderr)
+		require.Contains(t, r.stderr, "invalid tag name \"\"")
+	})
+	t.Run("TAGALLOC_TAG", func(t *testing.T) {
+		r := runProg(t, 2*time.Minute, []string{"LD_PRELOAD=" + lib(t), "TAGALLOC_TAG=whole-process", "TAGS_TEST_DEFAULT=whole-process"},
+			buildC(t, "tags_test", "plain"))
+		requirePassed(t, "tags_test with TAGALLOC_TAG", r)
+	})
+	t.Run("core-debug", func(t *testing.T) {
+		r := runProg(t, 2*time.Minute, nil, buildC(t, "tags_test", "core"))
+		requirePassed(t, "tags_test (debug core)", r)
+	})
+	t.Run("tsan", func(t *testing.T) {
+		if !tsanAvailable() {
+			t.Skip("the thread sanitizer is not available")
+		}
+		r := runProg(t, 5*time.Minute, []string{"TSAN_OPTIONS=halt_on_error=1"}, buildC(t, "tags_test", "tsan"))
+		requirePassed(t, "tags_test under the thread sanitizer", r)
 	})
 }
 

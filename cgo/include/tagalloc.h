@@ -70,6 +70,10 @@ size_t tagalloc_check(void);
 #pragma weak tagalloc_push_tag
 #pragma weak tagalloc_pop_tag
 #pragma weak tagalloc_tag_stats
+#pragma weak tagalloc_set_tag
+#pragma weak tagalloc_version
+#pragma weak tagalloc_purge
+#pragma weak tagalloc_check
 static inline void tagalloc_weak_set(const char *tag) {
   if (SetHeapBlockTagForThread) SetHeapBlockTagForThread(tag);
 }

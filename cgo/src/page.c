@@ -77,16 +77,19 @@ static void _ta_page_init_small(_ta_page_t *pg, unsigned c) {
  * every listed block is a block of this span. */
 static void _ta_page_check(const _ta_page_t *pg) {
   if (pg->kind != TA_KIND_SMALL) _ta_fatal("page %p: kind %u is not small", pg->start, pg->kind);
-  size_t lim = pg->reserved;
+  size_t lim = pg->reserved, counts[2] = {0, 0};
   const _ta_block_t *lists[2] = {pg->free, (const _ta_block_t *)atomic_load(&pg->xthread_free)};
-  size_t total = pg->used + (pg->reserved - pg->capacity);
   for (int i = 0; i < 2; i++) {
     for (const _ta_block_t *b = lists[i]; b; b = b->next) {
       size_t off = (size_t)((const uint8_t *)b - pg->start);
       if ((const uint8_t *)b < pg->start || off >= (size_t)pg->capacity * pg->block_size || off % pg->block_size)
         _ta_fatal("page %p: list %d holds %p, not a carved block", pg->start, i, (const void *)b);
-      if (++total > lim) _ta_fatal("page %p: more blocks listed than fit (%zu)", pg->start, lim);
+      if (++counts[i] > lim) _ta_fatal("page %p: list %d is longer than the span (%zu): a cycle?", pg->start, i, lim);
     }
   }
-  if (total != pg->reserved) _ta_fatal("page %p: used %u + listed + uncarved = %zu != reserved %u", pg->start, pg->used, total, pg->reserved);
+  /* blocks freed by other threads are still counted in used until collected */
+  if (pg->used + counts[0] + (pg->reserved - pg->capacity) != pg->reserved)
+    _ta_fatal("page %p: used %u + free %zu + uncarved %u != reserved %u", pg->start, pg->used, counts[0],
+              (unsigned)(pg->reserved - pg->capacity), pg->reserved);
+  if (counts[1] > pg->used) _ta_fatal("page %p: %zu blocks freed by others but only %u in use", pg->start, counts[1], pg->used);
 }

@@ -362,7 +362,12 @@ TA_EXPORT int TA_NAME(pthread_create)(pthread_t *t, const pthread_attr_t *attr, 
   }
   uint32_t tag = _ta_current_tag();
   if (tag == TA_TAG_UNTAGGED) return real(t, attr, start, arg);
+  /* The hand-over record is ours, not the program's: charge it to the
+   * default tag, not to the region's. */
+  _ta_thread_t *th = _ta_tls_thread;
+  _ta_use_tag(th, TA_TAG_UNTAGGED);
   _ta_start_t *s = _ta_malloc(sizeof(*s));
+  _ta_use_tag(th, tag);
   if (!s) return EAGAIN;
   *s = (_ta_start_t){start, arg, tag};
   int rc = real(t, attr, _ta_thread_start, s);

@@ -143,8 +143,9 @@ struct _ta_heap_s;
  *   heap: the owner (abandon) or an adopter under _ta_aband_lock.
  *   kind, npages, head_off, flags, dirty links: the arena lock holder, or
  *   the owner for a span it holds.
- * Invariant (small span, at rest): used + |free| +
- *   |xthread_free| + (reserved - capacity) == reserved. */
+ * Invariant (small span, at rest): used + |free| + (reserved - capacity)
+ *   == reserved, and |xthread_free| <= used (blocks other threads freed
+ *   count as used until the owner collects them). */
 typedef struct _ta_page_s {
   /* cache line 1: the owner's fast paths */
   _ta_block_t *free;          /* blocks ready for malloc (the owner frees here) */
