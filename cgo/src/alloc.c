@@ -15,8 +15,7 @@ static inline void *_ta_malloc_class(unsigned c) {
   if (ta_likely(b != NULL)) {
     pg->free = b->next;
     pg->used++;
-    TA_CTR_ADD(h->ctr->alloc_bytes, pg->block_size);
-    TA_CTR_ADD(h->ctr->alloc_blocks, 1);
+    TA_CTR_ADD(h->nalloc[c], 1);
     return b;
   }
   return _ta_malloc_slow(h, c);
@@ -143,8 +142,7 @@ static inline void _ta_free(void *p) {
     b->next = pg->free; /* LIFO: the next malloc of the class gets it, hot */
     pg->free = b;
     pg->used--;
-    TA_CTR_ADD(h->ctr->free_bytes, pg->block_size);
-    TA_CTR_ADD(h->ctr->free_blocks, 1);
+    TA_CTR_ADD(h->nfree[pg->sclass], 1);
     if (ta_unlikely(pg->used == 0 || atomic_load_explicit(&pg->in_full, memory_order_relaxed)))
       _ta_free_local_slow(h, pg);
     return;

@@ -284,8 +284,7 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c) {
   _ta_block_t *b = pg->free;
   pg->free = b->next;
   pg->used++;
-  TA_CTR_ADD(h->ctr->alloc_bytes, pg->block_size);
-  TA_CTR_ADD(h->ctr->alloc_blocks, 1);
+  TA_CTR_ADD(h->nalloc[c], 1);
   if (ta_unlikely((h->slow_count & 63) == 0)) _ta_tag_note_peak(h->tag);
   return b;
 }
@@ -331,6 +330,27 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
 
 /* Give up h: empty pages go back to the arena, the rest to the abandoned
  * lists, and the struct to the reuse list. */
+/* Move h's per-class counts into its thread's counters for its tag (byte
+ * figures from the class sizes), so they outlive the heap. Under the heaps
+ * lock: _ta_tag_sum reads both. */
+static void _ta_heap_fold_counts_locked(_ta_heap_t *h) {
+  uint64_t ab = 0, an = 0, fb = 0, fn = 0;
+  for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
+    uint64_t a = atomic_load_explicit(&h->nalloc[c], memory_order_relaxed);
+    uint64_t f = atomic_load_explicit(&h->nfree[c], memory_order_relaxed);
+    an += a;
+    fn += f;
+    ab += a * _ta_classes[c].size;
+    fb += f * _ta_classes[c].size;
+    atomic_store_explicit(&h->nalloc[c], 0, memory_order_relaxed);
+    atomic_store_explicit(&h->nfree[c], 0, memory_order_relaxed);
+  }
+  TA_CTR_ADD(h->ctr->alloc_bytes, ab);
+  TA_CTR_ADD(h->ctr->alloc_blocks, an);
+  TA_CTR_ADD(h->ctr->free_bytes, fb);
+  TA_CTR_ADD(h->ctr->free_blocks, fn);
+}
+
 static void _ta_heap_abandon(_ta_heap_t *h) {
   _ta_heap_collect_all(h, true);
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
@@ -356,6 +376,7 @@ static void _ta_heap_abandon(_ta_heap_t *h) {
     h->direct[c] = &_ta_page_empty;
   }
   pthread_mutex_lock(&_ta_heaps_lock);
+  _ta_heap_fold_counts_locked(h);
   if (h->hprev) h->hprev->hnext = h->hnext; else _ta_heaps = h->hnext;
   if (h->hnext) h->hnext->hprev = h->hprev;
   _ta_heaps_live--;

@@ -233,6 +233,18 @@ static _ta_sum_t _ta_tag_sum(uint32_t tag) {
   s.free_bytes = atomic_load_explicit(&f->free_bytes, memory_order_relaxed);
   s.free_blocks = atomic_load_explicit(&f->free_blocks, memory_order_relaxed);
   pthread_mutex_lock(&_ta_threads_lock);
+  pthread_mutex_lock(&_ta_heaps_lock);
+  for (_ta_heap_t *h = _ta_heaps; h; h = h->hnext) {
+    if (h->tag != tag) continue;
+    for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
+      uint64_t a = atomic_load_explicit(&h->nalloc[c], memory_order_relaxed);
+      uint64_t f = atomic_load_explicit(&h->nfree[c], memory_order_relaxed);
+      s.alloc_blocks += a;
+      s.alloc_bytes += a * _ta_classes[c].size;
+      s.free_blocks += f;
+      s.free_bytes += f * _ta_classes[c].size;
+    }
+  }
   for (_ta_thread_t *t = _ta_threads; t; t = t->next) {
     _ta_ctr_t *chunk = atomic_load_explicit(&t->ctr[tag / TA_CTR_CHUNK], memory_order_acquire);
     if (!chunk) continue;
@@ -242,6 +254,7 @@ static _ta_sum_t _ta_tag_sum(uint32_t tag) {
     s.free_bytes += atomic_load_explicit(&c->free_bytes, memory_order_relaxed);
     s.free_blocks += atomic_load_explicit(&c->free_blocks, memory_order_relaxed);
   }
+  pthread_mutex_unlock(&_ta_heaps_lock);
   pthread_mutex_unlock(&_ta_threads_lock);
   return s;
 }

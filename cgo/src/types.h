@@ -245,6 +245,12 @@ typedef struct _ta_heap_s {
   struct _ta_heap_s *hnext; /* list of live heaps (_ta_heaps_lock) */
   struct _ta_heap_s *hprev;
   bool dead;                /* abandoned; struct waits for reuse */
+  /* Blocks of each class this heap handed out and took back (by the owner;
+   * frees by other threads go to their own counters), in the fast paths'
+   * cheapest form: one increment. Bytes are count * class size. Folded into
+   * ctr when the heap goes. Written by the owner, read by _ta_tag_sum. */
+  _Atomic(uint64_t) nalloc[TA_NUM_CLASSES];
+  _Atomic(uint64_t) nfree[TA_NUM_CLASSES];
   uint32_t tag;             /* every page of this heap is charged to it */
   _ta_thread_t *thread;     /* owner */
   _ta_ctr_t *ctr;           /* owner's counters for tag */
