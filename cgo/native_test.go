@@ -227,7 +227,7 @@ func TestExportedSymbols(t *testing.T) {
 	want := []string{"ClearHeapBlockTagForThread", "SetHeapBlockTagForThread",
 		"aligned_alloc", "calloc", "free", "malloc", "malloc_trim", "malloc_usable_size",
 		"memalign", "posix_memalign", "pthread_create", "pvalloc", "realloc", "reallocarray",
-		"tagalloc_check", "tagalloc_pop_tag", "tagalloc_purge", "tagalloc_push_tag",
+		"tagalloc_check", "tagalloc_check_books", "tagalloc_pop_tag", "tagalloc_purge", "tagalloc_push_tag",
 		"tagalloc_set_tag", "tagalloc_tag_stats", "tagalloc_version", "valloc"}
 	require.Equal(t, want, got)
 }

@@ -59,6 +59,11 @@ void tagalloc_purge(void);
  * number of 64 KiB pages in use. A debugging aid: it walks the heap. */
 size_t tagalloc_check(void);
 
+/* Walk the whole heap and check, for every tag, that what it holds equals
+ * its books (aborting with the tag's name if not). Exact only while no
+ * other thread allocates or frees. Returns the number of tags checked. */
+size_t tagalloc_check_books(void);
+
 /* ---- calling the API from code that may run without the library --------
  *
  * These wrappers call the library if it is loaded (preloaded or linked)
@@ -74,6 +79,7 @@ size_t tagalloc_check(void);
 #pragma weak tagalloc_version
 #pragma weak tagalloc_purge
 #pragma weak tagalloc_check
+#pragma weak tagalloc_check_books
 static inline void tagalloc_weak_set(const char *tag) {
   if (SetHeapBlockTagForThread) SetHeapBlockTagForThread(tag);
 }

@@ -387,3 +387,60 @@ TA_EXPORT int TA_NAME(pthread_create)(pthread_t *t, const pthread_attr_t *attr, 
   if (rc != 0) _ta_free(s);
   return rc;
 }
+
+/* ---- the accounting identity ------------------------------------------------------------ */
+
+/* Walk the heap and check that, for every tag, the live bytes and blocks
+ * found in it equal the books (alloc - free over every thread): small spans
+ * count their used blocks less those other threads freed and the owner has
+ * not collected yet, large spans and huge blocks count whole. Only exact
+ * when no other thread is allocating or freeing: a test calls it after
+ * joining its threads. Aborts with the first tag that differs; returns the
+ * number of tags checked. */
+TA_EXPORT size_t tagalloc_check_books(void) {
+  static uint64_t walk_bytes[TA_TAG_SLOTS], walk_blocks[TA_TAG_SLOTS]; /* one caller at a time */
+  if (atomic_load(&_ta_init_state) < 2) return 0;
+  memset(walk_bytes, 0, sizeof walk_bytes);
+  memset(walk_blocks, 0, sizeof walk_blocks);
+  pthread_mutex_lock(&_ta_arena_lock);
+  size_t na = atomic_load(&_ta_narenas);
+  for (size_t ai = 0; ai < na; ai++) {
+    _ta_arena_t *a = &_ta_arenas[ai];
+    for (size_t i = 0; i < a->top;) {
+      _ta_page_t *h = &a->pages[i];
+      size_t np = h->npages ? h->npages : 1;
+      if (h->kind == TA_KIND_SMALL) {
+        size_t remote = 0;
+        for (const _ta_block_t *b = (const _ta_block_t *)atomic_load(&h->xthread_free); b; b = b->next) remote++;
+        size_t live = h->used - remote;
+        walk_bytes[h->tag] += live * h->block_size;
+        walk_blocks[h->tag] += live;
+      } else if (h->kind == TA_KIND_LARGE) {
+        walk_bytes[h->tag] += np << TA_PAGE_SHIFT;
+        walk_blocks[h->tag]++;
+      }
+      i += np;
+    }
+  }
+  pthread_mutex_unlock(&_ta_arena_lock);
+  pthread_mutex_lock(&_ta_huge_lock);
+  for (size_t i = 0; i < _ta_huge_cap; i++) {
+    _ta_huge_t *e = &_ta_huge_tab[i];
+    if (e->addr <= TA_HUGE_DELETED) continue;
+    walk_bytes[e->tag] += e->mapped;
+    walk_blocks[e->tag]++;
+  }
+  pthread_mutex_unlock(&_ta_huge_lock);
+  size_t checked = 0;
+  uint32_t n = atomic_load(&_ta_tag_count);
+  for (uint32_t id = 0; id < TA_TAG_SLOTS; id++) {
+    if (id >= n && id != TA_TAG_OVERFLOW) continue;
+    _ta_sum_t s = _ta_tag_sum(id);
+    uint64_t live = s.alloc_bytes - s.free_bytes, blocks = s.alloc_blocks - s.free_blocks;
+    if (live != walk_bytes[id] || blocks != walk_blocks[id])
+      _ta_fatal("books of tag \"%s\": %zu bytes in %zu blocks, but the heap holds %zu bytes in %zu blocks",
+                _ta_tag_names[id].name, (size_t)live, (size_t)blocks, (size_t)walk_bytes[id], (size_t)walk_blocks[id]);
+    checked++;
+  }
+  return checked;
+}

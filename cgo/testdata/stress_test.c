@@ -10,6 +10,13 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+
+#include "../include/tagalloc.h"
+
+#ifdef TA_TEST_PREFIX
+#define pthread_create ta_test_pthread_create
+int ta_test_pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -81,6 +88,10 @@ static void release(blk_t *b) {
 
 static void *worker(void *arg) {
   uint64_t s = g_seed ^ ((uintptr_t)arg * 0x9E3779B97F4A7C15ull) ^ 1;
+  /* some workers tag their blocks, some change tags as they go */
+  char tag[16];
+  snprintf(tag, sizeof tag, "stress-%d", (int)((uintptr_t)arg % 3));
+  if ((uintptr_t)arg % 3) tagalloc_weak_set(tag);
   enum { SLOTS = 256 };
   blk_t *mine[SLOTS] = {0};
   for (long op = 0; op < g_ops; op++) {
@@ -117,6 +128,8 @@ static void *worker(void *arg) {
     }
     if (mine[i]) release(mine[i]);
     mine[i] = NULL;
+    if (r == 99) tagalloc_weak_set(op & 1 ? "stress-odd" : "stress-even");
+    else if (r == 98) tagalloc_weak_clear();
     blk_t *b = malloc(sizeof *b);
     if (!b) { atomic_fetch_add(&errors, 1); continue; }
     b->n = rand_size(&s);
@@ -134,6 +147,7 @@ static void *worker(void *arg) {
 /* A child forked without exec: keep allocating, with threads, then exit. */
 static int child(uint64_t seed) {
   g_seed = seed;
+  tagalloc_weak_set("forked-child"); /* its threads inherit it */
   g_ops = g_ops / 4 + 1;
   pthread_t t[2];
   for (long i = 0; i < 2; i++) pthread_create(&t[i], NULL, worker, (void *)(i + 100));
@@ -180,6 +194,7 @@ int main(int argc, char **argv) {
     if (b) release(b);
   }
   t_check();
+  t_check_books(); /* every tag's books equal a walk of the heap (aborts if not) */
   long e = atomic_load(&errors);
   printf("stress: seed %llu threads %d ops %ld rounds %d forks %d: %ld errors\n",
          (unsigned long long)g_seed, threads, g_ops, rounds, forks, e);

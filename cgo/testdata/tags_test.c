@@ -272,6 +272,38 @@ static void test_default_tag(void) {
 
 static void test_active(void) { CHECK(t_tagalloc_active(), "tagalloc is not the allocator in this process"); }
 
+/* The accounting identity: the books of every tag equal a walk of the heap
+ * (threads are joined; some blocks stay live under several tags). */
+static void *books_worker(void *arg) {
+  char name[16];
+  snprintf(name, sizeof name, "books-%d", (int)(intptr_t)arg);
+  SetHeapBlockTagForThread(name);
+  void **keep = malloc(100 * sizeof(void *));
+  for (int i = 0; i < 100; i++) keep[i] = malloc((size_t)(i * 97 % 5000 + 1));
+  for (int i = 0; i < 100; i += 3) free(keep[i]); /* some freed here */
+  return keep;                                  /* the rest later, elsewhere */
+}
+
+static void test_books_equal_heap(void) {
+  pthread_t t[3];
+  void **kept[3];
+  for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, books_worker, (void *)(intptr_t)i);
+  for (int i = 0; i < 3; i++) pthread_join(t[i], (void **)&kept[i]);
+  SetHeapBlockTagForThread("books-main");
+  void *big = malloc(3 << 20), *huge = malloc(40 << 20);
+  ClearHeapBlockTagForThread();
+  CHECK(tagalloc_check_books() > 5, "books checked");
+  for (int i = 0; i < 3; i++) {
+    for (int k = 1; k < 100; k++)
+      if (k % 3) free(kept[i][k]); /* cross-thread frees, owners gone */
+    free(kept[i]);
+  }
+  CHECK(tagalloc_check_books() > 5, "books checked after cross-thread frees");
+  free(big);
+  free(huge);
+  CHECK(tagalloc_check_books() > 5, "books checked at the end");
+}
+
 int main(void) {
   RUN(test_active);
   if (t_failed) return t_summary();
@@ -284,5 +316,6 @@ int main(void) {
   RUN(test_nesting);
   RUN(test_bad_names);
   RUN(test_overflow);
+  RUN(test_books_equal_heap);
   return t_summary();
 }

@@ -44,11 +44,17 @@ size_t ta_test_malloc_usable_size(void *);
 size_t tagalloc_check(void);
 void tagalloc_purge(void);
 __attribute__((unused)) static size_t t_check(void) { return tagalloc_check(); }
+size_t tagalloc_check_books(void);
+__attribute__((unused)) static size_t t_check_books(void) { return tagalloc_check_books(); }
 __attribute__((unused)) static void t_purge(void) { tagalloc_purge(); }
 #else
 /* Looked up at run time: the program also runs without the library. */
 __attribute__((unused)) static size_t t_check(void) {
   size_t (*f)(void) = (size_t (*)(void))dlsym(RTLD_DEFAULT, "tagalloc_check");
+  return f ? f() : 0;
+}
+__attribute__((unused)) static size_t t_check_books(void) {
+  size_t (*f)(void) = (size_t (*)(void))dlsym(RTLD_DEFAULT, "tagalloc_check_books");
   return f ? f() : 0;
 }
 __attribute__((unused)) static void t_purge(void) {
