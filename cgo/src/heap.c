@@ -25,6 +25,11 @@ static pthread_key_t _ta_key;
 static void *_ta_meta_alloc(size_t size) {
   size = _ta_align_up(size, 64);
   pthread_mutex_lock(&_ta_meta_lock);
+  void *b = _ta_books_alloc_locked(size); /* records readers must see: in the books */
+  if (b) {
+    pthread_mutex_unlock(&_ta_meta_lock);
+    return b;
+  }
   if ((size_t)(_ta_meta_end - _ta_meta_cur) < size) {
     size_t chunk = size > TA_MiB ? _ta_align_up(size, TA_MiB) : TA_MiB;
     uint8_t *p = _ta_os_reserve(chunk, TA_OS_PAGE);

@@ -21,8 +21,9 @@ static bool _ta_init_slow(void) {
       _ta_in_init = true;
       atomic_store(&_ta_init_state, 1);
       _ta_options_parse();
-      _ta_tags_init(_ta_opt.default_tag);
-      bool ok = _ta_arena_init() && pthread_key_create(&_ta_key, _ta_thread_done) == 0;
+      bool ok = _ta_books_init();
+      if (ok) _ta_tags_init(_ta_opt.default_tag);
+      ok = ok && _ta_arena_init() && pthread_key_create(&_ta_key, _ta_thread_done) == 0;
       atomic_store_explicit(&_ta_init_state, ok ? 2 : 0, memory_order_release);
       _ta_in_init = false;
       if (!ok) _ta_warn("cannot reserve address space for the heap (errno %d)", errno);
@@ -63,6 +64,7 @@ static void _ta_fork_parent(void) {
 }
 
 static void _ta_fork_child(void) {
+  _ta_books_fork_child(); /* first: nothing may write the parent's books */
   pthread_mutex_init(&_ta_meta_lock, NULL);
   pthread_mutex_init(&_ta_huge_lock, NULL);
   pthread_mutex_init(&_ta_arena_lock, NULL);

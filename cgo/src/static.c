@@ -7,6 +7,7 @@
 #include "prim_linux.c" /* OS memory and time */
 #include "error.c"     /* messages without allocating */
 #include "options.c"   /* the options table */
+#include "books.c"     /* the region holding the books (shared with tagalloc run) */
 #include "arena.c"     /* address space, spans, purging */
 #include "page.c"      /* small spans: carving, collecting, remote free */
 #include "heap.c"      /* thread heaps: slow path, thread exit */

@@ -22,15 +22,15 @@ typedef struct {
 } _ta_tagname_t;
 
 #define TA_TAG_HASH 8192 /* > 2 * TA_TAG_SLOTS: probes stay short */
-static _ta_tagname_t _ta_tag_names[TA_TAG_SLOTS];
+static _ta_tagname_t *_ta_tag_names; /* TA_TAG_SLOTS, in the books region */
 static _Atomic(uint32_t) _ta_tag_count = 1;     /* ids below are valid (0 always is) */
 static _Atomic(uint16_t) _ta_tag_hash[TA_TAG_HASH]; /* id + 1; 0 = empty */
 static pthread_mutex_t _ta_tags_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic(uint64_t) _ta_tag_peak[TA_TAG_SLOTS];
+static _Atomic(uint64_t) *_ta_tag_peak; /* TA_TAG_SLOTS, in the books region */
 static _Atomic(bool) _ta_overflow_warned;
 
 /* Counts of threads that could not get a record (out of memory): atomic. */
-static _ta_ctr_t _ta_ctr_fallback[TA_TAG_SLOTS];
+static _ta_ctr_t *_ta_ctr_fallback; /* TA_TAG_SLOTS, in the books region */
 
 static _ta_thread_t *_ta_threads;           /* every record, newest first */
 static pthread_mutex_t _ta_threads_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -81,6 +81,7 @@ static uint32_t _ta_tag_intern(const char *name, size_t n) {
     if (next <= TA_MAX_TAGS) {
       _ta_tag_publish_locked(next, name, n);
       atomic_store_explicit(&_ta_tag_count, next + 1, memory_order_release);
+      atomic_store_explicit(&_ta_books->tag_count, next + 1, memory_order_release);
       id = (int32_t)next;
     } else {
       id = TA_TAG_OVERFLOW;
@@ -97,6 +98,11 @@ static uint32_t _ta_tag_intern(const char *name, size_t n) {
 
 /* Names for the built-in tags; id 0 takes TAGALLOC_TAG's name if set. */
 static void _ta_tags_init(const char *default_name) {
+  uint8_t *base = (uint8_t *)_ta_books;
+  _ta_tag_names = (_ta_tagname_t *)(base + _ta_books->names_off);
+  _ta_tag_peak = (_Atomic(uint64_t) *)(base + _ta_books->peaks_off);
+  _ta_ctr_fallback = (_ta_ctr_t *)(base + _ta_books->fallback_off);
+  atomic_store(&_ta_books->tag_count, 1);
   pthread_mutex_lock(&_ta_tags_lock);
   size_t n = _ta_tag_len(default_name);
   if (default_name && !n) _ta_warn("ignoring TAGALLOC_TAG: a tag name is 1 to %u bytes", (unsigned)TA_TAG_NAME_MAX);
@@ -197,7 +203,16 @@ static _ta_thread_t *_ta_thread_self_slow(void) {
     pthread_mutex_lock(&_ta_threads_lock);
     th->next = _ta_threads;
     _ta_threads = th;
+    atomic_store_explicit(&_ta_books->threads_head, (uint64_t)(uintptr_t)th, memory_order_release);
     pthread_mutex_unlock(&_ta_threads_lock);
+  }
+  if (th->heaps) {
+    /* A record left by a thread that vanished in a fork: its heaps stay
+     * (their pages are freed into remotely) but their counts move into the
+     * record's counters, which readers sum. */
+    pthread_mutex_lock(&_ta_heaps_lock);
+    for (_ta_heap_t *h = th->heaps; h; h = h->tnext) _ta_heap_fold_counts_locked(h);
+    pthread_mutex_unlock(&_ta_heaps_lock);
   }
   th->heaps = NULL;
   th->tag = TA_TAG_UNTAGGED;

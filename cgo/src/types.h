@@ -319,6 +319,7 @@ static _ta_ctr_t *_ta_ctr_self(uint32_t tag);
 static _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag);
 static _ta_thread_t *_ta_thread_self_slow(void);
 static void _ta_count_alloc(uint32_t tag, size_t bytes);
+static void _ta_heap_fold_counts_locked(_ta_heap_t *h);
 static uint32_t _ta_current_tag(void);
 static void _ta_count_free(uint32_t tag, size_t bytes);
 static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes);

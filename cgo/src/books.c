@@ -1,0 +1,203 @@
+/* books.c: the region that holds the books (DESIGN.md D6). Tag names, the
+ * thread records with their counters, and the heaps with their per-class
+ * counts all live in one region. With $TAGALLOC_DIR set (tagalloc run sets
+ * it) the region is a file DIR/PID.tagalloc mapped shared, so the launcher
+ * reads the books while the program runs and after it dies, even of
+ * SIGKILL; without it, it is private anonymous memory.
+ *
+ * Layout (version 1; the Go reader is tagtable/region.go): a header at
+ * offset 0 (_ta_books_t: magic, version, sizes, the process, the offsets
+ * of the arrays below and of the fields of the records readers follow),
+ * the command line, the tag names, the fallback counters and the tag
+ * peaks at fixed offsets, then records bump-allocated up to `used`.
+ * Records link to each other by address in the process; a reader turns an
+ * address into an offset with `base` and checks it lies inside `used`.
+ * Only the process writes the region; readers map it read-only. */
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#define TA_BOOKS_MAGIC "TAGALLOC"
+#define TA_BOOKS_VERSION 1
+#define TA_BOOKS_SIZE (256 * TA_MiB) /* reserved; a sparse file */
+#define TA_BOOKS_CMDLINE 2048
+
+typedef struct _ta_books_s {
+  char magic[8];             /* "TAGALLOC" */
+  uint32_t version;          /* TA_BOOKS_VERSION */
+  uint32_t header_size;      /* sizeof(_ta_books_t) */
+  uint64_t region_size;      /* bytes mapped */
+  uint64_t base;             /* the region's address in the process */
+  _Atomic(uint64_t) used;    /* bytes in use from the start (bump) */
+  uint32_t pid, ppid;
+  uint64_t start_ns;         /* CLOCK_REALTIME at start (or fork) */
+  _Atomic(uint32_t) state;   /* 0 running, 1 exited through exit() */
+  uint32_t tag_slots;        /* TA_TAG_SLOTS; ids >= tag_count unused but overflow */
+  _Atomic(uint32_t) tag_count;
+  uint32_t tag_overflow;     /* id of "overflow" */
+  uint32_t tag_name_size;    /* bytes per name slot */
+  uint32_t nclasses;         /* size classes */
+  uint32_t ctr_chunk;        /* tags per counter chunk */
+  uint32_t cmdline_len;      /* bytes of NUL-separated arguments */
+  uint64_t cmdline_off, names_off, fallback_off, peaks_off, class_sizes_off;
+  _Atomic(uint64_t) threads_head; /* address of the newest thread record */
+  /* record layouts, for readers */
+  uint32_t ctr_size;
+  uint32_t thread_size, thread_ctr_off, thread_heaps_off, thread_next_off, thread_live_off;
+  uint32_t heap_size, heap_nalloc_off, heap_nfree_off, heap_tag_off, heap_tnext_off;
+  uint32_t pad;
+} _ta_books_t;
+
+static _ta_books_t *_ta_books;
+static bool _ta_books_shared;
+static char _ta_books_dir[512];
+static _Atomic(bool) _ta_books_full_warned;
+
+static size_t _ta_books_put(uint64_t *off_field, size_t off, size_t bytes) {
+  *off_field = off;
+  return _ta_align_up(off + bytes, 64);
+}
+
+/* Fill the header of a fresh region at p. */
+static void _ta_books_format(_ta_books_t *b) {
+  memcpy(b->magic, TA_BOOKS_MAGIC, 8);
+  b->version = TA_BOOKS_VERSION;
+  b->header_size = sizeof(_ta_books_t);
+  b->region_size = TA_BOOKS_SIZE;
+  b->base = (uint64_t)(uintptr_t)b;
+  b->tag_slots = TA_TAG_SLOTS;
+  b->tag_overflow = TA_TAG_OVERFLOW;
+  b->tag_name_size = TA_TAG_NAME_MAX + 1;
+  b->nclasses = TA_NUM_CLASSES;
+  b->ctr_chunk = TA_CTR_CHUNK;
+  b->ctr_size = sizeof(_ta_ctr_t);
+  b->thread_size = sizeof(_ta_thread_t);
+  b->thread_ctr_off = offsetof(_ta_thread_t, ctr);
+  b->thread_heaps_off = offsetof(_ta_thread_t, heaps);
+  b->thread_next_off = offsetof(_ta_thread_t, next);
+  b->thread_live_off = offsetof(_ta_thread_t, live);
+  b->heap_size = sizeof(_ta_heap_t);
+  b->heap_nalloc_off = offsetof(_ta_heap_t, nalloc);
+  b->heap_nfree_off = offsetof(_ta_heap_t, nfree);
+  b->heap_tag_off = offsetof(_ta_heap_t, tag);
+  b->heap_tnext_off = offsetof(_ta_heap_t, tnext);
+  size_t off = _ta_align_up(sizeof(_ta_books_t), 64);
+  off = _ta_books_put(&b->cmdline_off, off, TA_BOOKS_CMDLINE);
+  off = _ta_books_put(&b->names_off, off, (size_t)TA_TAG_SLOTS * (TA_TAG_NAME_MAX + 1));
+  off = _ta_books_put(&b->fallback_off, off, (size_t)TA_TAG_SLOTS * sizeof(_ta_ctr_t));
+  off = _ta_books_put(&b->peaks_off, off, (size_t)TA_TAG_SLOTS * sizeof(uint64_t));
+  off = _ta_books_put(&b->class_sizes_off, off, TA_NUM_CLASSES * sizeof(uint32_t));
+  uint32_t *cs = (uint32_t *)((uint8_t *)b + b->class_sizes_off);
+  for (unsigned c = 0; c < TA_NUM_CLASSES; c++) cs[c] = _ta_classes[c].size;
+  atomic_store(&b->used, off);
+}
+
+static void _ta_books_identify(_ta_books_t *b) {
+  b->pid = (uint32_t)getpid();
+  b->ppid = (uint32_t)getppid();
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  b->start_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  atomic_store(&b->state, 0);
+  char *cmd = (char *)b + b->cmdline_off;
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, cmd, TA_BOOKS_CMDLINE - 1) : 0;
+  if (fd >= 0) close(fd);
+  b->cmdline_len = n > 0 ? (uint32_t)n : 0;
+}
+
+/* Write "DIR/PID.tagalloc" into out. */
+static bool _ta_books_path(char *out, size_t cap, pid_t pid) {
+  size_t n = strnlen(_ta_books_dir, sizeof(_ta_books_dir));
+  char num[24];
+  size_t k = _ta_fmt_u(num, (unsigned long long)pid, 10);
+  if (n + 1 + k + 10 > cap) return false;
+  memcpy(out, _ta_books_dir, n);
+  out[n] = '/';
+  memcpy(out + n + 1, num, k);
+  memcpy(out + n + 1 + k, ".tagalloc", 10);
+  return true;
+}
+
+/* A new file-backed region for this process, mapped at want (or anywhere
+ * if NULL). NULL on failure. */
+static void *_ta_books_map_file(void *want) {
+  char path[600];
+  if (!_ta_books_path(path, sizeof path, getpid())) return NULL;
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return NULL;
+  void *p = MAP_FAILED;
+  if (ftruncate(fd, (off_t)TA_BOOKS_SIZE) == 0)
+    p = mmap(want, TA_BOOKS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | (want ? MAP_FIXED : 0), fd, 0);
+  close(fd);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+/* Set up the region: file-backed if $TAGALLOC_DIR names a directory. */
+static bool _ta_books_init(void) {
+  const char *dir = getenv("TAGALLOC_DIR");
+  void *p = NULL;
+  if (dir && *dir) {
+    size_t n = strnlen(dir, sizeof(_ta_books_dir));
+    if (n < sizeof(_ta_books_dir) - 32) {
+      memcpy(_ta_books_dir, dir, n);
+      _ta_books_dir[n] = 0;
+      p = _ta_books_map_file(NULL);
+    }
+    if (!p) _ta_warn("cannot create the books in TAGALLOC_DIR=%s (errno %d): keeping them private", dir, errno);
+    else _ta_books_shared = true;
+  }
+  if (!p) p = _ta_os_reserve(TA_BOOKS_SIZE, TA_OS_PAGE);
+  if (!p) return false;
+  _ta_os_name(p, TA_BOOKS_SIZE, "tagalloc books");
+  _ta_books = p;
+  _ta_books_format(_ta_books);
+  _ta_books_identify(_ta_books);
+  return true;
+}
+
+/* Bump-allocate zeroed record memory in the region (under _ta_meta_lock);
+ * NULL when the region is full (the caller falls back to private memory,
+ * and readers miss those records: warned once). */
+static void *_ta_books_alloc_locked(size_t size) {
+  if (!_ta_books) return NULL;
+  size = _ta_align_up(size, 64);
+  uint64_t used = atomic_load_explicit(&_ta_books->used, memory_order_relaxed);
+  if (used + size > TA_BOOKS_SIZE) {
+    bool f = false;
+    if (atomic_compare_exchange_strong(&_ta_books_full_warned, &f, true))
+      _ta_warn("the books region is full (%zu MiB): later records are private", (size_t)(TA_BOOKS_SIZE / TA_MiB));
+    return NULL;
+  }
+  atomic_store_explicit(&_ta_books->used, used + size, memory_order_release);
+  return (uint8_t *)_ta_books + used;
+}
+
+/* In a forked child: the region is the parent's file; copy it into one of
+ * our own at the same address, so every record stays where it is and the
+ * parent's books are never written by the child. */
+static void _ta_books_fork_child(void) {
+  if (!_ta_books) return;
+  if (_ta_books_shared) {
+    size_t used = (size_t)atomic_load(&_ta_books->used);
+    void *tmp = _ta_os_reserve(used, TA_OS_PAGE);
+    if (tmp) memcpy(tmp, _ta_books, used);
+    if (!tmp || !_ta_books_map_file(_ta_books)) {
+      /* keep going with a private copy rather than write the parent's */
+      void *priv = mmap(_ta_books, TA_BOOKS_SIZE, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+      if (priv == MAP_FAILED) _ta_fatal("fork: cannot make the child's books");
+      _ta_books_shared = false;
+    }
+    if (tmp) {
+      memcpy(_ta_books, tmp, used);
+      _ta_os_release(tmp, used);
+    }
+  }
+  _ta_books_identify(_ta_books);
+}
+
+/* At exit() (not at a crash or kill): say so. */
+__attribute__((destructor)) static void _ta_books_exit(void) {
+  if (_ta_books) atomic_store(&_ta_books->state, 1);
+}
