@@ -1,0 +1,20 @@
+// Package tagtable reads the books a tagalloc-preloaded process keeps in its
+// region file (DESIGN.md D6; the C side is cgo/src/books.c): the tag names
+// and, summed over every thread record and heap, each tag's exact live and
+// cumulative bytes and blocks.
+//
+// The region is written by a program that may be buggy, dying or hostile,
+// so the reader never trusts it: every offset, address, count and name is
+// checked against the mapped bytes before use, lists are followed at most as
+// many steps as could fit, and a region that fails a check gives an error
+// naming what is wrong (never a panic or a hang). FuzzParse exercises this.
+//
+// Layout (version 1): a header at offset 0 (magic "TAGALLOC", version,
+// sizes, pid, ppid, start time, state, the offsets of the arrays and the
+// field offsets of the records, see header below), then the command line,
+// the tag names (tag_slots slots of tag_name_size bytes, NUL-padded), the
+// fallback counters and tag peaks (one per slot), the class sizes, and the
+// records (thread records with counter chunks, heaps with per-class
+// counts) up to `used`. Records refer to each other by their address in
+// the process; base is the region's address there.
+package tagtable

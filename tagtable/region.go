@@ -1,0 +1,319 @@
+// The region reader: validate the header, follow the records, sum the books.
+
+package tagtable
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Magic and Version identify the layouts this reader knows.
+const (
+	Magic   = "TAGALLOC"
+	Version = 1
+)
+
+// ErrFormat wraps every complaint about a region's contents.
+var ErrFormat = errors.New("not a valid tagalloc books region")
+
+// header mirrors _ta_books_t (cgo/src/books.c) field by field.
+type header struct {
+	Magic         [8]byte
+	Version       uint32
+	HeaderSize    uint32
+	RegionSize    uint64
+	Base          uint64
+	Used          uint64
+	PID, PPID     uint32
+	StartNS       uint64
+	State         uint32
+	TagSlots      uint32
+	TagCount      uint32
+	TagOverflow   uint32
+	TagNameSize   uint32
+	NClasses      uint32
+	CtrChunk      uint32
+	CmdlineLen    uint32
+	CmdlineOff    uint64
+	NamesOff      uint64
+	FallbackOff   uint64
+	PeaksOff      uint64
+	ClassSizesOff uint64
+	ThreadsHead   uint64
+	CtrSize       uint32
+	ThreadSize    uint32
+	ThreadCtrOff  uint32
+	ThreadHeaps   uint32
+	ThreadNext    uint32
+	ThreadLive    uint32
+	HeapSize      uint32
+	HeapNalloc    uint32
+	HeapNfree     uint32
+	HeapTag       uint32
+	HeapTnext     uint32
+	Pad           uint32
+}
+
+// TagTotals are one tag's books. Bytes are usable bytes.
+type TagTotals struct {
+	Name          string
+	LiveBytes     uint64
+	LiveBlocks    uint64
+	AllocBytes    uint64
+	AllocBlocks   uint64
+	PeakLiveBytes uint64
+}
+
+// Snapshot is what a region says about its process.
+type Snapshot struct {
+	PID, PPID int
+	Command   []string
+	StartNS   uint64
+	Exited    bool // the process ended through exit(); false while running or if killed
+	Tags      []TagTotals
+	// Torn is set if a counter went backwards between reads (a running
+	// process); the figures are then off by what changed meanwhile.
+	Torn bool
+}
+
+func fail(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrFormat, fmt.Sprintf(format, args...))
+}
+
+// reader reads the mapped bytes; aligned 8-byte loads are atomic, so a
+// counter the process is updating is never torn.
+type reader struct {
+	b    []byte
+	used uint64
+}
+
+func (r reader) u64(off uint64) uint64 {
+	if off%8 == 0 && uintptr(unsafe.Pointer(&r.b[0]))%8 == 0 {
+		return atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.b[off])))
+	}
+	return binary.LittleEndian.Uint64(r.b[off:])
+}
+
+func (r reader) u32(off uint64) uint32 { return binary.LittleEndian.Uint32(r.b[off:]) }
+
+// span checks that [off, off+n) lies inside the used bytes.
+func (r reader) span(what string, off, n uint64) error {
+	if off > r.used || n > r.used-off {
+		return fail("%s at %d+%d lies outside the %d bytes in use", what, off, n, r.used)
+	}
+	return nil
+}
+
+// addr turns a record's address in the process into an offset, checked.
+func (r reader) addr(what string, a, base, size uint64) (uint64, error) {
+	if a < base {
+		return 0, fail("%s address %#x is below the region (%#x)", what, a, base)
+	}
+	off := a - base
+	if off%8 != 0 {
+		return 0, fail("%s address %#x is misaligned", what, a)
+	}
+	return off, r.span(what, off, size)
+}
+
+// Parse validates a region's bytes and sums its books.
+func Parse(b []byte) (*Snapshot, error) {
+	var h header
+	hs := uint64(binary.Size(h))
+	if uint64(len(b)) < hs {
+		return nil, fail("%d bytes: too short for a header (%d)", len(b), hs)
+	}
+	if err := binary.Read(bytes.NewReader(b[:hs]), binary.LittleEndian, &h); err != nil {
+		return nil, fail("header: %v", err)
+	}
+	if string(h.Magic[:]) != Magic {
+		return nil, fail("magic %q, want %q", h.Magic[:], Magic)
+	}
+	if h.Version != Version {
+		return nil, fail("layout version %d; this tagalloc reads version %d (use the tagalloc that ran the program)", h.Version, Version)
+	}
+	if uint64(h.HeaderSize) < hs {
+		return nil, fail("header size %d < %d", h.HeaderSize, hs)
+	}
+	used := atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[32])))
+	if used > uint64(len(b)) || used > h.RegionSize {
+		return nil, fail("%d bytes in use, but the region has %d (file %d)", used, h.RegionSize, len(b))
+	}
+	r := reader{b: b, used: used}
+	if h.TagSlots == 0 || h.TagSlots > 1<<20 || h.TagNameSize < 2 || h.TagNameSize > 4096 || h.NClasses == 0 || h.NClasses > 1024 ||
+		h.CtrChunk == 0 || h.CtrChunk > 1<<16 || h.CtrSize < 32 {
+		return nil, fail("implausible sizes (tag slots %d, name size %d, classes %d, chunk %d, counter %d)",
+			h.TagSlots, h.TagNameSize, h.NClasses, h.CtrChunk, h.CtrSize)
+	}
+	slots := uint64(h.TagSlots)
+	for _, c := range []struct {
+		what   string
+		off, n uint64
+	}{
+		{"command line", h.CmdlineOff, uint64(h.CmdlineLen)},
+		{"tag names", h.NamesOff, slots * uint64(h.TagNameSize)},
+		{"fallback counters", h.FallbackOff, slots * uint64(h.CtrSize)},
+		{"tag peaks", h.PeaksOff, slots * 8},
+		{"class sizes", h.ClassSizesOff, uint64(h.NClasses) * 4},
+	} {
+		if err := r.span(c.what, c.off, c.n); err != nil {
+			return nil, err
+		}
+	}
+	if h.ThreadCtrOff+uint32(8*((h.TagSlots+h.CtrChunk-1)/h.CtrChunk)) > h.ThreadSize ||
+		h.ThreadHeaps+8 > h.ThreadSize || h.ThreadNext+8 > h.ThreadSize ||
+		uint64(h.HeapNalloc)+8*uint64(h.NClasses) > uint64(h.HeapSize) || uint64(h.HeapNfree)+8*uint64(h.NClasses) > uint64(h.HeapSize) ||
+		h.HeapTag+4 > h.HeapSize || h.HeapTnext+8 > h.HeapSize {
+		return nil, fail("record field offsets outside their records")
+	}
+	classSize := make([]uint64, h.NClasses)
+	for c := range classSize {
+		classSize[c] = uint64(r.u32(h.ClassSizesOff + uint64(c)*4))
+	}
+
+	alloc := make([]uint64, slots)
+	allocN := make([]uint64, slots)
+	free := make([]uint64, slots)
+	freeN := make([]uint64, slots)
+	addCtr := func(tag, off uint64) {
+		alloc[tag] += r.u64(off)
+		allocN[tag] += r.u64(off + 8)
+		free[tag] += r.u64(off + 16)
+		freeN[tag] += r.u64(off + 24)
+	}
+	for t := uint64(0); t < slots; t++ {
+		addCtr(t, h.FallbackOff+t*uint64(h.CtrSize))
+	}
+	// Thread records, newest first, each with counter chunks and heaps.
+	nchunks := (slots + uint64(h.CtrChunk) - 1) / uint64(h.CtrChunk)
+	chunkBytes := uint64(h.CtrChunk) * uint64(h.CtrSize)
+	maxSteps := used/uint64(max(h.ThreadSize, 64)) + 1
+	seenHeap := map[uint64]bool{}
+	for a, steps := h.ThreadsHead, uint64(0); a != 0; steps++ {
+		if steps > maxSteps {
+			return nil, fail("the thread list does not end (a cycle?)")
+		}
+		toff, err := r.addr("thread record", a, h.Base, uint64(h.ThreadSize))
+		if err != nil {
+			return nil, err
+		}
+		for i := uint64(0); i < nchunks; i++ {
+			ca := r.u64(toff + uint64(h.ThreadCtrOff) + 8*i)
+			if ca == 0 {
+				continue
+			}
+			coff, err := r.addr("counter chunk", ca, h.Base, chunkBytes)
+			if err != nil {
+				return nil, err
+			}
+			for k := uint64(0); k < uint64(h.CtrChunk) && i*uint64(h.CtrChunk)+k < slots; k++ {
+				addCtr(i*uint64(h.CtrChunk)+k, coff+k*uint64(h.CtrSize))
+			}
+		}
+		hsteps := uint64(0)
+		for ha := r.u64(toff + uint64(h.ThreadHeaps)); ha != 0; hsteps++ {
+			if hsteps > maxSteps {
+				return nil, fail("a heap list does not end (a cycle?)")
+			}
+			hoff, err := r.addr("heap", ha, h.Base, uint64(h.HeapSize))
+			if err != nil {
+				return nil, err
+			}
+			if seenHeap[hoff] {
+				return nil, fail("heap at %#x is listed twice", ha)
+			}
+			seenHeap[hoff] = true
+			tag := uint64(r.u32(hoff + uint64(h.HeapTag)))
+			if tag >= slots {
+				return nil, fail("heap at %#x has tag %d of %d", ha, tag, slots)
+			}
+			for c := uint64(0); c < uint64(h.NClasses); c++ {
+				na := r.u64(hoff + uint64(h.HeapNalloc) + 8*c)
+				nf := r.u64(hoff + uint64(h.HeapNfree) + 8*c)
+				allocN[tag] += na
+				alloc[tag] += na * classSize[c]
+				freeN[tag] += nf
+				free[tag] += nf * classSize[c]
+			}
+			ha = r.u64(hoff + uint64(h.HeapTnext))
+		}
+		a = r.u64(toff + uint64(h.ThreadNext))
+	}
+
+	s := &Snapshot{PID: int(h.PID), PPID: int(h.PPID), StartNS: h.StartNS, Exited: h.State == 1}
+	if h.CmdlineLen > 0 {
+		cmd := b[h.CmdlineOff : h.CmdlineOff+uint64(h.CmdlineLen)]
+		for _, a := range bytes.Split(bytes.TrimRight(cmd, "\x00"), []byte{0}) {
+			s.Command = append(s.Command, string(a))
+		}
+	}
+	count := uint64(h.TagCount)
+	if count > slots {
+		return nil, fail("tag count %d > %d slots", count, slots)
+	}
+	for t := uint64(0); t < slots; t++ {
+		if t >= count && t != uint64(h.TagOverflow) {
+			if allocN[t] != 0 {
+				return nil, fail("blocks charged to unregistered tag %d", t)
+			}
+			continue
+		}
+		if allocN[t] == 0 && t != 0 {
+			continue
+		}
+		slot := b[h.NamesOff+t*uint64(h.TagNameSize) : h.NamesOff+(t+1)*uint64(h.TagNameSize)]
+		n := bytes.IndexByte(slot, 0)
+		if n <= 0 {
+			return nil, fail("tag %d has no name", t)
+		}
+		tt := TagTotals{Name: string(slot[:n]), AllocBytes: alloc[t], AllocBlocks: allocN[t]}
+		if free[t] > alloc[t] || freeN[t] > allocN[t] {
+			s.Torn = true
+		} else {
+			tt.LiveBytes, tt.LiveBlocks = alloc[t]-free[t], allocN[t]-freeN[t]
+		}
+		tt.PeakLiveBytes = max(r.u64(h.PeaksOff+8*t), tt.LiveBytes)
+		s.Tags = append(s.Tags, tt)
+	}
+	sort.Slice(s.Tags, func(i, j int) bool {
+		if s.Tags[i].LiveBytes != s.Tags[j].LiveBytes {
+			return s.Tags[i].LiveBytes > s.Tags[j].LiveBytes
+		}
+		return s.Tags[i].Name < s.Tags[j].Name
+	})
+	return s, nil
+}
+
+// ReadFile maps a region file read-only and parses it.
+func ReadFile(path string) (*Snapshot, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() < 64 {
+		return nil, fmt.Errorf("%s: %w: %d bytes", path, ErrFormat, fi.Size())
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("%s: mapping: %w", path, err)
+	}
+	defer unix.Munmap(m)
+	s, err := Parse(m)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}

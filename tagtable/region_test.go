@@ -1,0 +1,160 @@
+package tagtable
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tagalloc/tagalloc/cgo"
+)
+
+// runTagged runs testdata/tagged.c preloaded with TAGALLOC_DIR set and
+// returns the region directory and the books the program printed.
+func runTagged(t *testing.T, mode string) (string, map[string][4]uint64, *os.ProcessState) {
+	t.Helper()
+	lib, err := cgo.Library()
+	require.NoError(t, err)
+	cc, err := cgo.Compiler()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tagged")
+	out, err := exec.Command(cc, "-O1", "-fno-builtin", "-o", bin, filepath.Join("testdata", "tagged.c")).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	books := filepath.Join(dir, "books")
+	require.NoError(t, os.Mkdir(books, 0o700))
+	cmd := exec.Command(bin, mode)
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "TAGALLOC_DIR="+books)
+	var so bytes.Buffer
+	cmd.Stdout = &so
+	_ = cmd.Run()
+	want := map[string][4]uint64{}
+	for _, l := range strings.Split(strings.TrimSpace(so.String()), "\n") {
+		f := strings.Fields(l)
+		require.Len(t, f, 5, "line %q", l)
+		var v [4]uint64
+		for i := range v {
+			v[i], err = strconv.ParseUint(f[i+1], 10, 64)
+			require.NoError(t, err)
+		}
+		want[f[0]] = v
+	}
+	return books, want, cmd.ProcessState
+}
+
+func tagMap(s *Snapshot) map[string]TagTotals {
+	m := map[string]TagTotals{}
+	for _, tt := range s.Tags {
+		m[tt.Name] = tt
+	}
+	return m
+}
+
+func TestRegionMatchesTheProgramsBooks(t *testing.T) {
+	for _, mode := range []string{"exit", "kill"} {
+		t.Run(mode, func(t *testing.T) {
+			books, want, ps := runTagged(t, mode)
+			if mode == "kill" {
+				ws := ps.Sys().(syscall.WaitStatus)
+				require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the program was to die of SIGKILL: %v", ps)
+			} else {
+				require.Equal(t, 3, ps.ExitCode())
+			}
+			files, _ := filepath.Glob(filepath.Join(books, "*.tagalloc"))
+			require.Len(t, files, 1)
+			s, err := ReadFile(files[0])
+			require.NoError(t, err)
+			require.Equal(t, ps.Pid(), s.PID)
+			require.Equal(t, mode == "exit", s.Exited)
+			require.Contains(t, s.Command[0], "tagged")
+			got := tagMap(s)
+			require.Len(t, want, 2)
+			for name, w := range want {
+				g, ok := got[name]
+				require.True(t, ok, "tag %s missing from the region", name)
+				require.Equal(t, w, [4]uint64{g.LiveBytes, g.LiveBlocks, g.AllocBytes, g.AllocBlocks}, "tag %s", name)
+				require.GreaterOrEqual(t, g.PeakLiveBytes, g.LiveBytes)
+			}
+			require.Contains(t, got, "untagged")
+		})
+	}
+}
+
+func TestForkedChildHasItsOwnRegion(t *testing.T) {
+	books, want, _ := runTagged(t, "fork")
+	files, _ := filepath.Glob(filepath.Join(books, "*.tagalloc"))
+	require.Len(t, files, 2, "parent and child each have a region")
+	var parent, child *Snapshot
+	for _, f := range files {
+		s, err := ReadFile(f)
+		require.NoError(t, err)
+		if _, ok := tagMap(s)["child"]; ok {
+			child = s
+		} else {
+			parent = s
+		}
+	}
+	require.NotNil(t, parent)
+	require.NotNil(t, child)
+	require.Equal(t, parent.PID, child.PPID)
+	c := tagMap(child)["child"]
+	require.Equal(t, want["child"], [4]uint64{c.LiveBytes, c.LiveBlocks, c.AllocBytes, c.AllocBlocks})
+	// The child inherited the parent's live blocks; the parent's books never
+	// saw the child's allocations.
+	require.NotContains(t, tagMap(parent), "child")
+	a := tagMap(parent)["alpha"]
+	require.Equal(t, want["alpha"], [4]uint64{a.LiveBytes, a.LiveBlocks, a.AllocBytes, a.AllocBlocks})
+	require.Equal(t, a.LiveBytes, tagMap(child)["alpha"].LiveBytes)
+}
+
+func TestBadRegions(t *testing.T) {
+	books, _, _ := runTagged(t, "exit")
+	files, _ := filepath.Glob(filepath.Join(books, "*.tagalloc"))
+	good, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	used := int(le64(good[32:]))
+	good = good[:used]
+	_, err = Parse(good)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		edit func(b []byte) []byte
+		msg  string
+	}{
+		{"empty", func(b []byte) []byte { return nil }, "too short"},
+		{"magic", func(b []byte) []byte { b[0] = 'X'; return b }, "magic"},
+		{"version", func(b []byte) []byte { b[8] = 9; return b }, "layout version 9"},
+		{"used-past-end", func(b []byte) []byte { put64(b[32:], uint64(len(b))+1); return b }, "in use"},
+		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }, ""},
+		{"thread-outside", func(b []byte) []byte { put64(b[128:], le64(b[24:])+1<<40); return b }, "thread record"},
+		{"thread-misaligned", func(b []byte) []byte { put64(b[128:], le64(b[128:])+3); return b }, "misaligned"},
+		{"names-outside", func(b []byte) []byte { put64(b[96:], 1<<50); return b }, "tag names"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.edit(append([]byte(nil), good...))
+			_, err := Parse(b)
+			require.ErrorIs(t, err, ErrFormat)
+			require.Contains(t, err.Error(), tc.msg)
+		})
+	}
+}
+
+func le64(b []byte) uint64 {
+	var v uint64
+	for i := 7; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
+}
+
+func put64(b []byte, v uint64) {
+	for i := 0; i < 8; i++ {
+		b[i] = byte(v >> (8 * i))
+	}
+}
