@@ -3,6 +3,7 @@ module github.com/tagalloc/tagalloc
 go 1.26.0
 
 require (
+	github.com/dustin/go-humanize v1.1.0
 	github.com/stretchr/testify v1.11.1
 	golang.org/x/sys v0.49.0
 )

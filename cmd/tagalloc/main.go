@@ -8,15 +8,29 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"golang.org/x/sys/unix"
 
 	"github.com/tagalloc/tagalloc/cgo"
+	"github.com/tagalloc/tagalloc/reporter"
+	"github.com/tagalloc/tagalloc/tagtable"
 )
 
 const usage = `usage:
-  tagalloc lib                     print the path of the preload library (building it if needed)
-  tagalloc run [--] PROG [ARGS...] run PROG with the library preloaded, exit with its status
+  tagalloc lib                           print the path of the preload library (building it if needed)
+  tagalloc run [-o FILE.json] [--stacks off] [--] PROG [ARGS...]
+                                         run PROG with the library preloaded (children too), print
+                                         its per-tag memory tree when it ends, exit with its status
+  tagalloc report FILE.json [--format tree|json] [-o OUT]
+                                         re-render a saved report
+  tagalloc snapshot PID [-o FILE.json]   the report of a running process started by tagalloc run
+  tagalloc top [-n N] [-interval D] PID  its tags, refreshed (until interrupted, or N times)
 `
 
 func main() {
@@ -48,6 +62,12 @@ func run(args []string, stdout, stderr io.Writer) (int, error) {
 		return 0, nil
 	case "run":
 		return runCmd(args[1:], stderr)
+	case "report":
+		return reportCmd(args[1:], stdout, stderr)
+	case "snapshot":
+		return snapshotCmd(args[1:], stdout, stderr)
+	case "top":
+		return topCmd(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0, nil
@@ -60,8 +80,14 @@ func run(args []string, stdout, stderr io.Writer) (int, error) {
 func runCmd(args []string, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	out := fs.String("o", "", "write the JSON report to `FILE`")
+	stacks := fs.String("stacks", "off", "stack capture: off (sampled and full are not built yet)")
+	quiet := fs.Bool("q", false, "do not print the tree")
 	if err := fs.Parse(args); err != nil {
 		return 2, err
+	}
+	if *stacks != "off" {
+		return 2, fmt.Errorf("run: --stacks %s: only off works in this version (stack sampling is not built yet)", *stacks)
 	}
 	prog := fs.Args()
 	if len(prog) == 0 {
@@ -76,10 +102,15 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 127, fmt.Errorf("run: %w", err)
 	}
+	books, err := os.MkdirTemp("", "tagalloc-run-") // 0700: the books are the user's alone
+	if err != nil {
+		return 1, fmt.Errorf("run: %w", err)
+	}
+	defer os.RemoveAll(books)
 	cmd := exec.Command(path, prog[1:]...)
 	cmd.Args[0] = prog[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = preloadEnv(os.Environ(), lib)
+	cmd.Env = append(preloadEnv(os.Environ(), lib), "TAGALLOC_DIR="+books)
 
 	// The child shares our terminal's process group, so ^C reaches it
 	// directly; we only forward what is sent to us alone.
@@ -102,7 +133,217 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	}()
 	err = cmd.Wait()
 	close(done)
-	return exitStatus(cmd.ProcessState, err)
+	code, werr := exitStatus(cmd.ProcessState, err)
+	rep, rerr := collect(books, cmd.ProcessState)
+	if rerr != nil {
+		return code, fmt.Errorf("run: reading the books: %w", rerr)
+	}
+	if !*quiet {
+		fmt.Fprintln(stderr)
+		_ = rep.WriteSummary(stderr)
+	}
+	if *out != "" {
+		if err := reporter.WriteFileAtomic(*out, rep.WriteJSON); err != nil {
+			return code, fmt.Errorf("run: writing %s: %w", *out, err)
+		}
+	}
+	return code, werr
+}
+
+// collect reads every region in the books directory into a report; the
+// launched process gets its exit status.
+func collect(dir string, ps *os.ProcessState) (*reporter.Report, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.tagalloc"))
+	if err != nil {
+		return nil, err
+	}
+	rep := &reporter.Report{Schema: reporter.Schema, Processes: []reporter.Process{}}
+	var errs []error
+	for _, f := range files {
+		s, err := tagtable.ReadFile(f)
+		if err != nil {
+			errs = append(errs, err) // report the others all the same
+			continue
+		}
+		p := reporter.FromSnapshot(s)
+		if ps != nil && s.PID == ps.Pid() {
+			if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				p.Signal = unix.SignalName(ws.Signal())
+				p.Ended = "killed"
+			} else {
+				c := ps.ExitCode()
+				p.ExitCode = &c
+				p.Ended = "exited"
+			}
+		}
+		rep.Processes = append(rep.Processes, p)
+	}
+	first := 0
+	if ps != nil {
+		first = ps.Pid()
+	}
+	rep.Sort(first)
+	return rep, errors.Join(errs...)
+}
+
+func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	format := fs.String("format", "tree", "tree or json")
+	out := fs.String("o", "", "write to `FILE` instead of standard output")
+	file, rest := splitFirst(args)
+	if err := fs.Parse(rest); err != nil {
+		return 2, err
+	}
+	if file == "" && fs.NArg() == 1 {
+		file = fs.Arg(0)
+	} else if fs.NArg() != 0 || file == "" {
+		return 2, errors.New("report: give one report file (tagalloc report FILE.json [--format tree|json])")
+	}
+	rep, err := reporter.ReadFile(file)
+	if err != nil {
+		return 1, err
+	}
+	return render(rep, *format, *out, stdout)
+}
+
+func render(rep *reporter.Report, format, out string, stdout io.Writer) (int, error) {
+	var write func(io.Writer) error
+	switch format {
+	case "tree":
+		write = rep.WriteTree
+	case "json":
+		write = rep.WriteJSON
+	default:
+		return 2, fmt.Errorf("unknown format %q (tree or json; pprof and dmd come with stack sampling)", format)
+	}
+	if out == "" {
+		return 0, write(stdout)
+	}
+	return 0, reporter.WriteFileAtomic(out, write)
+}
+
+// splitFirst takes a leading non-flag argument (tagalloc report FILE -o X).
+func splitFirst(args []string) (string, []string) {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return args[0], args[1:]
+	}
+	return "", args
+}
+
+// regionOf finds the books of a running process from its memory map: the
+// library maps DIR/PID.tagalloc when started by tagalloc run.
+func regionOf(pid int) (string, error) {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		if os.IsPermission(err) {
+			return "", fmt.Errorf("process %d belongs to another user: its books are not readable", pid)
+		}
+		return "", fmt.Errorf("process %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(maps), "\n") {
+		if i := strings.Index(line, "/"); i >= 0 && strings.HasSuffix(line, ".tagalloc") {
+			return line[i:], nil
+		}
+	}
+	return "", fmt.Errorf("process %d has no tagalloc books: start it with tagalloc run", pid)
+}
+
+func pidArg(args []string) (int, []string, error) {
+	first, rest := splitFirst(args)
+	if first == "" {
+		return 0, nil, errors.New("give a process id")
+	}
+	pid, err := strconv.Atoi(first)
+	if err != nil || pid <= 0 {
+		return 0, nil, fmt.Errorf("%q is not a process id", first)
+	}
+	return pid, rest, nil
+}
+
+func snapshot(pid int) (*reporter.Report, error) {
+	path, err := regionOf(pid)
+	if err != nil {
+		return nil, err
+	}
+	s, err := tagtable.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	p := reporter.FromSnapshot(s)
+	if !s.Exited {
+		p.Ended = "running"
+	}
+	return &reporter.Report{Schema: reporter.Schema, Processes: []reporter.Process{p}}, nil
+}
+
+func snapshotCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	pid, rest, err := pidArg(args)
+	if err != nil {
+		return 2, fmt.Errorf("snapshot: %w (tagalloc snapshot PID -o FILE.json)", err)
+	}
+	fs := flag.NewFlagSet("snapshot", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "", "write the JSON report to `FILE` (default: standard output)")
+	format := fs.String("format", "json", "json or tree")
+	if err := fs.Parse(rest); err != nil {
+		return 2, err
+	}
+	rep, err := snapshot(pid)
+	if err != nil {
+		return 1, fmt.Errorf("snapshot: %w", err)
+	}
+	return render(rep, *format, *out, stdout)
+}
+
+func topCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	fs := flag.NewFlagSet("top", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("n", 0, "refresh this many times, then stop (0: until interrupted)")
+	interval := fs.Duration("interval", time.Second, "time between refreshes")
+	if err := fs.Parse(args); err != nil {
+		return 2, err
+	}
+	pid, _, err := pidArg(fs.Args())
+	if err != nil {
+		return 2, fmt.Errorf("top: %w (tagalloc top PID)", err)
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	for i := 0; *n == 0 || i < *n; i++ {
+		rep, err := snapshot(pid)
+		if err != nil {
+			return 1, fmt.Errorf("top: %w", err)
+		}
+		if *n == 0 {
+			fmt.Fprint(stdout, "\x1b[H\x1b[2J") // clear the screen between refreshes
+		}
+		writeTop(stdout, rep.Processes[0])
+		if *n != 0 && i == *n-1 {
+			break
+		}
+		select {
+		case <-sigs:
+			return 0, nil
+		case <-time.After(*interval):
+		}
+	}
+	return 0, nil
+}
+
+func writeTop(w io.Writer, p reporter.Process) {
+	fmt.Fprintf(w, "pid %d  %s  live %s in %s blocks  (%s)\n", p.PID, strings.Join(p.Command, " "),
+		humanize.IBytes(p.Heap.LiveBytes), humanize.Comma(int64(p.Heap.LiveBlocks)), time.Now().Format("15:04:05"))
+	fmt.Fprintf(w, "%12s %7s %12s %12s %12s  %s\n", "LIVE", "%", "BLOCKS", "ALLOCATED", "PEAK", "TAG")
+	for _, t := range p.Tags {
+		share := 0.0
+		if p.Heap.LiveBytes > 0 {
+			share = 100 * float64(t.LiveBytes) / float64(p.Heap.LiveBytes)
+		}
+		fmt.Fprintf(w, "%12s %6.2f%% %12s %12s %12s  %s\n", humanize.IBytes(t.LiveBytes), share, humanize.Comma(int64(t.LiveBlocks)),
+			humanize.IBytes(t.AllocBytes), humanize.IBytes(t.PeakLiveBytes), t.Name)
+	}
 }
 
 // exitStatus maps the child's end to ours: its exit code, or 128+signal as

@@ -5,11 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tagalloc/tagalloc/reporter"
 )
 
 // The CLI is tested as a user runs it: the built binary, in child processes.
@@ -109,4 +112,144 @@ func TestBadInput(t *testing.T) {
 			require.Contains(t, se, "tagalloc: ")
 		})
 	}
+}
+
+// buildTagged compiles testdata/tagged.c.
+func buildTagged(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "tagged")
+	b, err := exec.Command("cc", "-O1", "-fno-builtin", "-o", out, filepath.Join("testdata", "tagged.c")).CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	return out
+}
+
+// parseBooks reads the "name live_bytes live_blocks alloc_bytes alloc_blocks" lines.
+func parseBooks(t *testing.T, out string) map[string][4]uint64 {
+	m := map[string][4]uint64{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) != 5 {
+			continue
+		}
+		var v [4]uint64
+		for i := range v {
+			n, err := strconv.ParseUint(f[i+1], 10, 64)
+			require.NoError(t, err)
+			v[i] = n
+		}
+		m[f[0]] = v
+	}
+	return m
+}
+
+func TestRunWritesExactReport(t *testing.T) {
+	prog := buildTagged(t)
+	for _, tc := range []struct {
+		mode   string
+		code   int
+		ending string
+	}{{"exit", 7, `"exit_code": 7`}, {"kill", 128 + 9, `"signal": "SIGKILL"`}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "report.json")
+			so, se, code := cli(t, "run", "-o", out, "--", prog, tc.mode)
+			require.Equal(t, tc.code, code, se)
+			want := parseBooks(t, so)
+			require.Len(t, want, 2)
+			raw, err := os.ReadFile(out)
+			require.NoError(t, err)
+			require.Contains(t, string(raw), tc.ending)
+			rep, err := reporter.ReadFile(out)
+			require.NoError(t, err)
+			require.NotEmpty(t, rep.Processes)
+			p := rep.Processes[0]
+			got := map[string]reporter.Tag{}
+			for _, tg := range p.Tags {
+				got[tg.Name] = tg
+			}
+			for name, w := range want {
+				g := got[name]
+				require.Equal(t, w, [4]uint64{g.LiveBytes, g.LiveBlocks, g.AllocBytes, g.AllocBlocks}, "tag %s", name)
+			}
+			require.Contains(t, se, "heap/webgl-contexts")
+			require.Contains(t, se, "heap/decoder")
+			// report re-renders the saved file.
+			tree, _, code := cli(t, "report", out)
+			require.Equal(t, 0, code)
+			require.Contains(t, tree, "heap/webgl-contexts")
+			js, _, code := cli(t, "report", out, "--format", "json")
+			require.Equal(t, 0, code)
+			require.JSONEq(t, string(raw), js)
+		})
+	}
+}
+
+func TestSnapshotAndTopOfARunningProcess(t *testing.T) {
+	prog := buildTagged(t)
+	bin, err := tagallocBin()
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "run", "-q", "--", prog, "wait")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { stdin.Close(); _ = cmd.Wait() }()
+	var lines []string
+	buf := make([]byte, 4096)
+	acc := ""
+	for !strings.Contains(acc, "ready") {
+		n, err := stdout.Read(buf)
+		require.NoError(t, err)
+		acc += string(buf[:n])
+	}
+	lines = strings.Split(acc, "\n")
+	want := parseBooks(t, strings.Join(lines, "\n"))
+	var pid string
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "ready" {
+			pid = f[1]
+		}
+	}
+	require.NotEmpty(t, pid)
+
+	out := filepath.Join(t.TempDir(), "snap.json")
+	_, se, code := cli(t, "snapshot", pid, "-o", out)
+	require.Equal(t, 0, code, se)
+	rep, err := reporter.ReadFile(out)
+	require.NoError(t, err)
+	require.Equal(t, "running", rep.Processes[0].Ended)
+	for _, tg := range rep.Processes[0].Tags {
+		if w, ok := want[tg.Name]; ok {
+			require.Equal(t, w, [4]uint64{tg.LiveBytes, tg.LiveBlocks, tg.AllocBytes, tg.AllocBlocks}, tg.Name)
+		}
+	}
+	top, se, code := cli(t, "top", "-n", "2", "-interval", "10ms", pid)
+	require.Equal(t, 0, code, se)
+	require.Equal(t, 2, strings.Count(top, "webgl-contexts"), top)
+
+	_, se, code = cli(t, "snapshot", strconv.Itoa(os.Getpid()))
+	require.Equal(t, 1, code)
+	require.Contains(t, se, "no tagalloc books")
+}
+
+func TestReportRejectsBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"garbage.json": "{{{ not json",
+		"schema.json":  `{"schema": "other/v9", "processes": []}`,
+		"tag.json":     `{"schema": "tagalloc.report/v1", "processes": [{"pid": 1, "tags": [{"name": ""}]}]}`,
+		"live.json":    `{"schema": "tagalloc.report/v1", "processes": [{"pid": 1, "tags": [{"name": "a", "live_blocks": 5, "alloc_blocks": 1}]}]}`,
+	} {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+		_, se, code := cli(t, "report", p)
+		require.Equal(t, 1, code, name)
+		require.Contains(t, se, "not a tagalloc report", name)
+	}
+	_, se, code := cli(t, "report", filepath.Join(dir, "missing.json"))
+	require.Equal(t, 1, code)
+	require.Contains(t, se, "no such file")
+	_, se, code = cli(t, "run", "--stacks", "full", "--", "true")
+	require.Equal(t, 2, code)
+	require.Contains(t, se, "only off works")
 }

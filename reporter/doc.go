@@ -1,0 +1,9 @@
+// Package reporter turns the books of one or more processes into reports:
+// the JSON report of DESIGN.md (schema tagalloc.report/v1) and an
+// about:memory-style tree. Rendering is deterministic: processes by pid
+// (the launched one first), tags by live bytes then name; sizes are
+// printed with go-humanize, percentages of the process's explicit total.
+//
+// In the tree, untagged memory is "heap-unclassified" (about:memory's name
+// for heap that no reporter claims) and each tag is explicit/heap/NAME.
+package reporter

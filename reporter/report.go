@@ -1,0 +1,193 @@
+// The JSON report: types, building it from snapshots, reading and writing.
+
+package reporter
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/tagalloc/tagalloc/tagtable"
+)
+
+// Schema names the report layout (DESIGN.md); fields may be added, never removed.
+const Schema = "tagalloc.report/v1"
+
+// ErrReport wraps every complaint about a report file.
+var ErrReport = errors.New("not a tagalloc report")
+
+// Report is the whole file.
+type Report struct {
+	Schema    string    `json:"schema"`
+	Processes []Process `json:"processes"`
+}
+
+// Process is one process's books.
+type Process struct {
+	PID     int      `json:"pid"`
+	PPID    int      `json:"ppid,omitempty"`
+	Command []string `json:"command"`
+	// How it ended: ExitCode or Signal for the process tagalloc launched;
+	// Ended ("exited", "running", "unknown") for every process.
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+	Ended    string `json:"ended"`
+	Tags     []Tag  `json:"tags"`
+	Heap     Heap   `json:"heap"`
+	Reports  []Item `json:"reports"`
+	// Torn: read from a running process while it changed; figures may be off.
+	Torn bool `json:"torn,omitempty"`
+}
+
+// Tag is one tag's exact books; bytes are usable bytes.
+type Tag struct {
+	Name      string `json:"name"`
+	LiveBytes uint64 `json:"live_bytes"`
+	// LiveRequestedBytes is null: the allocator does not yet keep the
+	// requested size of every block.
+	LiveRequestedBytes *uint64 `json:"live_requested_bytes"`
+	LiveBlocks         uint64  `json:"live_blocks"`
+	AllocBytes         uint64  `json:"alloc_bytes"`
+	AllocBlocks        uint64  `json:"alloc_blocks"`
+	PeakLiveBytes      uint64  `json:"peak_live_bytes"`
+}
+
+// Heap totals: the sum over tags (so sum over tags == heap, by construction
+// here; the allocator checks the same identity against a heap walk).
+type Heap struct {
+	LiveBytes   uint64 `json:"live_bytes"`
+	LiveBlocks  uint64 `json:"live_blocks"`
+	AllocBytes  uint64 `json:"alloc_bytes"`
+	AllocBlocks uint64 `json:"alloc_blocks"`
+}
+
+// Item is one about:memory measurement.
+type Item struct {
+	Path        string `json:"path"`
+	Kind        string `json:"kind"`  // heap, nonheap, other
+	Units       string `json:"units"` // bytes, count, percentage
+	Amount      uint64 `json:"amount"`
+	Description string `json:"description"`
+}
+
+// DefaultTag is the name untagged memory has unless TAGALLOC_TAG renames it.
+const DefaultTag = "untagged"
+
+// FromSnapshot makes a process's report from its books.
+func FromSnapshot(s *tagtable.Snapshot) Process {
+	p := Process{PID: s.PID, PPID: s.PPID, Command: s.Command, Ended: "unknown", Torn: s.Torn}
+	if p.Command == nil {
+		p.Command = []string{}
+	}
+	if s.Exited {
+		p.Ended = "exited"
+	}
+	for _, t := range s.Tags {
+		p.Tags = append(p.Tags, Tag{Name: t.Name, LiveBytes: t.LiveBytes, LiveBlocks: t.LiveBlocks,
+			AllocBytes: t.AllocBytes, AllocBlocks: t.AllocBlocks, PeakLiveBytes: t.PeakLiveBytes})
+		p.Heap.LiveBytes += t.LiveBytes
+		p.Heap.LiveBlocks += t.LiveBlocks
+		p.Heap.AllocBytes += t.AllocBytes
+		p.Heap.AllocBlocks += t.AllocBlocks
+	}
+	if p.Tags == nil {
+		p.Tags = []Tag{}
+	}
+	p.Reports = items(p)
+	return p
+}
+
+func items(p Process) []Item {
+	out := []Item{}
+	for _, t := range p.Tags {
+		path, desc := "explicit/heap/"+t.Name, fmt.Sprintf("Heap blocks tagged %q.", t.Name)
+		if t.Name == DefaultTag {
+			path, desc = "explicit/heap-unclassified", "Heap blocks allocated while no tag was set."
+		}
+		out = append(out, Item{Path: path, Kind: "heap", Units: "bytes", Amount: t.LiveBytes, Description: desc})
+	}
+	out = append(out, Item{Path: "heap-live-blocks", Kind: "other", Units: "count", Amount: p.Heap.LiveBlocks,
+		Description: "Heap blocks live, over all tags."})
+	return out
+}
+
+// Sort orders processes: first the one launched (first, if any), then by pid.
+func (r *Report) Sort(first int) {
+	sort.SliceStable(r.Processes, func(i, j int) bool {
+		a, b := r.Processes[i], r.Processes[j]
+		if (a.PID == first) != (b.PID == first) {
+			return a.PID == first
+		}
+		return a.PID < b.PID
+	})
+}
+
+// Read parses and checks a report.
+func Read(rd io.Reader) (*Report, error) {
+	var r Report
+	dec := json.NewDecoder(rd)
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrReport, err)
+	}
+	if r.Schema != Schema {
+		return nil, fmt.Errorf("%w: schema %q, want %q", ErrReport, r.Schema, Schema)
+	}
+	for i, p := range r.Processes {
+		if p.PID <= 0 {
+			return nil, fmt.Errorf("%w: process %d has pid %d", ErrReport, i, p.PID)
+		}
+		for _, t := range p.Tags {
+			if t.Name == "" || len(t.Name) > 63 {
+				return nil, fmt.Errorf("%w: process %d has a tag named %q", ErrReport, p.PID, t.Name)
+			}
+			if t.LiveBlocks > t.AllocBlocks || t.LiveBytes > t.AllocBytes {
+				return nil, fmt.Errorf("%w: tag %q of process %d has more live than allocated", ErrReport, t.Name, p.PID)
+			}
+		}
+	}
+	return &r, nil
+}
+
+// ReadFile reads a report file.
+func ReadFile(path string) (*Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// WriteJSON writes the report, indented.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteFileAtomic writes data to path through a temporary file and a
+// rename, so a reader never sees half a report. The file is the owner's
+// only (0600).
+func WriteFileAtomic(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

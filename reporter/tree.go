@@ -1,0 +1,96 @@
+// The about:memory-style tree.
+
+package reporter
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+)
+
+// WriteTree renders every process as an about:memory tree.
+func (r *Report) WriteTree(w io.Writer) error {
+	for i, p := range r.Processes {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		if err := p.WriteTree(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteSummary renders the first process as a tree and the others (the
+// children it forked or executed) a line each, as tagalloc run prints it.
+func (r *Report) WriteSummary(w io.Writer) error {
+	if len(r.Processes) == 0 {
+		_, err := fmt.Fprintln(w, "tagalloc: no process wrote its books")
+		return err
+	}
+	if err := r.Processes[0].WriteTree(w); err != nil {
+		return err
+	}
+	if len(r.Processes) > 1 {
+		fmt.Fprintf(w, "\n%d other processes (tagalloc report FILE.json shows their trees):\n", len(r.Processes)-1)
+		for _, p := range r.Processes[1:] {
+			cmd := strings.Join(p.Command, " ")
+			if len(cmd) > 70 {
+				cmd = cmd[:67] + "..."
+			}
+			fmt.Fprintf(w, "  pid %-7d %9s live in %7s blocks  %s\n", p.PID, humanize.IBytes(p.Heap.LiveBytes),
+				humanize.Comma(int64(p.Heap.LiveBlocks)), cmd)
+		}
+	}
+	return nil
+}
+
+func (p Process) ending() string {
+	switch {
+	case p.Signal != "":
+		return "killed by " + p.Signal
+	case p.ExitCode != nil:
+		return fmt.Sprintf("exit %d", *p.ExitCode)
+	}
+	return p.Ended
+}
+
+func pct(a, total uint64) string {
+	if total == 0 {
+		return "100.00%"
+	}
+	return fmt.Sprintf("%.2f%%", 100*float64(a)/float64(total))
+}
+
+// WriteTree renders one process.
+func (p Process) WriteTree(w io.Writer) error {
+	cmd := strings.Join(p.Command, " ")
+	if len(cmd) > 100 {
+		cmd = cmd[:97] + "..."
+	}
+	fmt.Fprintf(w, "%s (pid %d) -- %s\n", cmd, p.PID, p.ending())
+	if p.Torn {
+		fmt.Fprintln(w, "  (read while running: figures may be off by what changed meanwhile)")
+	}
+	fmt.Fprintln(w, "Explicit Allocations")
+	total := p.Heap.LiveBytes
+	fmt.Fprintf(w, "%s (100.00%%) -- explicit\n", humanize.IBytes(total))
+	for i, t := range p.Tags {
+		branch := "├──"
+		if i == len(p.Tags)-1 {
+			branch = "└──"
+		}
+		name := "heap/" + t.Name
+		if t.Name == DefaultTag {
+			name = "heap-unclassified"
+		}
+		fmt.Fprintf(w, "%s%s (%s) ── %s  [%s blocks; %s allocated in all, peak %s]\n", branch,
+			humanize.IBytes(t.LiveBytes), pct(t.LiveBytes, total), name,
+			humanize.Comma(int64(t.LiveBlocks)), humanize.IBytes(t.AllocBytes), humanize.IBytes(t.PeakLiveBytes))
+	}
+	fmt.Fprintln(w, "Other Measurements")
+	fmt.Fprintf(w, "%s blocks -- heap-live-blocks\n", humanize.Comma(int64(p.Heap.LiveBlocks)))
+	return nil
+}
