@@ -1,0 +1,81 @@
+package reporter
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tagalloc/tagalloc/tagtable"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func sample() *Report {
+	code := 0
+	a := FromSnapshot(&tagtable.Snapshot{PID: 42, Command: []string{"app", "--serve"}, Exited: true, Tags: []tagtable.TagTotals{
+		{Name: "webgl-contexts", LiveBytes: 80 << 20, LiveBlocks: 12, AllocBytes: 96 << 20, AllocBlocks: 20, PeakLiveBytes: 90 << 20},
+		{Name: "untagged", LiveBytes: 15 << 20, LiveBlocks: 3000, AllocBytes: 200 << 20, AllocBlocks: 90000, PeakLiveBytes: 40 << 20},
+		{Name: "decoder", LiveBytes: 5 << 20, LiveBlocks: 7, AllocBytes: 5 << 20, AllocBlocks: 7, PeakLiveBytes: 5 << 20},
+	}})
+	a.ExitCode = &code
+	b := FromSnapshot(&tagtable.Snapshot{PID: 43, PPID: 42, Command: []string{"helper"}, Tags: []tagtable.TagTotals{
+		{Name: "untagged", LiveBytes: 1024, LiveBlocks: 1, AllocBytes: 1024, AllocBlocks: 1, PeakLiveBytes: 1024}}})
+	r := &Report{Schema: Schema, Processes: []Process{b, a}}
+	r.Sort(42)
+	return r
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.WriteFile(path, got, 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test ./reporter -update to create it")
+	require.Equal(t, string(want), string(got))
+}
+
+func TestTreeGolden(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, sample().WriteTree(&b))
+	golden(t, "tree.golden", b.Bytes())
+	b.Reset()
+	require.NoError(t, sample().WriteSummary(&b))
+	golden(t, "summary.golden", b.Bytes())
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, sample().WriteJSON(&b))
+	golden(t, "report.golden.json", b.Bytes())
+	r, err := Read(bytes.NewReader(b.Bytes()))
+	require.NoError(t, err)
+	require.Equal(t, sample(), r)
+	require.Equal(t, 42, r.Processes[0].PID, "the launched process comes first")
+	// sum over tags == heap
+	var sum uint64
+	for _, tg := range r.Processes[0].Tags {
+		sum += tg.LiveBytes
+	}
+	require.Equal(t, sum, r.Processes[0].Heap.LiveBytes)
+}
+
+func FuzzRead(f *testing.F) {
+	var b bytes.Buffer
+	_ = sample().WriteJSON(&b)
+	f.Add(b.Bytes())
+	f.Add([]byte(`{"schema":"tagalloc.report/v1","processes":[{"pid":1}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := Read(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		var out bytes.Buffer
+		require.NoError(t, r.WriteTree(&out)) // anything Read accepts renders
+	})
+}
