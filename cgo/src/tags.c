@@ -217,6 +217,7 @@ static _ta_thread_t *_ta_thread_self_slow(void) {
   th->heaps = NULL;
   th->tag = TA_TAG_UNTAGGED;
   th->depth = 0;
+  th->last_name = NULL;
   _ta_tls_thread = th;
   /* May allocate (keys >= 32); the record is already in place for that. */
   pthread_setspecific(_ta_key, th);
@@ -296,15 +297,31 @@ TA_COLD static void _ta_bad_tag(const char *fn, const char *name) {
              name ? "\"" : "", name ? name : "NULL", name ? "\"" : "", (unsigned)TA_TAG_NAME_MAX);
 }
 
+/* The id of name (valid, n bytes) for thread th, through its one-entry
+ * cache: a caller that sets the same string again costs a memcmp. */
+static uint32_t _ta_tag_id_cached(_ta_thread_t *th, const char *name, size_t n) {
+  uint32_t id = _ta_tag_intern(name, n);
+  th->last_name = name;
+  th->last_id = id;
+  th->last_len = (uint32_t)n;
+  return id;
+}
+
 TA_EXPORT int tagalloc_set_tag(const char *name) {
+  _ta_thread_t *th = _ta_tls_thread;
+  if (ta_likely(th != NULL && name != NULL && name == th->last_name &&
+                memcmp(_ta_tag_names[th->last_id].name, name, th->last_len + 1) == 0 && th->last_id != TA_TAG_OVERFLOW)) {
+    _ta_use_tag(th, th->last_id);
+    return 0;
+  }
   size_t n = _ta_tag_len(name);
   if (!n) {
     _ta_bad_tag("tagalloc_set_tag", name);
     return EINVAL;
   }
-  _ta_thread_t *th = _ta_thread_self();
+  if (!th) th = _ta_thread_self();
   if (!th) return ENOMEM;
-  _ta_use_tag(th, _ta_tag_intern(name, n));
+  _ta_use_tag(th, _ta_tag_id_cached(th, name, n));
   return 0;
 }
 
@@ -328,7 +345,7 @@ TA_EXPORT int tagalloc_push_tag(const char *name) {
     return EOVERFLOW;
   }
   th->stack[th->depth++] = th->tag;
-  _ta_use_tag(th, _ta_tag_intern(name, n));
+  _ta_use_tag(th, _ta_tag_id_cached(th, name, n));
   return 0;
 }
 

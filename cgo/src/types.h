@@ -231,6 +231,10 @@ typedef struct _ta_thread_s {
   uint32_t stack[TA_TAG_STACK];
   struct _ta_thread_s *next;  /* every record (append-only list) */
   _Atomic(bool) live;
+  /* the name last set, to skip the registry when a caller sets the same
+   * string again (its bytes are compared, so a reused buffer is safe) */
+  const char *last_name;
+  uint32_t last_id, last_len;
 } _ta_thread_t;
 
 /* ---- heaps ---------------------------------------------------------------- */
