@@ -158,3 +158,45 @@ func put64(b []byte, v uint64) {
 		b[i] = byte(v >> (8 * i))
 	}
 }
+
+// manyTagsRegion runs testdata/many.c (4096 tags over 4 threads) and
+// returns its region's path.
+func manyTagsRegion(tb testing.TB) string {
+	lib, err := cgo.Library()
+	require.NoError(tb, err)
+	cc, err := cgo.Compiler()
+	require.NoError(tb, err)
+	dir := tb.TempDir()
+	bin := filepath.Join(dir, "many")
+	out, err := exec.Command(cc, "-O1", "-fno-builtin", "-pthread", "-o", bin, filepath.Join("testdata", "many.c")).CombinedOutput()
+	require.NoError(tb, err, "%s", out)
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "TAGALLOC_DIR="+dir)
+	require.NoError(tb, cmd.Run())
+	files, _ := filepath.Glob(filepath.Join(dir, "*.tagalloc"))
+	require.Len(tb, files, 1)
+	return files[0]
+}
+
+func TestManyTags(t *testing.T) {
+	s, err := ReadFile(manyTagsRegion(t))
+	require.NoError(t, err)
+	m := tagMap(s)
+	require.Contains(t, m, "tag-0000")
+	require.Len(t, s.Tags, 4096+2, "4096 tags, untagged and overflow")
+	// tags past the 4096th are charged to overflow: 4 tags, 3 blocks each
+	require.Equal(t, uint64(12), m["overflow"].LiveBlocks)
+	require.Equal(t, uint64(3), m["tag-1234"].LiveBlocks)
+}
+
+// BenchmarkReadManyTags: one refresh of top/snapshot on a process with
+// 4096 tags (the target is <= 50 ms).
+func BenchmarkReadManyTags(b *testing.B) {
+	path := manyTagsRegion(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := ReadFile(path); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
