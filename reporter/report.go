@@ -56,13 +56,23 @@ type Tag struct {
 	PeakLiveBytes      uint64  `json:"peak_live_bytes"`
 }
 
-// Heap totals: the sum over tags (so sum over tags == heap, by construction
-// here; the allocator checks the same identity against a heap walk).
+// Heap totals. Live and alloc figures are the sum over tags (the allocator
+// checks that identity against a walk of its heap); the rest is the
+// allocator's own memory: mapped = the spans holding blocks + free memory
+// still resident + huge mappings (live and cached); free_cached is memory
+// kept for reuse; span_free_bytes is the room in spans in use that holds
+// no live block: free blocks, and space never carved, which costs address
+// space but no RAM (so it is not part of the explicit total); bookkeeping
+// is page descriptors and the books themselves.
 type Heap struct {
-	LiveBytes   uint64 `json:"live_bytes"`
-	LiveBlocks  uint64 `json:"live_blocks"`
-	AllocBytes  uint64 `json:"alloc_bytes"`
-	AllocBlocks uint64 `json:"alloc_blocks"`
+	LiveBytes        uint64 `json:"live_bytes"`
+	LiveBlocks       uint64 `json:"live_blocks"`
+	AllocBytes       uint64 `json:"alloc_bytes"`
+	AllocBlocks      uint64 `json:"alloc_blocks"`
+	MappedBytes      uint64 `json:"mapped_bytes"`
+	FreeCachedBytes  uint64 `json:"free_cached_bytes"`
+	SpanFreeBytes    uint64 `json:"span_free_bytes"`
+	BookkeepingBytes uint64 `json:"bookkeeping_bytes"`
 }
 
 // Item is one about:memory measurement.
@@ -97,6 +107,13 @@ func FromSnapshot(s *tagtable.Snapshot) Process {
 	if p.Tags == nil {
 		p.Tags = []Tag{}
 	}
+	a := s.Allocator
+	p.Heap.FreeCachedBytes = a.SpansFreeResident + a.HugeCached
+	p.Heap.MappedBytes = a.SpansInUse + p.Heap.FreeCachedBytes + a.HugeLive
+	if inBlocks := a.SpansInUse + a.HugeLive; inBlocks > p.Heap.LiveBytes {
+		p.Heap.SpanFreeBytes = inBlocks - p.Heap.LiveBytes
+	}
+	p.Heap.BookkeepingBytes = a.Bookkeeping
 	p.Reports = items(p)
 	return p
 }
@@ -110,8 +127,17 @@ func items(p Process) []Item {
 		}
 		out = append(out, Item{Path: path, Kind: "heap", Units: "bytes", Amount: t.LiveBytes, Description: desc})
 	}
-	out = append(out, Item{Path: "heap-live-blocks", Kind: "other", Units: "count", Amount: p.Heap.LiveBlocks,
-		Description: "Heap blocks live, over all tags."})
+	out = append(out,
+		Item{Path: "explicit/heap-overhead/free-cached", Kind: "heap", Units: "bytes", Amount: p.Heap.FreeCachedBytes,
+			Description: "Free heap memory the allocator keeps resident for reuse."},
+		Item{Path: "heap-span-free", Kind: "other", Units: "bytes", Amount: p.Heap.SpanFreeBytes,
+			Description: "Room in spans in use holding no live block: free blocks and never-touched space (no RAM)."},
+		Item{Path: "explicit/heap-overhead/bookkeeping", Kind: "nonheap", Units: "bytes", Amount: p.Heap.BookkeepingBytes,
+			Description: "The allocator's page descriptors and books."},
+		Item{Path: "heap-mapped", Kind: "other", Units: "bytes", Amount: p.Heap.MappedBytes,
+			Description: "Memory the allocator has from the OS for the heap (spans in use, free resident, huge)."},
+		Item{Path: "heap-live-blocks", Kind: "other", Units: "count", Amount: p.Heap.LiveBlocks,
+			Description: "Heap blocks live, over all tags."})
 	return out
 }
 

@@ -75,22 +75,25 @@ func (p Process) WriteTree(w io.Writer) error {
 		fmt.Fprintln(w, "  (read while running: figures may be off by what changed meanwhile)")
 	}
 	fmt.Fprintln(w, "Explicit Allocations")
-	total := p.Heap.LiveBytes
+	h := p.Heap
+	overhead := h.FreeCachedBytes + h.BookkeepingBytes
+	total := h.LiveBytes + overhead
 	fmt.Fprintf(w, "%s (100.00%%) -- explicit\n", humanize.IBytes(total))
-	for i, t := range p.Tags {
-		branch := "├──"
-		if i == len(p.Tags)-1 {
-			branch = "└──"
-		}
+	for _, t := range p.Tags {
 		name := "heap/" + t.Name
 		if t.Name == DefaultTag {
 			name = "heap-unclassified"
 		}
-		fmt.Fprintf(w, "%s%s (%s) ── %s  [%s blocks; %s allocated in all, peak %s]\n", branch,
+		fmt.Fprintf(w, "├──%s (%s) ── %s  [%s blocks; %s allocated in all, peak %s]\n",
 			humanize.IBytes(t.LiveBytes), pct(t.LiveBytes, total), name,
 			humanize.Comma(int64(t.LiveBlocks)), humanize.IBytes(t.AllocBytes), humanize.IBytes(t.PeakLiveBytes))
 	}
+	fmt.Fprintf(w, "└──%s (%s) -- heap-overhead\n", humanize.IBytes(overhead), pct(overhead, total))
+	fmt.Fprintf(w, "   ├──%s (%s) ── free-cached\n", humanize.IBytes(h.FreeCachedBytes), pct(h.FreeCachedBytes, total))
+	fmt.Fprintf(w, "   └──%s (%s) ── bookkeeping\n", humanize.IBytes(h.BookkeepingBytes), pct(h.BookkeepingBytes, total))
 	fmt.Fprintln(w, "Other Measurements")
+	fmt.Fprintf(w, "%s -- heap-mapped\n", humanize.IBytes(h.MappedBytes))
+	fmt.Fprintf(w, "%s -- heap-span-free (free blocks and never-touched room in spans in use)\n", humanize.IBytes(h.SpanFreeBytes))
 	fmt.Fprintf(w, "%s blocks -- heap-live-blocks\n", humanize.Comma(int64(p.Heap.LiveBlocks)))
 	return nil
 }

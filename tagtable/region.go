@@ -60,6 +60,26 @@ type header struct {
 	HeapTag       uint32
 	HeapTnext     uint32
 	Pad           uint32
+	// the allocator's own figures (bytes)
+	SpansInUse        uint64
+	SpansFreeResident uint64
+	ArenaTouched      uint64
+	HugeLive          uint64
+	HugeCached        uint64
+	Descriptors       uint64
+}
+
+// Allocator is the allocator's own view of its memory, in bytes: the
+// spans that hold blocks, free memory kept resident for reuse, the
+// mappings of huge blocks (and freed ones cached), and its bookkeeping
+// (page descriptors of the pages it touched, and the books region).
+type Allocator struct {
+	SpansInUse        uint64
+	SpansFreeResident uint64
+	ArenaTouched      uint64
+	HugeLive          uint64
+	HugeCached        uint64
+	Bookkeeping       uint64
 }
 
 // TagTotals are one tag's books. Bytes are usable bytes.
@@ -81,7 +101,8 @@ type Snapshot struct {
 	Tags      []TagTotals
 	// Torn is set if a counter went backwards between reads (a running
 	// process); the figures are then off by what changed meanwhile.
-	Torn bool
+	Torn      bool
+	Allocator Allocator
 }
 
 func fail(format string, args ...any) error {
@@ -249,6 +270,8 @@ func Parse(b []byte) (*Snapshot, error) {
 	}
 
 	s := &Snapshot{PID: int(h.PID), PPID: int(h.PPID), StartNS: h.StartNS, Exited: h.State == 1}
+	s.Allocator = Allocator{SpansInUse: h.SpansInUse, SpansFreeResident: h.SpansFreeResident, ArenaTouched: h.ArenaTouched,
+		HugeLive: h.HugeLive, HugeCached: h.HugeCached, Bookkeeping: h.Descriptors + used}
 	if h.CmdlineLen > 0 {
 		cmd := b[h.CmdlineOff : h.CmdlineOff+uint64(h.CmdlineLen)]
 		for _, a := range bytes.Split(bytes.TrimRight(cmd, "\x00"), []byte{0}) {

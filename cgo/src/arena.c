@@ -210,8 +210,21 @@ static size_t _ta_purge_pick_locked(bool all, uint64_t now, _ta_page_t **batch) 
 
 /* Release the arena lock, purging what is due without holding it (madvise
  * can take milliseconds), then file the purged spans as clean. */
+/* Publish the arena's figures in the books (under the arena lock). */
+static void _ta_books_publish_arena_locked(void) {
+  if (!_ta_books) return;
+  size_t top = 0, n = atomic_load_explicit(&_ta_narenas, memory_order_relaxed);
+  for (size_t i = 0; i < n; i++) top += _ta_arenas[i].top;
+  atomic_store_explicit(&_ta_books->spans_in_use, (uint64_t)_ta_used_pages << TA_PAGE_SHIFT, memory_order_relaxed);
+  atomic_store_explicit(&_ta_books->spans_free_resident, (uint64_t)(_ta_dirty_pages + _ta_purging_pages) << TA_PAGE_SHIFT,
+                        memory_order_relaxed);
+  atomic_store_explicit(&_ta_books->arena_touched, (uint64_t)top << TA_PAGE_SHIFT, memory_order_relaxed);
+  atomic_store_explicit(&_ta_books->descriptors, (uint64_t)top * sizeof(_ta_page_t), memory_order_relaxed);
+}
+
 static void _ta_unlock_purge(bool all, uint64_t now) {
   _ta_page_t *batch[TA_PURGE_BATCH];
+  _ta_books_publish_arena_locked();
   for (;;) {
     size_t n = _ta_purge_pick_locked(all, now, batch);
     pthread_mutex_unlock(&_ta_arena_lock);
@@ -225,6 +238,7 @@ static void _ta_unlock_purge(bool all, uint64_t now) {
       h->kind = TA_KIND_INNER;
       _ta_free_range_locked(h->arena, (size_t)(h - a->pages), h->npages, TA_PF_ZERO, now);
     }
+    _ta_books_publish_arena_locked();
     if (n < TA_PURGE_BATCH) {
       pthread_mutex_unlock(&_ta_arena_lock);
       return;
@@ -417,6 +431,7 @@ static bool _ta_span_grow_inplace(_ta_page_t *h, size_t npages) {
     _ta_used_pages += extra;
     _ta_note_hwm();
   }
+  _ta_books_publish_arena_locked();
   pthread_mutex_unlock(&_ta_arena_lock);
   return ok;
 }

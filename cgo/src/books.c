@@ -46,6 +46,14 @@ typedef struct _ta_books_s {
   uint32_t thread_size, thread_ctr_off, thread_heaps_off, thread_next_off, thread_live_off;
   uint32_t heap_size, heap_nalloc_off, heap_nfree_off, heap_tag_off, heap_tnext_off;
   uint32_t pad;
+  /* the allocator's own figures, bytes, refreshed after every arena and
+   * huge-block operation */
+  _Atomic(uint64_t) spans_in_use;   /* pages of spans holding blocks */
+  _Atomic(uint64_t) spans_free_resident; /* free pages not yet returned */
+  _Atomic(uint64_t) arena_touched;  /* pages ever handed out (top) */
+  _Atomic(uint64_t) huge_live;      /* mappings of huge blocks */
+  _Atomic(uint64_t) huge_cached;    /* freed huge mappings kept for reuse */
+  _Atomic(uint64_t) descriptors;    /* page descriptors of touched pages */
 } _ta_books_t;
 
 static _ta_books_t *_ta_books;

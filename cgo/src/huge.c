@@ -82,6 +82,7 @@ static void _ta_huge_purge(bool all) {
   pthread_mutex_lock(&_ta_huge_lock);
   size_t n = _ta_huge_cache_expire_locked(all, _ta_now_ms(), out);
   atomic_store_explicit(&_ta_huge_any_cached, _ta_huge_ncached, memory_order_relaxed);
+  if (_ta_books) atomic_store_explicit(&_ta_books->huge_cached, _ta_huge_cached_bytes, memory_order_relaxed);
   pthread_mutex_unlock(&_ta_huge_lock);
   _ta_huge_unmap_all(out, n);
 }
@@ -133,6 +134,7 @@ static bool _ta_huge_insert_locked(uintptr_t a, size_t mapped, size_t requested,
       _ta_huge_used++;
       _ta_huge_bytes += mapped;
       atomic_store_explicit(&_ta_huge_live, _ta_huge_bytes, memory_order_relaxed);
+      if (_ta_books) atomic_store_explicit(&_ta_books->huge_live, _ta_huge_bytes, memory_order_relaxed);
       _ta_huge_count++;
       return true;
     }
@@ -142,6 +144,7 @@ static bool _ta_huge_insert_locked(uintptr_t a, size_t mapped, size_t requested,
 static void _ta_huge_erase_locked(_ta_huge_t *e) {
   _ta_huge_bytes -= e->mapped;
   atomic_store_explicit(&_ta_huge_live, _ta_huge_bytes, memory_order_relaxed);
+  if (_ta_books) atomic_store_explicit(&_ta_books->huge_live, _ta_huge_bytes, memory_order_relaxed);
   _ta_huge_count--;
   e->addr = TA_HUGE_DELETED;
   _ta_huge_used--;
@@ -159,6 +162,7 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) 
     pthread_mutex_lock(&_ta_huge_lock);
     p = _ta_huge_cache_take_locked(need, &mapped);
     atomic_store_explicit(&_ta_huge_any_cached, _ta_huge_ncached, memory_order_relaxed);
+  if (_ta_books) atomic_store_explicit(&_ta_books->huge_cached, _ta_huge_cached_bytes, memory_order_relaxed);
     pthread_mutex_unlock(&_ta_huge_lock);
     cached = p != NULL;
   }
@@ -223,6 +227,7 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out) {
   }
   n += _ta_huge_cache_expire_locked(false, now, out + n);
   atomic_store_explicit(&_ta_huge_any_cached, _ta_huge_ncached, memory_order_relaxed);
+  if (_ta_books) atomic_store_explicit(&_ta_books->huge_cached, _ta_huge_cached_bytes, memory_order_relaxed);
   pthread_mutex_unlock(&_ta_huge_lock);
   _ta_huge_unmap_all(out, n);
   _ta_arena_purge(false); /* the heap shrank: the arena may now hold too much */
