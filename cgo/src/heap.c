@@ -120,6 +120,14 @@ static void _ta_rescan_full(_ta_heap_t *h, unsigned c) {
 
 /* ---- abandoned pages -------------------------------------------------------- */
 
+/* Move pg from its abandoned list to h (the caller holds _ta_aband_lock). */
+static void _ta_aband_take_locked(_ta_heap_t *h, _ta_page_t *pg) {
+  _ta_q_remove(&_ta_aband[pg->sclass], pg);
+  atomic_fetch_sub_explicit(&_ta_aband_count, 1, memory_order_relaxed);
+  atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
+  atomic_store_explicit(&pg->heap, h, memory_order_release);
+}
+
 /* Take a page of class c left by an exited thread that has a free block
  * (looking at a few), or NULL. */
 #define TA_ADOPT_SCAN 8
@@ -136,12 +144,7 @@ static _ta_page_t *_ta_adopt(_ta_heap_t *h, unsigned c) {
       break;
     }
   }
-  if (found) {
-    _ta_q_remove(&_ta_aband[c], found);
-    atomic_fetch_sub_explicit(&_ta_aband_count, 1, memory_order_relaxed);
-    atomic_store_explicit(&found->in_full, 0, memory_order_relaxed);
-    atomic_store_explicit(&found->heap, h, memory_order_release);
-  }
+  if (found) _ta_aband_take_locked(h, found);
   pthread_mutex_unlock(&_ta_aband_lock);
   if (found && !found->free && found->capacity == found->reserved) {
     _ta_fatal("adopted page %p has no free block (used %u of %u)", found->start, found->used, found->reserved);
@@ -159,12 +162,7 @@ static bool _ta_free_adopting(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
   pthread_mutex_lock(&_ta_aband_lock);
   bool ok = atomic_load_explicit(&pg->heap, memory_order_relaxed) == NULL &&
             atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED;
-  if (ok) {
-    _ta_q_remove(&_ta_aband[c], pg);
-    atomic_fetch_sub_explicit(&_ta_aband_count, 1, memory_order_relaxed);
-    atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
-    atomic_store_explicit(&pg->heap, h, memory_order_release);
-  }
+  if (ok) _ta_aband_take_locked(h, pg);
   pthread_mutex_unlock(&_ta_aband_lock);
   if (!ok) return false;
   _ta_page_collect(pg);

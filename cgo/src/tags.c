@@ -143,27 +143,22 @@ static _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag) {
 
 static _ta_ctr_t *_ta_ctr_self(uint32_t tag) { return _ta_ctr_of(_ta_thread_self(), tag); }
 
-static void _ta_count_free(uint32_t tag, size_t bytes) {
+/* Count a block allocated (alloc) or freed by this thread under tag. */
+static void _ta_count(uint32_t tag, size_t bytes, bool alloc) {
   _ta_ctr_t *c = _ta_ctr_self(tag);
   if (ta_likely(c != NULL)) {
-    TA_CTR_ADD(c->free_bytes, bytes);
-    TA_CTR_ADD(c->free_blocks, 1);
-  } else {
-    atomic_fetch_add_explicit(&_ta_ctr_fallback[tag].free_bytes, bytes, memory_order_relaxed);
-    atomic_fetch_add_explicit(&_ta_ctr_fallback[tag].free_blocks, 1, memory_order_relaxed);
+    _Atomic(uint64_t) *b = alloc ? &c->alloc_bytes : &c->free_bytes, *n = alloc ? &c->alloc_blocks : &c->free_blocks;
+    TA_CTR_ADD(*b, bytes);
+    TA_CTR_ADD(*n, 1);
+    return;
   }
+  _ta_ctr_t *f = &_ta_ctr_fallback[tag]; /* no record: the shared atomic table */
+  atomic_fetch_add_explicit(alloc ? &f->alloc_bytes : &f->free_bytes, bytes, memory_order_relaxed);
+  atomic_fetch_add_explicit(alloc ? &f->alloc_blocks : &f->free_blocks, 1, memory_order_relaxed);
 }
 
-static void _ta_count_alloc(uint32_t tag, size_t bytes) {
-  _ta_ctr_t *c = _ta_ctr_self(tag);
-  if (ta_likely(c != NULL)) {
-    TA_CTR_ADD(c->alloc_bytes, bytes);
-    TA_CTR_ADD(c->alloc_blocks, 1);
-  } else {
-    atomic_fetch_add_explicit(&_ta_ctr_fallback[tag].alloc_bytes, bytes, memory_order_relaxed);
-    atomic_fetch_add_explicit(&_ta_ctr_fallback[tag].alloc_blocks, 1, memory_order_relaxed);
-  }
-}
+static void _ta_count_free(uint32_t tag, size_t bytes) { _ta_count(tag, bytes, false); }
+static void _ta_count_alloc(uint32_t tag, size_t bytes) { _ta_count(tag, bytes, true); }
 
 /* A block resized in place: its growth counts as allocated bytes, its
  * shrinking as freed bytes; blocks are unchanged. */
