@@ -59,7 +59,7 @@ type header struct {
 	HeapNfree     uint32
 	HeapTag       uint32
 	HeapTnext     uint32
-	Pad           uint32
+	ClassStride   uint32
 	// the allocator's own figures (bytes)
 	SpansInUse        uint64
 	SpansFreeResident uint64
@@ -191,7 +191,8 @@ func Parse(b []byte) (*Snapshot, error) {
 	}
 	if h.ThreadCtrOff+uint32(8*((h.TagSlots+h.CtrChunk-1)/h.CtrChunk)) > h.ThreadSize ||
 		h.ThreadHeaps+8 > h.ThreadSize || h.ThreadNext+8 > h.ThreadSize ||
-		uint64(h.HeapNalloc)+8*uint64(h.NClasses) > uint64(h.HeapSize) || uint64(h.HeapNfree)+8*uint64(h.NClasses) > uint64(h.HeapSize) ||
+		h.ClassStride < 8 || uint64(h.HeapNalloc)+uint64(h.ClassStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ClassStride) ||
+		uint64(h.HeapNfree)+uint64(h.ClassStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ClassStride) ||
 		h.HeapTag+4 > h.HeapSize || h.HeapTnext+8 > h.HeapSize {
 		return nil, fail("record field offsets outside their records")
 	}
@@ -257,8 +258,8 @@ func Parse(b []byte) (*Snapshot, error) {
 				return nil, fail("heap at %#x has tag %d of %d", ha, tag, slots)
 			}
 			for c := uint64(0); c < uint64(h.NClasses); c++ {
-				na := r.u64(hoff + uint64(h.HeapNalloc) + 8*c)
-				nf := r.u64(hoff + uint64(h.HeapNfree) + 8*c)
+				na := r.u64(hoff + uint64(h.HeapNalloc) + uint64(h.ClassStride)*c)
+				nf := r.u64(hoff + uint64(h.HeapNfree) + uint64(h.ClassStride)*c)
 				allocN[tag] += na
 				alloc[tag] += na * classSize[c]
 				freeN[tag] += nf

@@ -10,12 +10,12 @@
 
 static inline void *_ta_malloc_class(unsigned c) {
   _ta_heap_t *h = _ta_tls_heap;
-  _ta_page_t *pg = h->direct[c];
+  _ta_page_t *pg = h->dir[c].page;
   _ta_block_t *b = pg->free;
   if (ta_likely(b != NULL)) {
     pg->free = b->next;
     pg->used++;
-    TA_CTR_ADD(h->nalloc[c], 1);
+    TA_HOT_ADD(h->dir[c].nalloc, 1);
     return b;
   }
   return _ta_malloc_slow(h, c);
@@ -142,7 +142,7 @@ static inline void _ta_free(void *p) {
     b->next = pg->free; /* LIFO: the next malloc of the class gets it, hot */
     pg->free = b;
     pg->used--;
-    TA_CTR_ADD(h->nfree[pg->sclass], 1);
+    TA_HOT_ADD(h->dir[pg->sclass].nfree, 1);
     if (ta_unlikely(pg->used == 0 || atomic_load_explicit(&pg->in_full, memory_order_relaxed)))
       _ta_free_local_slow(h, pg);
     return;

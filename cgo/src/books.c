@@ -45,7 +45,7 @@ typedef struct _ta_books_s {
   uint32_t ctr_size;
   uint32_t thread_size, thread_ctr_off, thread_heaps_off, thread_next_off, thread_live_off;
   uint32_t heap_size, heap_nalloc_off, heap_nfree_off, heap_tag_off, heap_tnext_off;
-  uint32_t pad;
+  uint32_t heap_class_stride; /* bytes from one class's counts to the next */
   /* the allocator's own figures, bytes, refreshed after every arena and
    * huge-block operation */
   _Atomic(uint64_t) spans_in_use;   /* pages of spans holding blocks */
@@ -85,8 +85,9 @@ static void _ta_books_format(_ta_books_t *b) {
   b->thread_next_off = offsetof(_ta_thread_t, next);
   b->thread_live_off = offsetof(_ta_thread_t, live);
   b->heap_size = sizeof(_ta_heap_t);
-  b->heap_nalloc_off = offsetof(_ta_heap_t, nalloc);
-  b->heap_nfree_off = offsetof(_ta_heap_t, nfree);
+  b->heap_nalloc_off = offsetof(_ta_heap_t, dir) + offsetof(_ta_direct_t, nalloc);
+  b->heap_nfree_off = offsetof(_ta_heap_t, dir) + offsetof(_ta_direct_t, nfree);
+  b->heap_class_stride = sizeof(_ta_direct_t);
   b->heap_tag_off = offsetof(_ta_heap_t, tag);
   b->heap_tnext_off = offsetof(_ta_heap_t, tnext);
   size_t off = _ta_align_up(sizeof(_ta_books_t), 64);

@@ -3,7 +3,7 @@
  * hold live blocks for another thread to adopt), and the metadata allocator
  * for heap structs. */
 
-_ta_heap_t _ta_heap_empty = {.direct = {[0 ... TA_NUM_CLASSES - 1] = &_ta_page_empty}};
+_ta_heap_t _ta_heap_empty = {.dir = {[0 ... TA_NUM_CLASSES - 1] = {.page = &_ta_page_empty}}};
 __thread _ta_heap_t *_ta_tls_heap = &_ta_heap_empty;
 
 static pthread_mutex_t _ta_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -70,7 +70,7 @@ static void _ta_q_to_front(_ta_pageq_t *q, _ta_page_t *pg) {
  * 512 KiB each), so a thread holds them only while it keeps using them. */
 #define TA_KEEP_EMPTY_MIN_OBJECTS 64
 static inline bool _ta_page_keep_empty(_ta_heap_t *h, _ta_page_t *pg) {
-  return h->direct[pg->sclass] == pg;
+  return h->dir[pg->sclass].page == pg;
 }
 
 /* Release an empty small span back to the arena. */
@@ -82,7 +82,7 @@ static void _ta_page_release(_ta_heap_t *h, _ta_page_t *pg) {
   } else {
     _ta_q_remove(&h->queue[c], pg);
   }
-  if (h->direct[c] == pg) h->direct[c] = &_ta_page_empty;
+  if (h->dir[c].page == pg) h->dir[c].page = &_ta_page_empty;
   _ta_span_free(pg);
 }
 
@@ -278,17 +278,17 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c) {
     _ta_arena_purge(true);
     pg = _ta_find_page(h, c);
     if (!pg) {
-      h->direct[c] = &_ta_page_empty;
+      h->dir[c].page = &_ta_page_empty;
       errno = ENOMEM;
       return NULL;
     }
   }
-  h->direct[c] = pg;
+  h->dir[c].page = pg;
   _ta_block_t *b = pg->free;
   pg->free = b->next;
   pg->used++;
-  TA_CTR_ADD(h->nalloc[c], 1);
-  if (ta_unlikely((h->slow_count & 63) == 0)) _ta_tag_note_peak(h->tag);
+  TA_HOT_ADD(h->dir[c].nalloc, 1);
+  if (ta_unlikely((h->slow_count & 1023) == 0)) _ta_tag_note_peak(h->tag);
   return b;
 }
 
@@ -314,7 +314,7 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
   if (!h) h = _ta_meta_alloc(sizeof(_ta_heap_t));
   if (!h) return NULL;
   memset(h, 0, sizeof(*h));
-  for (unsigned c = 0; c < TA_NUM_CLASSES; c++) h->direct[c] = &_ta_page_empty;
+  for (unsigned c = 0; c < TA_NUM_CLASSES; c++) h->dir[c].page = &_ta_page_empty;
   h->last_gc_ms = _ta_now_ms();
   h->tag = tag;
   h->thread = th;
@@ -339,14 +339,14 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
 static void _ta_heap_fold_counts_locked(_ta_heap_t *h) {
   uint64_t ab = 0, an = 0, fb = 0, fn = 0;
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
-    uint64_t a = atomic_load_explicit(&h->nalloc[c], memory_order_relaxed);
-    uint64_t f = atomic_load_explicit(&h->nfree[c], memory_order_relaxed);
+    uint64_t a = TA_HOT_LOAD(h->dir[c].nalloc);
+    uint64_t f = TA_HOT_LOAD(h->dir[c].nfree);
     an += a;
     fn += f;
     ab += a * _ta_classes[c].size;
     fb += f * _ta_classes[c].size;
-    atomic_store_explicit(&h->nalloc[c], 0, memory_order_relaxed);
-    atomic_store_explicit(&h->nfree[c], 0, memory_order_relaxed);
+    TA_HOT_STORE(h->dir[c].nalloc, 0);
+    TA_HOT_STORE(h->dir[c].nfree, 0);
   }
   TA_CTR_ADD(h->ctr->alloc_bytes, ab);
   TA_CTR_ADD(h->ctr->alloc_blocks, an);
@@ -376,7 +376,7 @@ static void _ta_heap_abandon(_ta_heap_t *h) {
         pthread_mutex_unlock(&_ta_aband_lock);
       }
     }
-    h->direct[c] = &_ta_page_empty;
+    h->dir[c].page = &_ta_page_empty;
   }
   pthread_mutex_lock(&_ta_heaps_lock);
   _ta_heap_fold_counts_locked(h);
@@ -424,7 +424,7 @@ static void _ta_heap_check(_ta_heap_t *h) {
       }
       if (n != qs[i]->count) _ta_fatal("heap %p: class %u list %d count %zu != %zu", (void *)h, c, i, qs[i]->count, n);
     }
-    _ta_page_t *d = h->direct[c];
+    _ta_page_t *d = h->dir[c].page;
     if (d != &_ta_page_empty && atomic_load(&d->heap) != h) _ta_fatal("heap %p: direct page of class %u not owned", (void *)h, c);
   }
 }

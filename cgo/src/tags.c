@@ -248,8 +248,8 @@ static _ta_sum_t _ta_tag_sum(uint32_t tag) {
   for (_ta_heap_t *h = _ta_heaps; h; h = h->hnext) {
     if (h->tag != tag) continue;
     for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
-      uint64_t a = atomic_load_explicit(&h->nalloc[c], memory_order_relaxed);
-      uint64_t f = atomic_load_explicit(&h->nfree[c], memory_order_relaxed);
+      uint64_t a = TA_HOT_LOAD(h->dir[c].nalloc);
+      uint64_t f = TA_HOT_LOAD(h->dir[c].nfree);
       s.alloc_blocks += a;
       s.alloc_bytes += a * _ta_classes[c].size;
       s.free_blocks += f;

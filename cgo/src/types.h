@@ -25,7 +25,7 @@
  *             belong to one tag, so free finds the tag by the page: O(1).
  *
  * The malloc path
- *   1. class c = _ta_class_of(size); page = heap->direct[c]   (TLS heap)
+ *   1. class c = _ta_class_of(size); page = heap->dir[c].page   (TLS heap)
  *   2. pop page->free; page->used++; return.                  (fast path)
  *   3. otherwise (heap.c) move the cross-thread list into free, carve more blocks, try the class's other pages, rescan full
  *      pages that other threads freed into, adopt an abandoned page, or take
@@ -239,8 +239,19 @@ typedef struct _ta_thread_s {
 
 /* ---- heaps ---------------------------------------------------------------- */
 
+/* Per class: the page malloc takes from, and the blocks of the class this
+ * heap handed out and took back (by the owner; frees by other threads go
+ * to their own counters), side by side so the fast paths touch one line.
+ * Bytes are count * class size. Written by the owner, read by _ta_tag_sum
+ * and the books' readers; folded into the heap's ctr when the heap goes. */
+typedef struct _ta_direct_s {
+  _ta_page_t *page; /* never NULL: &_ta_page_empty at worst */
+  uint64_t nalloc;  /* TA_HOT_ADD by the owner, TA_HOT_LOAD by readers */
+  uint64_t nfree;
+} _ta_direct_t;
+
 typedef struct _ta_heap_s {
-  _ta_page_t *direct[TA_NUM_CLASSES]; /* never NULL: &_ta_page_empty at worst */
+  _ta_direct_t dir[TA_NUM_CLASSES];
   _ta_pageq_t queue[TA_NUM_CLASSES];  /* pages with free blocks (or maybe) */
   _ta_pageq_t full[TA_NUM_CLASSES];   /* pages with none, at last look */
   _Atomic(uint8_t) xfull[TA_NUM_CLASSES]; /* a remote free hit a full page */
@@ -249,12 +260,6 @@ typedef struct _ta_heap_s {
   struct _ta_heap_s *hnext; /* list of live heaps (_ta_heaps_lock) */
   struct _ta_heap_s *hprev;
   bool dead;                /* abandoned; struct waits for reuse */
-  /* Blocks of each class this heap handed out and took back (by the owner;
-   * frees by other threads go to their own counters), in the fast paths'
-   * cheapest form: one increment. Bytes are count * class size. Folded into
-   * ctr when the heap goes. Written by the owner, read by _ta_tag_sum. */
-  _Atomic(uint64_t) nalloc[TA_NUM_CLASSES];
-  _Atomic(uint64_t) nfree[TA_NUM_CLASSES];
   uint32_t tag;             /* every page of this heap is charged to it */
   _ta_thread_t *thread;     /* owner */
   _ta_ctr_t *ctr;           /* owner's counters for tag */
@@ -285,6 +290,17 @@ extern __thread _ta_thread_t *_ta_tls_thread;
 /* Add to a counter only this thread writes. */
 #define TA_CTR_ADD(field, n) \
   atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), memory_order_relaxed)
+
+/* The fast paths' per-class counts: one plain increment (a single add to
+ * memory on x86; readers load the aligned word whole, relaxed). Under the
+ * thread sanitizer, relaxed atomics instead, so it can check the rest. */
+#if defined(__SANITIZE_THREAD__)
+#define TA_HOT_ADD(field, n) __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (n), __ATOMIC_RELAXED)
+#else
+#define TA_HOT_ADD(field, n) ((field) += (n))
+#endif
+#define TA_HOT_LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+#define TA_HOT_STORE(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
 
 /* ---- layer entry points ------------------------------------------------------ */
 
