@@ -7,12 +7,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"sync/atomic"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // Magic and Version identify the layouts this reader knows.
@@ -316,26 +315,34 @@ func Parse(b []byte) (*Snapshot, error) {
 	return s, nil
 }
 
-// ReadFile maps a region file read-only and parses it.
+// ReadFile reads a region file and parses it. It reads (a copy of) the
+// bytes in use rather than mapping the file, so a process that truncates or
+// rewrites its file meanwhile cannot fault the reader; a counter changing
+// during the copy is caught as Torn.
 func ReadFile(path string) (*Snapshot, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
+	head := make([]byte, 4096)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if fi.Size() < 64 {
-		return nil, fmt.Errorf("%s: %w: %d bytes", path, ErrFormat, fi.Size())
+	if n < 64 {
+		return nil, fmt.Errorf("%s: %w: %d bytes", path, ErrFormat, n)
 	}
-	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("%s: mapping: %w", path, err)
+	used := binary.LittleEndian.Uint64(head[32:])
+	if used > 1<<32 {
+		return nil, fmt.Errorf("%s: %w: %d bytes in use", path, ErrFormat, used)
 	}
-	defer unix.Munmap(m)
-	s, err := Parse(m)
+	buf := make([]byte, used)
+	m, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	s, err := Parse(buf[:m])
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -15,6 +15,7 @@
  * Only the process writes the region; readers map it read-only. */
 
 #include <fcntl.h>
+#include <stdio.h> /* rename */
 #include <sys/stat.h>
 
 #define TA_BOOKS_MAGIC "TAGALLOC"
@@ -129,16 +130,26 @@ static bool _ta_books_path(char *out, size_t cap, pid_t pid) {
 }
 
 /* A new file-backed region for this process, mapped at want (or anywhere
- * if NULL). NULL on failure. */
+ * if NULL). NULL on failure. The file is made under a temporary name and
+ * renamed into place, never truncated: a reader that has the previous
+ * file of this pid open (the process exec'd) keeps reading that one. */
 static void *_ta_books_map_file(void *want) {
-  char path[600];
+  char path[600], tmp[620];
   if (!_ta_books_path(path, sizeof path, getpid())) return NULL;
-  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  size_t n = strlen(path);
+  memcpy(tmp, path, n);
+  memcpy(tmp + n, ".new", 5);
+  int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return NULL;
   void *p = MAP_FAILED;
   if (ftruncate(fd, (off_t)TA_BOOKS_SIZE) == 0)
     p = mmap(want, TA_BOOKS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | (want ? MAP_FIXED : 0), fd, 0);
   close(fd);
+  if (p != MAP_FAILED && rename(tmp, path) != 0) {
+    if (!want) munmap(p, TA_BOOKS_SIZE);
+    p = MAP_FAILED;
+  }
+  if (p == MAP_FAILED) unlink(tmp);
   return p == MAP_FAILED ? NULL : p;
 }
 
