@@ -217,12 +217,16 @@ func TestExportedSymbols(t *testing.T) {
 	defer f.Close()
 	syms, err := f.DynamicSymbols()
 	require.NoError(t, err)
-	var got []string
+	var got, data []string
 	for _, s := range syms {
 		if s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
 			got = append(got, s.Name)
 		}
+		if s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_OBJECT {
+			data = append(data, s.Name)
+		}
 	}
+	require.Equal(t, []string{"tagalloc_books"}, data)
 	sort.Strings(got)
 	want := []string{"ClearHeapBlockTagForThread", "SetHeapBlockTagForThread",
 		"aligned_alloc", "calloc", "free", "malloc", "malloc_trim", "malloc_usable_size",

@@ -4,12 +4,15 @@ package tagtable
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 )
@@ -315,6 +318,81 @@ func Parse(b []byte) (*Snapshot, error) {
 	return s, nil
 }
 
+// ReadProcess reads the books of a running process. They are found in its
+// memory map: the file DIR/PID.tagalloc when it was started by tagalloc
+// run, else the private mapping the library names "[anon:tagalloc books]",
+// read through /proc/PID/mem (which needs the right to trace the process:
+// the same user, and no stricter ptrace policy).
+func ReadProcess(pid int) (*Snapshot, error) {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		if os.IsPermission(err) {
+			return nil, fmt.Errorf("process %d belongs to another user: its books are not readable", pid)
+		}
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	libBase, libPath := uint64(0), ""
+	for _, line := range strings.Split(string(maps), "\n") {
+		i := strings.Index(line, "/")
+		if i < 0 {
+			continue
+		}
+		if strings.HasSuffix(line, ".tagalloc") {
+			return ReadFile(line[i:])
+		}
+		// the library's first mapping (file offset 0) is its load base
+		if f := strings.Fields(line); libPath == "" && strings.HasSuffix(line, "/libtagalloc.so") && len(f) >= 3 && f[2] == "00000000" {
+			start, _, _ := strings.Cut(f[0], "-")
+			libBase, _ = strconv.ParseUint(start, 16, 64)
+			libPath = line[i:]
+		}
+	}
+	if libPath == "" {
+		return nil, fmt.Errorf("process %d has no tagalloc books (not preloaded)", pid)
+	}
+	sym, err := booksSymbol(libPath)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		return nil, fmt.Errorf("process %d: reading its memory: %w (start it with tagalloc run, or check ptrace permissions)", pid, err)
+	}
+	defer mem.Close()
+	var p [8]byte
+	if _, err := mem.ReadAt(p[:], int64(libBase+sym)); err != nil {
+		return nil, fmt.Errorf("process %d: reading its memory: %w", pid, err)
+	}
+	addr := binary.LittleEndian.Uint64(p[:])
+	if addr == 0 {
+		return nil, fmt.Errorf("process %d has no tagalloc books yet (it has not allocated)", pid)
+	}
+	s, err := readRegion(io.NewSectionReader(mem, int64(addr), 1<<40))
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	return s, nil
+}
+
+// booksSymbol is the offset of tagalloc_books in the library file.
+func booksSymbol(path string) (uint64, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", path, err)
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", path, err)
+	}
+	for _, s := range syms {
+		if s.Name == "tagalloc_books" {
+			return s.Value, nil
+		}
+	}
+	return 0, fmt.Errorf("%s has no tagalloc_books symbol (an older tagalloc?)", path)
+}
+
 // ReadFile reads a region file and parses it. It reads (a copy of) the
 // bytes in use rather than mapping the file, so a process that truncates or
 // rewrites its file meanwhile cannot fault the reader; a counter changing
@@ -325,26 +403,31 @@ func ReadFile(path string) (*Snapshot, error) {
 		return nil, err
 	}
 	defer f.Close()
-	head := make([]byte, 4096)
-	n, err := io.ReadFull(f, head)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if n < 64 {
-		return nil, fmt.Errorf("%s: %w: %d bytes", path, ErrFormat, n)
-	}
-	used := binary.LittleEndian.Uint64(head[32:])
-	if used > 1<<32 {
-		return nil, fmt.Errorf("%s: %w: %d bytes in use", path, ErrFormat, used)
-	}
-	buf := make([]byte, used)
-	m, err := f.ReadAt(buf, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	s, err := Parse(buf[:m])
+	s, err := readRegion(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
+}
+
+// readRegion copies the header, then the bytes in use, and parses them.
+func readRegion(f io.ReaderAt) (*Snapshot, error) {
+	head := make([]byte, 4096)
+	n, err := f.ReadAt(head, 0)
+	if err != nil && !errors.Is(err, io.EOF) && n < 64 {
+		return nil, err
+	}
+	if n < 64 {
+		return nil, fmt.Errorf("%w: %d bytes", ErrFormat, n)
+	}
+	used := binary.LittleEndian.Uint64(head[32:])
+	if used > 1<<32 {
+		return nil, fmt.Errorf("%w: %d bytes in use", ErrFormat, used)
+	}
+	buf := make([]byte, used)
+	m, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) && m == 0 {
+		return nil, err
+	}
+	return Parse(buf[:m])
 }

@@ -58,6 +58,10 @@ typedef struct _ta_books_s {
 } _ta_books_t;
 
 static _ta_books_t *_ta_books;
+/* The region's address, exported so a reader can find private books: it
+ * looks this symbol up in the library's ELF file and reads the process's
+ * memory (tagtable.ReadProcess). */
+TA_EXPORT void *volatile tagalloc_books;
 static bool _ta_books_shared;
 static char _ta_books_dir[512];
 static _Atomic(bool) _ta_books_full_warned;
@@ -173,6 +177,7 @@ static bool _ta_books_init(void) {
   _ta_books = p;
   _ta_books_format(_ta_books);
   _ta_books_identify(_ta_books);
+  tagalloc_books = p;
   return true;
 }
 

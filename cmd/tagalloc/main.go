@@ -231,24 +231,6 @@ func splitFirst(args []string) (string, []string) {
 	return "", args
 }
 
-// regionOf finds the books of a running process from its memory map: the
-// library maps DIR/PID.tagalloc when started by tagalloc run.
-func regionOf(pid int) (string, error) {
-	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		if os.IsPermission(err) {
-			return "", fmt.Errorf("process %d belongs to another user: its books are not readable", pid)
-		}
-		return "", fmt.Errorf("process %d: %w", pid, err)
-	}
-	for _, line := range strings.Split(string(maps), "\n") {
-		if i := strings.Index(line, "/"); i >= 0 && strings.HasSuffix(line, ".tagalloc") {
-			return line[i:], nil
-		}
-	}
-	return "", fmt.Errorf("process %d has no tagalloc books: start it with tagalloc run", pid)
-}
-
 func pidArg(args []string) (int, []string, error) {
 	first, rest := splitFirst(args)
 	if first == "" {
@@ -262,11 +244,7 @@ func pidArg(args []string) (int, []string, error) {
 }
 
 func snapshot(pid int) (*reporter.Report, error) {
-	path, err := regionOf(pid)
-	if err != nil {
-		return nil, err
-	}
-	s, err := tagtable.ReadFile(path)
+	s, err := tagtable.ReadProcess(pid)
 	if err != nil {
 		return nil, err
 	}

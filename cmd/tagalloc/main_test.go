@@ -232,6 +232,44 @@ func TestSnapshotAndTopOfARunningProcess(t *testing.T) {
 	require.Contains(t, se, "no tagalloc books")
 }
 
+// A process preloaded by hand keeps its books private; snapshot reads them
+// through /proc/PID/mem.
+func TestSnapshotOfAPlainPreload(t *testing.T) {
+	prog := buildTagged(t)
+	lib, _, code := cli(t, "lib")
+	require.Equal(t, 0, code)
+	cmd := exec.Command(prog, "wait")
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+strings.TrimSpace(lib))
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { stdin.Close(); _ = cmd.Wait() }()
+	acc, buf := "", make([]byte, 4096)
+	for !strings.Contains(acc, "ready") {
+		n, err := stdout.Read(buf)
+		require.NoError(t, err)
+		acc += string(buf[:n])
+	}
+	want := parseBooks(t, acc)
+	js, se, code := cli(t, "snapshot", strconv.Itoa(cmd.Process.Pid))
+	if code != 0 && strings.Contains(se, "reading its memory") {
+		t.Skipf("no ptrace rights here: %s", se)
+	}
+	require.Equal(t, 0, code, se)
+	rep, err := reporter.Read(strings.NewReader(js))
+	require.NoError(t, err)
+	got := map[string]reporter.Tag{}
+	for _, tg := range rep.Processes[0].Tags {
+		got[tg.Name] = tg
+	}
+	for name, w := range want {
+		g := got[name]
+		require.Equal(t, w, [4]uint64{g.LiveBytes, g.LiveBlocks, g.AllocBytes, g.AllocBlocks}, name)
+	}
+}
+
 func TestReportRejectsBadFiles(t *testing.T) {
 	dir := t.TempDir()
 	for name, body := range map[string]string{
