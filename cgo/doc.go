@@ -8,5 +8,6 @@
 // side only writes files and runs the compiler.
 //
 // The C side is documented in src/types.h (glossary, alloc and free paths,
-// error and out-of-memory policy).
+// error and out-of-memory policy); tags and their books in src/tags.c; the
+// region that carries the books to tagalloc run in src/books.c.
 package cgo

@@ -21,8 +21,13 @@
  *   heap      a thread's cache (_ta_heap_t): per class, the page it allocates
  *             from (direct[]), its other pages with free blocks (queue) and
  *             its full pages (full). A thread owns the pages of its heap.
- *   tag       (reserved here, used by the tagging layer) a page's blocks all
- *             belong to one tag, so free finds the tag by the page: O(1).
+ *   tag       a name (1..63 bytes) a thread's allocations are charged to
+ *             (tags.c). A thread has one heap per tag it allocates under,
+ *             so a page's blocks all belong to one tag and free finds the
+ *             tag from the page: O(1), no lock, no hash.
+ *   books     per tag, exact alloc and free counts of blocks and bytes,
+ *             kept per thread (per class in each heap on the fast paths)
+ *             in a region that tagalloc run reads (books.c).
  *
  * The malloc path
  *   1. class c = _ta_class_of(size); page = heap->dir[c].page   (TLS heap)
