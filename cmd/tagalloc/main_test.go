@@ -114,6 +114,25 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// startWaiting starts a tagged program in "wait" mode and returns what it
+// printed up to "ready"; it ends (its stdin closed) when the test does.
+func startWaiting(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	acc, buf := "", make([]byte, 4096)
+	for !strings.Contains(acc, "ready") {
+		n, err := stdout.Read(buf)
+		require.NoError(t, err)
+		acc += string(buf[:n])
+	}
+	return acc
+}
+
 // buildTagged compiles testdata/tagged.c.
 func buildTagged(t *testing.T) string {
 	t.Helper()
@@ -187,22 +206,8 @@ func TestSnapshotAndTopOfARunningProcess(t *testing.T) {
 	prog := buildTagged(t)
 	bin, err := tagallocBin()
 	require.NoError(t, err)
-	cmd := exec.Command(bin, "run", "-q", "--", prog, "wait")
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	defer func() { stdin.Close(); _ = cmd.Wait() }()
-	var lines []string
-	buf := make([]byte, 4096)
-	acc := ""
-	for !strings.Contains(acc, "ready") {
-		n, err := stdout.Read(buf)
-		require.NoError(t, err)
-		acc += string(buf[:n])
-	}
-	lines = strings.Split(acc, "\n")
+	acc := startWaiting(t, exec.Command(bin, "run", "-q", "--", prog, "wait"))
+	lines := strings.Split(acc, "\n")
 	want := parseBooks(t, strings.Join(lines, "\n"))
 	var pid string
 	for _, l := range lines {
@@ -240,18 +245,7 @@ func TestSnapshotOfAPlainPreload(t *testing.T) {
 	require.Equal(t, 0, code)
 	cmd := exec.Command(prog, "wait")
 	cmd.Env = append(os.Environ(), "LD_PRELOAD="+strings.TrimSpace(lib))
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	defer func() { stdin.Close(); _ = cmd.Wait() }()
-	acc, buf := "", make([]byte, 4096)
-	for !strings.Contains(acc, "ready") {
-		n, err := stdout.Read(buf)
-		require.NoError(t, err)
-		acc += string(buf[:n])
-	}
+	acc := startWaiting(t, cmd)
 	want := parseBooks(t, acc)
 	js, se, code := cli(t, "snapshot", strconv.Itoa(cmd.Process.Pid))
 	if code != 0 && strings.Contains(se, "reading its memory") {
