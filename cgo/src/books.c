@@ -215,7 +215,12 @@ static void _ta_books_fork_child(void) {
       _ta_books_shared = false;
     }
     if (tmp) {
-      memcpy(_ta_books, tmp, used);
+      /* page by page, skipping pages of zeros: the file stays sparse */
+      static const uint64_t zero[TA_OS_PAGE / 8];
+      for (size_t off = 0; off < used; off += TA_OS_PAGE) {
+        size_t n = used - off < TA_OS_PAGE ? used - off : TA_OS_PAGE;
+        if (memcmp((uint8_t *)tmp + off, zero, n) != 0) memcpy((uint8_t *)_ta_books + off, (uint8_t *)tmp + off, n);
+      }
       _ta_os_release(tmp, used);
     }
   }
