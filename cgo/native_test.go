@@ -143,6 +143,12 @@ func TestTags(t *testing.T) {
 		r := runProg(t, 2*time.Minute, nil, buildC(t, "tags_test", "core"))
 		requirePassed(t, "tags_test (debug core)", r)
 	})
+	t.Run("TAGALLOC_REQUESTED", func(t *testing.T) {
+		r := runProg(t, 2*time.Minute, []string{"LD_PRELOAD=" + lib(t), "TAGALLOC_REQUESTED=1"}, buildC(t, "tags_test", "plain"))
+		requirePassed(t, "tags_test with requested sizes", r)
+		r = runProg(t, 2*time.Minute, []string{"TAGALLOC_REQUESTED=1"}, buildC(t, "tags_test", "core"))
+		requirePassed(t, "tags_test with requested sizes (debug core)", r)
+	})
 	t.Run("tsan", func(t *testing.T) {
 		if !tsanAvailable() {
 			t.Skip("the thread sanitizer is not available")
@@ -176,6 +182,13 @@ func TestStress(t *testing.T) {
 		prog := buildC(t, "stress_test", "core")
 		r := runProg(t, 3*time.Minute, nil, prog, "7", "3", "20000", "2", "1")
 		requirePassed(t, "stress (debug core)", r)
+	})
+	t.Run("requested", func(t *testing.T) {
+		// with requested sizes kept, the books' requested bytes must equal
+		// the heap walk's too (tagalloc_check_books at the end)
+		prog := buildC(t, "stress_test", "plain")
+		r := runProg(t, 3*time.Minute, []string{"LD_PRELOAD=" + lib(t), "TAGALLOC_REQUESTED=1"}, prog, "5", "4", ops, "2", "2")
+		requirePassed(t, "stress with TAGALLOC_REQUESTED=1", r)
 	})
 	t.Run("tsan", func(t *testing.T) {
 		if !tsanAvailable() {

@@ -47,8 +47,9 @@ type Process struct {
 type Tag struct {
 	Name      string `json:"name"`
 	LiveBytes uint64 `json:"live_bytes"`
-	// LiveRequestedBytes is null: the allocator does not yet keep the
-	// requested size of every block.
+	// LiveRequestedBytes is what the program asked for, of the live blocks;
+	// null unless the process ran with TAGALLOC_REQUESTED=1 (keeping every
+	// block's requested size costs time on every malloc and free).
 	LiveRequestedBytes *uint64 `json:"live_requested_bytes"`
 	LiveBlocks         uint64  `json:"live_blocks"`
 	AllocBytes         uint64  `json:"alloc_bytes"`
@@ -97,7 +98,7 @@ func FromSnapshot(s *tagtable.Snapshot) Process {
 		p.Ended = "exited"
 	}
 	for _, t := range s.Tags {
-		p.Tags = append(p.Tags, Tag{Name: t.Name, LiveBytes: t.LiveBytes, LiveBlocks: t.LiveBlocks,
+		p.Tags = append(p.Tags, Tag{Name: t.Name, LiveBytes: t.LiveBytes, LiveRequestedBytes: t.LiveRequestedBytes, LiveBlocks: t.LiveBlocks,
 			AllocBytes: t.AllocBytes, AllocBlocks: t.AllocBlocks, PeakLiveBytes: t.PeakLiveBytes})
 		p.Heap.LiveBytes += t.LiveBytes
 		p.Heap.LiveBlocks += t.LiveBlocks
@@ -170,7 +171,7 @@ func Read(rd io.Reader) (*Report, error) {
 			if t.Name == "" || len(t.Name) > 63 {
 				return nil, fmt.Errorf("%w: process %d has a tag named %q", ErrReport, p.PID, t.Name)
 			}
-			if t.LiveBlocks > t.AllocBlocks || t.LiveBytes > t.AllocBytes {
+			if t.LiveBlocks > t.AllocBlocks || t.LiveBytes > t.AllocBytes || (t.LiveRequestedBytes != nil && *t.LiveRequestedBytes > t.LiveBytes) {
 				return nil, fmt.Errorf("%w: tag %q of process %d has more live than allocated", ErrReport, t.Name, p.PID)
 			}
 		}

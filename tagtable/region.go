@@ -62,6 +62,10 @@ type header struct {
 	HeapTag       uint32
 	HeapTnext     uint32
 	ClassStride   uint32
+	HeapAreq      uint32
+	HeapFreq      uint32
+	Requested     uint32
+	Pad           uint32
 	// the allocator's own figures (bytes)
 	SpansInUse        uint64
 	SpansFreeResident uint64
@@ -86,12 +90,16 @@ type Allocator struct {
 
 // TagTotals are one tag's books. Bytes are usable bytes.
 type TagTotals struct {
-	Name          string
-	LiveBytes     uint64
-	LiveBlocks    uint64
-	AllocBytes    uint64
-	AllocBlocks   uint64
-	PeakLiveBytes uint64
+	Name      string
+	LiveBytes uint64
+	// LiveRequestedBytes is what the program asked for, of the live
+	// blocks; nil unless the process kept requested sizes
+	// (TAGALLOC_REQUESTED=1).
+	LiveRequestedBytes *uint64
+	LiveBlocks         uint64
+	AllocBytes         uint64
+	AllocBlocks        uint64
+	PeakLiveBytes      uint64
 }
 
 // Snapshot is what a region says about its process.
@@ -163,8 +171,8 @@ func Parse(b []byte) (*Snapshot, error) {
 	if h.Version != Version {
 		return nil, fail("layout version %d; this tagalloc reads version %d (use the tagalloc that ran the program)", h.Version, Version)
 	}
-	if uint64(h.HeaderSize) < hs {
-		return nil, fail("header size %d < %d", h.HeaderSize, hs)
+	if uint64(h.HeaderSize) != hs {
+		return nil, fail("header size %d, version %d has %d", h.HeaderSize, Version, hs)
 	}
 	used := atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[32])))
 	if used > uint64(len(b)) || used > h.RegionSize {
@@ -172,7 +180,7 @@ func Parse(b []byte) (*Snapshot, error) {
 	}
 	r := reader{b: b, used: used}
 	if h.TagSlots == 0 || h.TagSlots > 1<<20 || h.TagNameSize < 2 || h.TagNameSize > 4096 || h.NClasses == 0 || h.NClasses > 1024 ||
-		h.CtrChunk == 0 || h.CtrChunk > 1<<16 || h.CtrSize < 32 {
+		h.CtrChunk == 0 || h.CtrChunk > 1<<16 || h.CtrSize < 48 {
 		return nil, fail("implausible sizes (tag slots %d, name size %d, classes %d, chunk %d, counter %d)",
 			h.TagSlots, h.TagNameSize, h.NClasses, h.CtrChunk, h.CtrSize)
 	}
@@ -195,6 +203,8 @@ func Parse(b []byte) (*Snapshot, error) {
 		h.ThreadHeaps+8 > h.ThreadSize || h.ThreadNext+8 > h.ThreadSize ||
 		h.ClassStride < 8 || uint64(h.HeapNalloc)+uint64(h.ClassStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ClassStride) ||
 		uint64(h.HeapNfree)+uint64(h.ClassStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ClassStride) ||
+		uint64(h.HeapAreq)+uint64(h.ClassStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ClassStride) ||
+		uint64(h.HeapFreq)+uint64(h.ClassStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ClassStride) ||
 		h.HeapTag+4 > h.HeapSize || h.HeapTnext+8 > h.HeapSize {
 		return nil, fail("record field offsets outside their records")
 	}
@@ -207,11 +217,15 @@ func Parse(b []byte) (*Snapshot, error) {
 	allocN := make([]uint64, slots)
 	free := make([]uint64, slots)
 	freeN := make([]uint64, slots)
+	allocR := make([]uint64, slots)
+	freeR := make([]uint64, slots)
 	addCtr := func(tag, off uint64) {
 		alloc[tag] += r.u64(off)
 		allocN[tag] += r.u64(off + 8)
 		free[tag] += r.u64(off + 16)
 		freeN[tag] += r.u64(off + 24)
+		allocR[tag] += r.u64(off + 32)
+		freeR[tag] += r.u64(off + 40)
 	}
 	for t := uint64(0); t < slots; t++ {
 		addCtr(t, h.FallbackOff+t*uint64(h.CtrSize))
@@ -266,6 +280,8 @@ func Parse(b []byte) (*Snapshot, error) {
 				alloc[tag] += na * classSize[c]
 				freeN[tag] += nf
 				free[tag] += nf * classSize[c]
+				allocR[tag] += r.u64(hoff + uint64(h.HeapAreq) + uint64(h.ClassStride)*c)
+				freeR[tag] += r.u64(hoff + uint64(h.HeapFreq) + uint64(h.ClassStride)*c)
 			}
 			ha = r.u64(hoff + uint64(h.HeapTnext))
 		}
@@ -301,10 +317,14 @@ func Parse(b []byte) (*Snapshot, error) {
 			return nil, fail("tag %d has no name", t)
 		}
 		tt := TagTotals{Name: string(slot[:n]), AllocBytes: alloc[t], AllocBlocks: allocN[t]}
-		if free[t] > alloc[t] || freeN[t] > allocN[t] {
+		if free[t] > alloc[t] || freeN[t] > allocN[t] || freeR[t] > allocR[t] {
 			s.Torn = true
 		} else {
 			tt.LiveBytes, tt.LiveBlocks = alloc[t]-free[t], allocN[t]-freeN[t]
+			if h.Requested == 1 {
+				req := allocR[t] - freeR[t]
+				tt.LiveRequestedBytes = &req
+			}
 		}
 		tt.PeakLiveBytes = max(r.u64(h.PeaksOff+8*t), tt.LiveBytes)
 		s.Tags = append(s.Tags, tt)

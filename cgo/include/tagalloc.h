@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 /* Version of the library's ABI (this header): major * 10000 + minor * 100 + patch. */
-#define TAGALLOC_VERSION 200
+#define TAGALLOC_VERSION 201
 int tagalloc_version(void);
 
 /* ---- heap-block tags (DMD's prototype API) --------------------------------
@@ -48,6 +48,9 @@ typedef struct tagalloc_tag_stats {
   size_t alloc_bytes;   /* cumulative */
   size_t alloc_blocks;  /* cumulative */
   size_t peak_live_bytes;
+  /* bytes the program asked for, of the live blocks; (size_t)-1 unless
+   * the process runs with TAGALLOC_REQUESTED=1 */
+  size_t live_requested_bytes;
 } tagalloc_tag_stats_t;
 int tagalloc_tag_stats(const char *tag, tagalloc_tag_stats_t *out);
 

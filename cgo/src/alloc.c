@@ -8,7 +8,12 @@
 
 /* ---- internal entry points (shared by every public one) ------------------ */
 
-static inline void *_ta_malloc_class(unsigned c) {
+/* The requested size of block b of small span pg (with TAGALLOC_REQUESTED). */
+static inline size_t _ta_slop_req(const _ta_page_t *pg, const void *b) {
+  return pg->block_size - _ta_slop_get(pg, _ta_block_index(pg, b));
+}
+
+static inline void *_ta_malloc_class(unsigned c, size_t size) {
   _ta_heap_t *h = _ta_tls_heap;
   _ta_page_t *pg = h->dir[c].page;
   _ta_block_t *b = pg->free;
@@ -16,9 +21,13 @@ static inline void *_ta_malloc_class(unsigned c) {
     pg->free = b->next;
     pg->used++;
     TA_HOT_ADD(h->dir[c].nalloc, 1);
+    if (ta_unlikely(pg->slop != NULL)) {
+      _ta_slop_set(pg, _ta_block_index(pg, b), pg->block_size - size);
+      TA_HOT_ADD(h->dir[c].areq, size);
+    }
     return b;
   }
-  return _ta_malloc_slow(h, c);
+  return _ta_malloc_slow(h, c, size);
 }
 
 /* Large: a span of whole pages, aligned to align (a power of two). */
@@ -32,13 +41,13 @@ static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
   pg->block_size = (uint32_t)0; /* large: usable size is npages pages */
   pg->used = 1;
   pg->tag = _ta_current_tag();
-  _ta_count_alloc(pg->tag, (size_t)pg->npages << TA_PAGE_SHIFT);
+  _ta_count_alloc(pg->tag, (size_t)pg->npages << TA_PAGE_SHIFT, size);
   if (zero && !fresh) memset(pg->start, 0, size);
   return pg->start;
 }
 
 static inline void *_ta_malloc(size_t size) {
-  if (ta_likely(size <= TA_MAX_SMALL)) return _ta_malloc_class(_ta_class_of(size));
+  if (ta_likely(size <= TA_MAX_SMALL)) return _ta_malloc_class(_ta_class_of(size), size);
   if (ta_unlikely(size > TA_MAX_REQUEST)) {
     errno = ENOMEM;
     return NULL;
@@ -58,7 +67,7 @@ static void *_ta_malloc_aligned(size_t align, size_t size) {
      * since spans start on page boundaries. Powers of two are classes. */
     unsigned c = _ta_class_of(size < align ? align : size);
     while (c < TA_NUM_CLASSES && _ta_classes[c].size % align != 0) c++;
-    if (c < TA_NUM_CLASSES) return _ta_malloc_class(c);
+    if (c < TA_NUM_CLASSES) return _ta_malloc_class(c, size);
   }
   if (size >= _ta_opt.huge_threshold) return _ta_huge_alloc(size, align, false, _ta_current_tag());
   return _ta_malloc_large(size, align, false);
@@ -106,7 +115,8 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
   _ta_page_t *pg;
   switch (_ta_classify(p, &pg, NULL)) {
   case TA_PTR_SMALL: {
-    _ta_count_free(pg->tag, pg->block_size); /* before the block is given back */
+    /* counted before the block is given back (then it may be reused) */
+    _ta_count_free(pg->tag, pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
     _ta_heap_t *h = _ta_tls_heap;
     if (h != &_ta_heap_empty && atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED &&
         _ta_free_adopting(h, pg, (_ta_block_t *)p))
@@ -115,14 +125,14 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
     return;
   }
   case TA_PTR_LARGE:
-    _ta_count_free(pg->tag, (size_t)pg->npages << TA_PAGE_SHIFT);
+    _ta_count_free(pg->tag, (size_t)pg->npages << TA_PAGE_SHIFT, pg->requested);
     _ta_span_free(pg);
     return;
   case TA_PTR_HUGE: {
     uint32_t tag;
-    size_t mapped;
-    if (_ta_huge_free(p, &tag, &mapped)) {
-      _ta_count_free(tag, mapped);
+    size_t mapped, requested;
+    if (_ta_huge_free(p, &tag, &mapped, &requested)) {
+      _ta_count_free(tag, mapped, requested);
       return;
     }
     break;
@@ -143,6 +153,7 @@ static inline void _ta_free(void *p) {
     pg->free = b;
     pg->used--;
     TA_HOT_ADD(h->dir[pg->sclass].nfree, 1);
+    if (ta_unlikely(pg->slop != NULL)) TA_HOT_ADD(h->dir[pg->sclass].freq, _ta_slop_req(pg, p));
     if (ta_unlikely(pg->used == 0 || atomic_load_explicit(&pg->in_full, memory_order_relaxed)))
       _ta_free_local_slow(h, pg);
     return;
@@ -164,7 +175,15 @@ static void *_ta_realloc(void *p, size_t size) {
   _ta_page_t *pg = _ta_page_of(p);
   if (ta_likely(pg != NULL && atomic_load_explicit(&pg->heap, memory_order_relaxed) == _ta_tls_heap)) {
     size_t bs = pg->block_size;
-    if (size <= bs && size >= bs / 2) return p;
+    if (size <= bs && size >= bs / 2) {
+      if (ta_unlikely(pg->slop != NULL)) { /* the same block, another request */
+        _ta_heap_t *h = _ta_tls_heap;
+        TA_HOT_ADD(h->dir[pg->sclass].freq, _ta_slop_req(pg, p));
+        TA_HOT_ADD(h->dir[pg->sclass].areq, size);
+        _ta_slop_set(pg, _ta_block_index(pg, p), bs - size);
+      }
+      return p;
+    }
   }
   size_t mapped = 0;
   _ta_ptr_kind_t k;
@@ -184,23 +203,31 @@ static void *_ta_realloc(void *p, size_t size) {
   switch (k) {
   case TA_PTR_SMALL:
     /* Stay if it fits and would not waste more than half. */
-    if (size <= usable && size >= usable / 2) return p;
+    if (size <= usable && size >= usable / 2) {
+      if (pg->slop) { /* the caller owns the block, so its entry too */
+        size_t idx = _ta_block_index(pg, p);
+        _ta_count_resize(tag, usable, usable, usable - _ta_slop_get(pg, idx), size);
+        _ta_slop_set(pg, idx, usable - size);
+      }
+      return p;
+    }
     break;
   case TA_PTR_LARGE:
     if (size > TA_MAX_SMALL && size < _ta_opt.huge_threshold) {
       size_t npages = (size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT;
       if (npages == pg->npages) {
+        _ta_count_resize(tag, usable, usable, pg->requested, size);
         pg->requested = size;
         return p;
       }
       if (npages < pg->npages) {
         _ta_span_shrink_inplace(pg, npages);
-        _ta_count_resize(tag, usable, npages << TA_PAGE_SHIFT);
+        _ta_count_resize(tag, usable, npages << TA_PAGE_SHIFT, pg->requested, size);
         pg->requested = size;
         return p;
       }
       if (_ta_span_grow_inplace(pg, npages)) {
-        _ta_count_resize(tag, usable, npages << TA_PAGE_SHIFT);
+        _ta_count_resize(tag, usable, npages << TA_PAGE_SHIFT, pg->requested, size);
         pg->requested = size;
         return p;
       }
@@ -255,7 +282,7 @@ TA_EXPORT void *TA_NAME(calloc)(size_t n, size_t size) {
     if (total >= _ta_opt.huge_threshold || !_ta_ensure_init()) return _ta_huge_alloc(total, TA_OS_PAGE, true, _ta_current_tag());
     return _ta_malloc_large(total, TA_PAGE_SIZE, true);
   }
-  void *p = _ta_malloc_class(_ta_class_of(total));
+  void *p = _ta_malloc_class(_ta_class_of(total), total);
   if (p) memset(p, 0, total);
   return p;
 }

@@ -275,6 +275,7 @@ static _ta_page_t *_ta_span_claim(size_t ai, size_t idx, size_t npages, uint8_t 
   h->next = h->prev = h->dnext = h->dprev = NULL;
   h->requested = 0;
   h->tag = 0;
+  h->slop = NULL;
   _ta_used_pages += npages;
   _ta_note_hwm();
   return h;
@@ -389,6 +390,10 @@ static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags
 
 /* Return a span in use to the arena. */
 static void _ta_span_free(_ta_page_t *h) {
+  if (h->kind == TA_KIND_SMALL && h->slop) {
+    _ta_slop_free(h->slop, _ta_slop_bytes(h));
+    h->slop = NULL;
+  }
   pthread_mutex_lock(&_ta_arena_lock);
   uint64_t now = _ta_now_ms();
   ta_assert(h->kind == TA_KIND_SMALL || h->kind == TA_KIND_LARGE);

@@ -47,6 +47,9 @@ typedef struct _ta_books_s {
   uint32_t thread_size, thread_ctr_off, thread_heaps_off, thread_next_off, thread_live_off;
   uint32_t heap_size, heap_nalloc_off, heap_nfree_off, heap_tag_off, heap_tnext_off;
   uint32_t heap_class_stride; /* bytes from one class's counts to the next */
+  uint32_t heap_areq_off, heap_freq_off; /* requested bytes, per class */
+  uint32_t requested;         /* 1: requested bytes are kept (TAGALLOC_REQUESTED) */
+  uint32_t pad;
   /* the allocator's own figures, bytes, refreshed after every arena and
    * huge-block operation */
   _Atomic(uint64_t) spans_in_use;   /* pages of spans holding blocks */
@@ -93,6 +96,9 @@ static void _ta_books_format(_ta_books_t *b) {
   b->heap_nalloc_off = offsetof(_ta_heap_t, dir) + offsetof(_ta_direct_t, nalloc);
   b->heap_nfree_off = offsetof(_ta_heap_t, dir) + offsetof(_ta_direct_t, nfree);
   b->heap_class_stride = sizeof(_ta_direct_t);
+  b->heap_areq_off = offsetof(_ta_heap_t, dir) + offsetof(_ta_direct_t, areq);
+  b->heap_freq_off = offsetof(_ta_heap_t, dir) + offsetof(_ta_direct_t, freq);
+  b->requested = _ta_opt.requested ? 1 : 0;
   b->heap_tag_off = offsetof(_ta_heap_t, tag);
   b->heap_tnext_off = offsetof(_ta_heap_t, tnext);
   size_t off = _ta_align_up(sizeof(_ta_books_t), 64);

@@ -47,6 +47,54 @@ static void *_ta_meta_alloc(size_t size) {
   return r;
 }
 
+/* ---- slop arrays (TAGALLOC_REQUESTED) ---------------------------------------
+ * One entry per block of a small span (_ta_slop_bytes), from power-of-two
+ * buckets of 64 B .. 8 KiB with free lists (under _ta_meta_lock); never
+ * unmapped. */
+
+#define TA_SLOP_BUCKETS 8
+static void *_ta_slop_free_list[TA_SLOP_BUCKETS];
+
+static unsigned _ta_slop_bucket(size_t bytes) {
+  unsigned b = 0;
+  while (((size_t)64 << b) < bytes) b++;
+  return b;
+}
+
+static void *_ta_slop_alloc(size_t bytes) {
+  unsigned b = _ta_slop_bucket(bytes);
+  if (b >= TA_SLOP_BUCKETS) return NULL;
+  pthread_mutex_lock(&_ta_meta_lock);
+  void *p = _ta_slop_free_list[b];
+  if (p) _ta_slop_free_list[b] = *(void **)p;
+  pthread_mutex_unlock(&_ta_meta_lock);
+  if (p) return p;
+  size_t size = (size_t)64 << b;
+  pthread_mutex_lock(&_ta_meta_lock);
+  if ((size_t)(_ta_meta_end - _ta_meta_cur) < size) {
+    uint8_t *c = _ta_os_reserve(TA_MiB, TA_OS_PAGE);
+    if (!c) {
+      pthread_mutex_unlock(&_ta_meta_lock);
+      return NULL;
+    }
+    _ta_os_name(c, TA_MiB, "tagalloc metadata");
+    _ta_meta_cur = c;
+    _ta_meta_end = c + TA_MiB;
+  }
+  p = _ta_meta_cur;
+  _ta_meta_cur += size;
+  pthread_mutex_unlock(&_ta_meta_lock);
+  return p;
+}
+
+static void _ta_slop_free(void *p, size_t bytes) {
+  unsigned b = _ta_slop_bucket(bytes);
+  pthread_mutex_lock(&_ta_meta_lock);
+  *(void **)p = _ta_slop_free_list[b];
+  _ta_slop_free_list[b] = p;
+  pthread_mutex_unlock(&_ta_meta_lock);
+}
+
 /* ---- page queues ------------------------------------------------------------ */
 
 static void _ta_q_append(_ta_pageq_t *q, _ta_page_t *pg) {
@@ -167,7 +215,7 @@ static bool _ta_free_adopting(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
   if (!ok) return false;
   _ta_page_collect(pg);
   _ta_q_append(&h->queue[c], pg); /* behind the direct page */
-  b->next = pg->free;
+  b->next = pg->free; /* counted by the caller (_ta_free_generic) */
   pg->free = b;
   if (--pg->used == 0 && !_ta_page_keep_empty(h, pg)) _ta_page_release(h, pg);
   return true;
@@ -199,6 +247,10 @@ static _ta_page_t *_ta_page_new(_ta_heap_t *h, unsigned c) {
     pg = _ta_span_alloc(_ta_classes[c].pages, 1, TA_KIND_SMALL, NULL);
     if (!pg) return NULL;
     _ta_page_init_small(pg, c);
+    if (_ta_opt.requested && !(pg->slop = _ta_slop_alloc(_ta_slop_bytes(pg)))) {
+      _ta_span_free(pg);
+      return NULL;
+    }
     pg->tag = h->tag;
     atomic_store_explicit(&pg->heap, h, memory_order_release);
   }
@@ -254,7 +306,7 @@ static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct) {
 
 static _ta_heap_t *_ta_heap_init_thread(void);
 
-TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c) {
+TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size) {
   if (ta_unlikely(h == &_ta_heap_empty)) {
     h = _ta_heap_init_thread();
     if (!h) {
@@ -288,6 +340,10 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c) {
   pg->free = b->next;
   pg->used++;
   TA_HOT_ADD(h->dir[c].nalloc, 1);
+  if (pg->slop) {
+    _ta_slop_set(pg, _ta_block_index(pg, b), pg->block_size - size);
+    TA_HOT_ADD(h->dir[c].areq, size);
+  }
   if (ta_unlikely((h->slow_count & 1023) == 0)) _ta_tag_note_peak(h->tag);
   return b;
 }
@@ -337,8 +393,12 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
  * figures from the class sizes), so they outlive the heap. Under the heaps
  * lock: _ta_tag_sum reads both. */
 static void _ta_heap_fold_counts_locked(_ta_heap_t *h) {
-  uint64_t ab = 0, an = 0, fb = 0, fn = 0;
+  uint64_t ab = 0, an = 0, fb = 0, fn = 0, ar = 0, fr = 0;
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
+    ar += TA_HOT_LOAD(h->dir[c].areq);
+    fr += TA_HOT_LOAD(h->dir[c].freq);
+    TA_HOT_STORE(h->dir[c].areq, 0);
+    TA_HOT_STORE(h->dir[c].freq, 0);
     uint64_t a = TA_HOT_LOAD(h->dir[c].nalloc);
     uint64_t f = TA_HOT_LOAD(h->dir[c].nfree);
     an += a;
@@ -352,6 +412,8 @@ static void _ta_heap_fold_counts_locked(_ta_heap_t *h) {
   TA_CTR_ADD(h->ctr->alloc_blocks, an);
   TA_CTR_ADD(h->ctr->free_bytes, fb);
   TA_CTR_ADD(h->ctr->free_blocks, fn);
+  TA_CTR_ADD(h->ctr->alloc_req, ar);
+  TA_CTR_ADD(h->ctr->free_req, fr);
 }
 
 static void _ta_heap_abandon(_ta_heap_t *h) {

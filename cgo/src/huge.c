@@ -182,7 +182,7 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) 
     errno = ENOMEM;
     return NULL;
   }
-  _ta_count_alloc(tag, mapped);
+  _ta_count_alloc(tag, mapped, size);
   if (!cached) _ta_os_name(p, mapped, "tagalloc huge");
   return p;
 }
@@ -199,7 +199,7 @@ static bool _ta_huge_lookup(const void *p, size_t *mapped, size_t *requested) {
 }
 
 /* Free a huge block: into the cache if it is not too big, else unmapped. */
-static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out) {
+static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *requested) {
   _ta_huge_cached_t out[TA_HUGE_CACHE + 1];
   size_t n = 0;
   pthread_mutex_lock(&_ta_huge_lock);
@@ -211,6 +211,7 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out) {
   size_t mapped = e->mapped, align = e->align;
   *tag = e->tag;
   *mapped_out = mapped;
+  *requested = e->requested;
   _ta_huge_erase_locked(e);
   uint64_t now = _ta_now_ms();
   if (align <= TA_OS_PAGE && mapped <= _ta_huge_cache_budget()) {
@@ -261,6 +262,7 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   if (need <= old && need >= old / 2) { /* fits, and wastes < half */
     e->requested = size;
     pthread_mutex_unlock(&_ta_huge_lock);
+    _ta_count_resize(tag, old, old, oldreq, size);
     return p;
   }
   size_t mapped = need > old ? _ta_align_up(need + need / 8, TA_OS_PAGE) : need;
@@ -270,6 +272,6 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   bool ok = _ta_huge_insert_locked((uintptr_t)(q ? q : p), q ? mapped : old, q ? size : oldreq, align, tag);
   pthread_mutex_unlock(&_ta_huge_lock);
   if (!ok) _ta_fatal("huge table: cannot re-record %p after mremap", q ? q : p);
-  if (q) _ta_count_resize(tag, old, mapped);
+  if (q) _ta_count_resize(tag, old, mapped, oldreq, size);
   return q;
 }

@@ -23,6 +23,8 @@ static const _ta_option_t _ta_options[] = {
     {"TAGALLOC_RETAIN_MIN", &_ta_opt.retain_min, 8 * TA_MiB,
      "free-but-resident memory kept for reuse (at least; or 1/8 of the heap)"},
     {"TAGALLOC_VERBOSE", &_ta_opt.verbose, 0, "print allocator decisions to stderr"},
+    {"TAGALLOC_REQUESTED", &_ta_opt.requested, 0,
+     "1: keep each block's requested size, so reports give live requested bytes (costs a little time)"},
 };
 /* And one string option, TAGALLOC_TAG: untagged threads are charged to this
  * name instead of "untagged" (tags.c). */

@@ -143,38 +143,42 @@ static _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag) {
 
 static _ta_ctr_t *_ta_ctr_self(uint32_t tag) { return _ta_ctr_of(_ta_thread_self(), tag); }
 
-/* Count a block allocated (alloc) or freed by this thread under tag. */
-static void _ta_count(uint32_t tag, size_t bytes, bool alloc) {
+/* Count a block allocated (alloc) or freed by this thread under tag:
+ * usable bytes, and the bytes asked for. */
+static void _ta_count(uint32_t tag, size_t bytes, size_t req, bool alloc) {
   _ta_ctr_t *c = _ta_ctr_self(tag);
   if (ta_likely(c != NULL)) {
     _Atomic(uint64_t) *b = alloc ? &c->alloc_bytes : &c->free_bytes, *n = alloc ? &c->alloc_blocks : &c->free_blocks;
+    _Atomic(uint64_t) *r = alloc ? &c->alloc_req : &c->free_req;
     TA_CTR_ADD(*b, bytes);
     TA_CTR_ADD(*n, 1);
+    TA_CTR_ADD(*r, req);
     return;
   }
   _ta_ctr_t *f = &_ta_ctr_fallback[tag]; /* no record: the shared atomic table */
   atomic_fetch_add_explicit(alloc ? &f->alloc_bytes : &f->free_bytes, bytes, memory_order_relaxed);
   atomic_fetch_add_explicit(alloc ? &f->alloc_blocks : &f->free_blocks, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(alloc ? &f->alloc_req : &f->free_req, req, memory_order_relaxed);
 }
 
-static void _ta_count_free(uint32_t tag, size_t bytes) { _ta_count(tag, bytes, false); }
-static void _ta_count_alloc(uint32_t tag, size_t bytes) { _ta_count(tag, bytes, true); }
+static void _ta_count_free(uint32_t tag, size_t bytes, size_t req) { _ta_count(tag, bytes, req, false); }
+static void _ta_count_alloc(uint32_t tag, size_t bytes, size_t req) { _ta_count(tag, bytes, req, true); }
+
+static void _ta_ctr_add(uint32_t tag, _Atomic(uint64_t) *mine, _Atomic(uint64_t) *shared, size_t d) {
+  (void)tag;
+  if (mine) TA_CTR_ADD(*mine, d);
+  else atomic_fetch_add_explicit(shared, d, memory_order_relaxed);
+}
 
 /* A block resized in place: its growth counts as allocated bytes, its
- * shrinking as freed bytes; blocks are unchanged. */
-static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes) {
-  _ta_ctr_t *c = _ta_ctr_self(tag);
-  _Atomic(uint64_t) *f;
-  size_t d;
-  if (new_bytes >= old_bytes) {
-    d = new_bytes - old_bytes;
-    f = c ? &c->alloc_bytes : &_ta_ctr_fallback[tag].alloc_bytes;
-  } else {
-    d = old_bytes - new_bytes;
-    f = c ? &c->free_bytes : &_ta_ctr_fallback[tag].free_bytes;
-  }
-  if (c) TA_CTR_ADD(*f, d);
-  else atomic_fetch_add_explicit(f, d, memory_order_relaxed);
+ * shrinking as freed bytes (usable and requested alike); blocks are
+ * unchanged. */
+static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes, size_t old_req, size_t new_req) {
+  _ta_ctr_t *c = _ta_ctr_self(tag), *f = &_ta_ctr_fallback[tag];
+  if (new_bytes >= old_bytes) _ta_ctr_add(tag, c ? &c->alloc_bytes : NULL, &f->alloc_bytes, new_bytes - old_bytes);
+  else _ta_ctr_add(tag, c ? &c->free_bytes : NULL, &f->free_bytes, old_bytes - new_bytes);
+  if (new_req >= old_req) _ta_ctr_add(tag, c ? &c->alloc_req : NULL, &f->alloc_req, new_req - old_req);
+  else _ta_ctr_add(tag, c ? &c->free_req : NULL, &f->free_req, old_req - new_req);
 }
 
 static _ta_thread_t *_ta_threads_free_record(void) {
@@ -233,16 +237,18 @@ static void _ta_use_tag(_ta_thread_t *th, uint32_t tag) {
 /* ---- sums -------------------------------------------------------------------------- */
 
 typedef struct {
-  uint64_t alloc_bytes, alloc_blocks, free_bytes, free_blocks;
+  uint64_t alloc_bytes, alloc_blocks, free_bytes, free_blocks, alloc_req, free_req;
 } _ta_sum_t;
 
 static _ta_sum_t _ta_tag_sum(uint32_t tag) {
-  _ta_sum_t s = {0, 0, 0, 0};
+  _ta_sum_t s = {0, 0, 0, 0, 0, 0};
   _ta_ctr_t *f = &_ta_ctr_fallback[tag];
   s.alloc_bytes = atomic_load_explicit(&f->alloc_bytes, memory_order_relaxed);
   s.alloc_blocks = atomic_load_explicit(&f->alloc_blocks, memory_order_relaxed);
   s.free_bytes = atomic_load_explicit(&f->free_bytes, memory_order_relaxed);
   s.free_blocks = atomic_load_explicit(&f->free_blocks, memory_order_relaxed);
+  s.alloc_req = atomic_load_explicit(&f->alloc_req, memory_order_relaxed);
+  s.free_req = atomic_load_explicit(&f->free_req, memory_order_relaxed);
   pthread_mutex_lock(&_ta_threads_lock);
   pthread_mutex_lock(&_ta_heaps_lock);
   for (_ta_heap_t *h = _ta_heaps; h; h = h->hnext) {
@@ -254,6 +260,8 @@ static _ta_sum_t _ta_tag_sum(uint32_t tag) {
       s.alloc_bytes += a * _ta_classes[c].size;
       s.free_blocks += f;
       s.free_bytes += f * _ta_classes[c].size;
+      s.alloc_req += TA_HOT_LOAD(h->dir[c].areq);
+      s.free_req += TA_HOT_LOAD(h->dir[c].freq);
     }
   }
   for (_ta_thread_t *t = _ta_threads; t; t = t->next) {
@@ -264,6 +272,8 @@ static _ta_sum_t _ta_tag_sum(uint32_t tag) {
     s.alloc_blocks += atomic_load_explicit(&c->alloc_blocks, memory_order_relaxed);
     s.free_bytes += atomic_load_explicit(&c->free_bytes, memory_order_relaxed);
     s.free_blocks += atomic_load_explicit(&c->free_blocks, memory_order_relaxed);
+    s.alloc_req += atomic_load_explicit(&c->alloc_req, memory_order_relaxed);
+    s.free_req += atomic_load_explicit(&c->free_req, memory_order_relaxed);
   }
   pthread_mutex_unlock(&_ta_heaps_lock);
   pthread_mutex_unlock(&_ta_threads_lock);
@@ -365,6 +375,7 @@ TA_EXPORT int tagalloc_tag_stats(const char *name, tagalloc_tag_stats_t *out) {
   out->live_blocks = s.alloc_blocks - s.free_blocks;
   out->alloc_bytes = s.alloc_bytes;
   out->alloc_blocks = s.alloc_blocks;
+  out->live_requested_bytes = _ta_opt.requested ? s.alloc_req - s.free_req : (size_t)-1;
   out->peak_live_bytes = atomic_load(&_ta_tag_peak[id]);
   if (out->peak_live_bytes < out->live_bytes) out->peak_live_bytes = out->live_bytes;
   return 0;
@@ -425,10 +436,12 @@ TA_EXPORT int TA_NAME(pthread_create)(pthread_t *t, const pthread_attr_t *attr, 
  * joining its threads. Aborts with the first tag that differs; returns the
  * number of tags checked. */
 TA_EXPORT size_t tagalloc_check_books(void) {
-  static uint64_t walk_bytes[TA_TAG_SLOTS], walk_blocks[TA_TAG_SLOTS]; /* one caller at a time */
+  static uint64_t walk_bytes[TA_TAG_SLOTS], walk_blocks[TA_TAG_SLOTS], walk_req[TA_TAG_SLOTS]; /* one caller at a time */
+  static uint8_t freed[4096 / 8];
   if (atomic_load(&_ta_init_state) < 2) return 0;
   memset(walk_bytes, 0, sizeof walk_bytes);
   memset(walk_blocks, 0, sizeof walk_blocks);
+  memset(walk_req, 0, sizeof walk_req);
   pthread_mutex_lock(&_ta_arena_lock);
   size_t na = atomic_load(&_ta_narenas);
   for (size_t ai = 0; ai < na; ai++) {
@@ -442,9 +455,21 @@ TA_EXPORT size_t tagalloc_check_books(void) {
         size_t live = h->used - remote;
         walk_bytes[h->tag] += live * h->block_size;
         walk_blocks[h->tag] += live;
+        if (h->slop) { /* requested bytes of the live blocks: carved, on no free list */
+          memset(freed, 0, sizeof freed);
+          const _ta_block_t *lists[2] = {h->free, (const _ta_block_t *)atomic_load(&h->xthread_free)};
+          for (int l = 0; l < 2; l++)
+            for (const _ta_block_t *b = lists[l]; b; b = b->next) {
+              size_t k = _ta_block_index(h, b);
+              freed[k / 8] |= (uint8_t)(1u << (k % 8));
+            }
+          for (size_t k = 0; k < h->capacity; k++)
+            if (!(freed[k / 8] & (1u << (k % 8)))) walk_req[h->tag] += h->block_size - _ta_slop_get(h, k);
+        }
       } else if (h->kind == TA_KIND_LARGE) {
         walk_bytes[h->tag] += np << TA_PAGE_SHIFT;
         walk_blocks[h->tag]++;
+        walk_req[h->tag] += h->requested;
       }
       i += np;
     }
@@ -456,6 +481,7 @@ TA_EXPORT size_t tagalloc_check_books(void) {
     if (e->addr <= TA_HUGE_DELETED) continue;
     walk_bytes[e->tag] += e->mapped;
     walk_blocks[e->tag]++;
+    walk_req[e->tag] += e->requested;
   }
   pthread_mutex_unlock(&_ta_huge_lock);
   size_t checked = 0;
@@ -467,6 +493,9 @@ TA_EXPORT size_t tagalloc_check_books(void) {
     if (live != walk_bytes[id] || blocks != walk_blocks[id])
       _ta_fatal("books of tag \"%s\": %zu bytes in %zu blocks, but the heap holds %zu bytes in %zu blocks",
                 _ta_tag_names[id].name, (size_t)live, (size_t)blocks, (size_t)walk_bytes[id], (size_t)walk_blocks[id]);
+    if (_ta_opt.requested && s.alloc_req - s.free_req != walk_req[id])
+      _ta_fatal("books of tag \"%s\": %zu requested bytes, but the heap's live blocks asked for %zu",
+                _ta_tag_names[id].name, (size_t)(s.alloc_req - s.free_req), (size_t)walk_req[id]);
     checked++;
   }
   return checked;

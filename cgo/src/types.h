@@ -154,7 +154,8 @@ struct _ta_heap_s;
 typedef struct _ta_page_s {
   /* cache line 1: the owner's fast paths */
   _ta_block_t *free;          /* blocks ready for malloc (the owner frees here) */
-  uint64_t pad1;
+  void *slop;                 /* TAGALLOC_REQUESTED: per block, usable - requested
+                                 (uint16_t if block_size < 64 KiB, else uint32_t) */
   _Atomic(struct _ta_heap_s *) heap; /* owner; NULL if free or abandoned */
   uint32_t used;              /* blocks handed out, not yet collected back */
   uint32_t capacity;          /* blocks carved so far (others read it atomically) */
@@ -217,6 +218,7 @@ typedef struct _ta_arena_s {
 typedef struct _ta_ctr_s {
   _Atomic(uint64_t) alloc_bytes, alloc_blocks; /* usable bytes */
   _Atomic(uint64_t) free_bytes, free_blocks;
+  _Atomic(uint64_t) alloc_req, free_req;       /* requested bytes */
 } _ta_ctr_t;
 
 #define TA_CTR_CHUNK 64
@@ -253,6 +255,8 @@ typedef struct _ta_direct_s {
   _ta_page_t *page; /* never NULL: &_ta_page_empty at worst */
   uint64_t nalloc;  /* TA_HOT_ADD by the owner, TA_HOT_LOAD by readers */
   uint64_t nfree;
+  uint64_t areq;    /* requested bytes of those blocks (TAGALLOC_REQUESTED) */
+  uint64_t freq;
 } _ta_direct_t;
 
 typedef struct _ta_heap_s {
@@ -280,6 +284,7 @@ typedef struct _ta_options_s {
   size_t retain_min;        /* TAGALLOC_RETAIN_MIN */
   size_t verbose;           /* TAGALLOC_VERBOSE */
   const char *default_tag;  /* TAGALLOC_TAG: the name of untagged memory */
+  size_t requested;         /* TAGALLOC_REQUESTED: keep every block's requested size */
 } _ta_options_t;
 
 /* ---- globals --------------------------------------------------------------- */
@@ -331,7 +336,15 @@ static void _ta_arena_purge(bool all);
 static _ta_page_t *_ta_page_of_slow(const void *p);
 
 /* page.c / heap.c */
-static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c);
+static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size);
+static void *_ta_slop_alloc(size_t bytes);
+static void _ta_slop_free(void *p, size_t bytes);
+
+/* Slop entries: 16 bits hold any slop of a block under 64 KiB (even of a
+ * zero-byte request); bigger blocks (a few per span) take 32. */
+static inline size_t _ta_slop_bytes(const struct _ta_page_s *pg);
+static inline uint32_t _ta_slop_get(const struct _ta_page_s *pg, size_t idx);
+static inline void _ta_slop_set(struct _ta_page_s *pg, size_t idx, size_t slop);
 static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg);
 static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b);
 static bool _ta_free_adopting(struct _ta_heap_s *h, _ta_page_t *pg, _ta_block_t *b);
@@ -343,11 +356,11 @@ static pthread_mutex_t _ta_threads_lock; /* defined in tags.c */
 static _ta_ctr_t *_ta_ctr_self(uint32_t tag);
 static _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag);
 static _ta_thread_t *_ta_thread_self_slow(void);
-static void _ta_count_alloc(uint32_t tag, size_t bytes);
+static void _ta_count_alloc(uint32_t tag, size_t bytes, size_t req);
 static void _ta_heap_fold_counts_locked(_ta_heap_t *h);
 static uint32_t _ta_current_tag(void);
-static void _ta_count_free(uint32_t tag, size_t bytes);
-static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes);
+static void _ta_count_free(uint32_t tag, size_t bytes, size_t req);
+static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes, size_t old_req, size_t new_req);
 static void _ta_tag_note_peak(uint32_t tag);
 
 /* huge.c */
@@ -355,7 +368,7 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag);
 static inline void *_ta_malloc(size_t size);
 static inline void _ta_free(void *p);
 static bool _ta_huge_lookup(const void *p, size_t *mapped, size_t *requested);
-static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped);
+static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped, size_t *requested);
 static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped, uint32_t *tag);
 static void _ta_huge_purge(bool all);
 
@@ -387,6 +400,17 @@ static inline _ta_page_t *_ta_page_of(const void *p) {
 static inline size_t _ta_block_index(const _ta_page_t *pg, const void *p) {
   uint64_t off = (uint64_t)((const uint8_t *)p - pg->start);
   return (size_t)((off * _ta_classes[pg->sclass].magic) >> TA_MAGIC_SHIFT);
+}
+
+static inline size_t _ta_slop_bytes(const _ta_page_t *pg) {
+  return (size_t)pg->reserved * (pg->block_size < 65536 ? sizeof(uint16_t) : sizeof(uint32_t));
+}
+static inline uint32_t _ta_slop_get(const _ta_page_t *pg, size_t idx) {
+  return pg->block_size < 65536 ? ((const uint16_t *)pg->slop)[idx] : ((const uint32_t *)pg->slop)[idx];
+}
+static inline void _ta_slop_set(_ta_page_t *pg, size_t idx, size_t slop) {
+  if (pg->block_size < 65536) ((uint16_t *)pg->slop)[idx] = (uint16_t)slop;
+  else ((uint32_t *)pg->slop)[idx] = (uint32_t)slop;
 }
 
 #if TA_DEBUG >= 1

@@ -253,6 +253,67 @@ static void test_overflow(void) {
   free(p);
 }
 
+/* With TAGALLOC_REQUESTED=1, live_requested_bytes is exact: the sum of the
+ * sizes asked for, over the tag's live blocks, through realloc in place and
+ * moved, and frees from other threads. Without it, (size_t)-1. */
+static size_t req_live;
+static void *req_freer(void *arg) {
+  void **ps = arg;
+  for (int i = 0; i < 50; i++) free(ps[i]);
+  return NULL;
+}
+
+static void test_requested(void) {
+  tagalloc_tag_stats_t s;
+  int on = getenv("TAGALLOC_REQUESTED") && getenv("TAGALLOC_REQUESTED")[0] == '1';
+  SetHeapBlockTagForThread("req");
+  static void *ps[200];
+  static size_t ns[200];
+  req_live = 0;
+  for (int i = 0; i < 200; i++) {
+    ns[i] = i < 150 ? (size_t)(1 + i * 13) : i < 190 ? (size_t)(70001 + i) : (size_t)(700001 + i * 4096);
+    ps[i] = i % 3 == 0 ? calloc(1, ns[i]) : i % 3 == 1 ? aligned_alloc(64, ns[i]) : malloc(ns[i]);
+    req_live += ns[i];
+  }
+  void *h = malloc(40 << 20);
+  req_live += 40 << 20;
+  ClearHeapBlockTagForThread();
+  CHECK(tagalloc_tag_stats("req", &s) == 0, "stats");
+  if (!on) {
+    CHECK(s.live_requested_bytes == (size_t)-1, "requested bytes without TAGALLOC_REQUESTED: %zu", s.live_requested_bytes);
+    for (int i = 0; i < 200; i++) free(ps[i]);
+    free(h);
+    return;
+  }
+  CHECK(s.live_requested_bytes == req_live, "live requested %zu, want %zu", s.live_requested_bytes, req_live);
+  /* realloc: in place (smaller, same class) and moved (bigger), huge too */
+  for (int i = 50; i < 200; i += 7) {
+    size_t n = i % 2 ? ns[i] - ns[i] / 8 : ns[i] * 3;
+    void *q = realloc(ps[i], n);
+    CHECK(q != NULL, "realloc");
+    req_live += n;
+    req_live -= ns[i];
+    ps[i] = q;
+    ns[i] = n;
+  }
+  h = realloc(h, (50 << 20) + 1);
+  req_live += 10 << 20;
+  req_live += 1;
+  CHECK(tagalloc_tag_stats("req", &s) == 0 && s.live_requested_bytes == req_live, "after realloc: %zu, want %zu",
+        s.live_requested_bytes, req_live);
+  /* frees from another thread */
+  pthread_t t;
+  pthread_create(&t, NULL, req_freer, ps);
+  pthread_join(t, NULL);
+  for (int i = 0; i < 50; i++) req_live -= ns[i];
+  CHECK(tagalloc_tag_stats("req", &s) == 0 && s.live_requested_bytes == req_live, "after remote frees: %zu, want %zu",
+        s.live_requested_bytes, req_live);
+  for (int i = 50; i < 200; i++) free(ps[i]);
+  free(h);
+  CHECK(tagalloc_tag_stats("req", &s) == 0 && s.live_requested_bytes == 0 && s.live_blocks == 0, "all freed: %zu",
+        s.live_requested_bytes);
+}
+
 /* With TAGALLOC_TAG=NAME (and TAGS_TEST_DEFAULT=NAME), untagged memory is
  * charged to NAME and there is no "untagged". */
 static void test_default_tag(void) {
@@ -308,6 +369,7 @@ int main(void) {
   RUN(test_active);
   if (t_failed) return t_summary();
   RUN(test_default_tag);
+  RUN(test_requested);
   RUN(test_basic);
   RUN(test_huge_and_aligned);
   RUN(test_realloc_keeps_tag);

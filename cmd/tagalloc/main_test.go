@@ -202,6 +202,47 @@ func TestRunWritesExactReport(t *testing.T) {
 	}
 }
 
+// With TAGALLOC_REQUESTED=1 the report carries live_requested_bytes, equal
+// to the program's own figure; without it, null.
+func TestRunReportsRequestedBytes(t *testing.T) {
+	prog := buildTagged(t)
+	bin, err := tagallocBin()
+	require.NoError(t, err)
+	for _, on := range []bool{true, false} {
+		out := filepath.Join(t.TempDir(), "r.json")
+		cmd := exec.Command(bin, "run", "-q", "-o", out, "--", prog, "exit")
+		cmd.Env = os.Environ()
+		if on {
+			cmd.Env = append(cmd.Env, "TAGALLOC_REQUESTED=1")
+		}
+		so, _ := cmd.Output()
+		want := map[string]uint64{}
+		for _, l := range strings.Split(string(so), "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "requested" {
+				n, err := strconv.ParseUint(f[2], 10, 64)
+				require.NoError(t, err)
+				want[f[1]] = n
+			}
+		}
+		rep, err := reporter.ReadFile(out)
+		require.NoError(t, err)
+		for _, tg := range rep.Processes[0].Tags {
+			if !on {
+				require.Nil(t, tg.LiveRequestedBytes, tg.Name)
+				continue
+			}
+			require.NotNil(t, tg.LiveRequestedBytes, tg.Name)
+			require.LessOrEqual(t, *tg.LiveRequestedBytes, tg.LiveBytes)
+			if w, ok := want[tg.Name]; ok {
+				require.Equal(t, w, *tg.LiveRequestedBytes, tg.Name)
+			}
+		}
+		if on {
+			require.Len(t, want, 2)
+		}
+	}
+}
+
 func TestSnapshotAndTopOfARunningProcess(t *testing.T) {
 	prog := buildTagged(t)
 	bin, err := tagallocBin()

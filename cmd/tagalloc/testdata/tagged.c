@@ -14,6 +14,7 @@ static void show(const char *tag) {
   tagalloc_tag_stats_t s;
   if (tagalloc_weak_stats(tag, &s) != 0) return;
   printf("%s %zu %zu %zu %zu\n", tag, s.live_bytes, s.live_blocks, s.alloc_bytes, s.alloc_blocks);
+  if (s.live_requested_bytes != (size_t)-1) printf("requested %s %zu\n", tag, s.live_requested_bytes);
 }
 
 int main(int argc, char **argv) {
