@@ -16,8 +16,9 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 
 func sample() *Report {
 	code := 0
+	req := uint64(79 << 20)
 	a := FromSnapshot(&tagtable.Snapshot{PID: 42, Command: []string{"app", "--serve"}, Exited: true, Tags: []tagtable.TagTotals{
-		{Name: "webgl-contexts", LiveBytes: 80 << 20, LiveBlocks: 12, AllocBytes: 96 << 20, AllocBlocks: 20, PeakLiveBytes: 90 << 20},
+		{Name: "webgl-contexts", LiveBytes: 80 << 20, LiveRequestedBytes: &req, LiveBlocks: 12, AllocBytes: 96 << 20, AllocBlocks: 20, PeakLiveBytes: 90 << 20},
 		{Name: "untagged", LiveBytes: 15 << 20, LiveBlocks: 3000, AllocBytes: 200 << 20, AllocBlocks: 90000, PeakLiveBytes: 40 << 20},
 		{Name: "decoder", LiveBytes: 5 << 20, LiveBlocks: 7, AllocBytes: 5 << 20, AllocBlocks: 7, PeakLiveBytes: 5 << 20},
 	}})

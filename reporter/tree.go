@@ -84,9 +84,13 @@ func (p Process) WriteTree(w io.Writer) error {
 		if t.Name == DefaultTag {
 			name = "heap-unclassified"
 		}
-		fmt.Fprintf(w, "├──%s (%s) ── %s  [%s blocks; %s allocated in all, peak %s]\n",
+		req := ""
+		if t.LiveRequestedBytes != nil {
+			req = fmt.Sprintf(", %s requested", humanize.IBytes(*t.LiveRequestedBytes))
+		}
+		fmt.Fprintf(w, "├──%s (%s) ── %s  [%s blocks%s; %s allocated in all, peak %s]\n",
 			humanize.IBytes(t.LiveBytes), pct(t.LiveBytes, total), name,
-			humanize.Comma(int64(t.LiveBlocks)), humanize.IBytes(t.AllocBytes), humanize.IBytes(t.PeakLiveBytes))
+			humanize.Comma(int64(t.LiveBlocks)), req, humanize.IBytes(t.AllocBytes), humanize.IBytes(t.PeakLiveBytes))
 	}
 	fmt.Fprintf(w, "└──%s (%s) -- heap-overhead\n", humanize.IBytes(overhead), pct(overhead, total))
 	fmt.Fprintf(w, "   ├──%s (%s) ── free-cached\n", humanize.IBytes(h.FreeCachedBytes), pct(h.FreeCachedBytes, total))
