@@ -65,7 +65,7 @@ type header struct {
 	HeapAreq      uint32
 	HeapFreq      uint32
 	Requested     uint32
-	Pad           uint32
+	ReqStride     uint32
 	// the allocator's own figures (bytes)
 	SpansInUse        uint64
 	SpansFreeResident uint64
@@ -203,8 +203,8 @@ func Parse(b []byte) (*Snapshot, error) {
 		h.ThreadHeaps+8 > h.ThreadSize || h.ThreadNext+8 > h.ThreadSize ||
 		h.ClassStride < 8 || uint64(h.HeapNalloc)+uint64(h.ClassStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ClassStride) ||
 		uint64(h.HeapNfree)+uint64(h.ClassStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ClassStride) ||
-		uint64(h.HeapAreq)+uint64(h.ClassStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ClassStride) ||
-		uint64(h.HeapFreq)+uint64(h.ClassStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ClassStride) ||
+		h.ReqStride < 16 || uint64(h.HeapAreq)+uint64(h.ReqStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ReqStride) ||
+		uint64(h.HeapFreq)+uint64(h.ReqStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ReqStride) ||
 		h.HeapTag+4 > h.HeapSize || h.HeapTnext+8 > h.HeapSize {
 		return nil, fail("record field offsets outside their records")
 	}
@@ -280,8 +280,8 @@ func Parse(b []byte) (*Snapshot, error) {
 				alloc[tag] += na * classSize[c]
 				freeN[tag] += nf
 				free[tag] += nf * classSize[c]
-				allocR[tag] += r.u64(hoff + uint64(h.HeapAreq) + uint64(h.ClassStride)*c)
-				freeR[tag] += r.u64(hoff + uint64(h.HeapFreq) + uint64(h.ClassStride)*c)
+				allocR[tag] += r.u64(hoff + uint64(h.HeapAreq) + uint64(h.ReqStride)*c)
+				freeR[tag] += r.u64(hoff + uint64(h.HeapFreq) + uint64(h.ReqStride)*c)
 			}
 			ha = r.u64(hoff + uint64(h.HeapTnext))
 		}

@@ -13,6 +13,14 @@ static inline size_t _ta_slop_req(const _ta_page_t *pg, const void *b) {
   return pg->block_size - _ta_slop_get(pg, _ta_block_index(pg, b));
 }
 
+/* Record block b's requested size (TAGALLOC_REQUESTED); returns b. Out of
+ * line, so the fast path stays a leaf without a frame. */
+TA_NOINLINE static void *_ta_note_requested(_ta_heap_t *h, _ta_page_t *pg, unsigned c, void *b, size_t size) {
+  _ta_slop_set(pg, _ta_block_index(pg, b), pg->block_size - size);
+  TA_HOT_ADD(h->req[c].areq, size);
+  return b;
+}
+
 static inline void *_ta_malloc_class(unsigned c, size_t size) {
   _ta_heap_t *h = _ta_tls_heap;
   _ta_page_t *pg = h->dir[c].page;
@@ -21,10 +29,7 @@ static inline void *_ta_malloc_class(unsigned c, size_t size) {
     pg->free = b->next;
     pg->used++;
     TA_HOT_ADD(h->dir[c].nalloc, 1);
-    if (ta_unlikely(pg->slop != NULL)) {
-      _ta_slop_set(pg, _ta_block_index(pg, b), pg->block_size - size);
-      TA_HOT_ADD(h->dir[c].areq, size);
-    }
+    if (ta_unlikely(pg->slop != NULL)) return _ta_note_requested(h, pg, c, b, size);
     return b;
   }
   return _ta_malloc_slow(h, c, size);
@@ -153,9 +158,8 @@ static inline void _ta_free(void *p) {
     pg->free = b;
     pg->used--;
     TA_HOT_ADD(h->dir[pg->sclass].nfree, 1);
-    if (ta_unlikely(pg->slop != NULL)) TA_HOT_ADD(h->dir[pg->sclass].freq, _ta_slop_req(pg, p));
-    if (ta_unlikely(pg->used == 0 || atomic_load_explicit(&pg->in_full, memory_order_relaxed)))
-      _ta_free_local_slow(h, pg);
+    if (ta_unlikely(pg->used == 0 || pg->slop != NULL || atomic_load_explicit(&pg->in_full, memory_order_relaxed)))
+      _ta_free_local_slow(h, pg, p);
     return;
   }
   _ta_free_generic(p, "free");
@@ -178,8 +182,8 @@ static void *_ta_realloc(void *p, size_t size) {
     if (size <= bs && size >= bs / 2) {
       if (ta_unlikely(pg->slop != NULL)) { /* the same block, another request */
         _ta_heap_t *h = _ta_tls_heap;
-        TA_HOT_ADD(h->dir[pg->sclass].freq, _ta_slop_req(pg, p));
-        TA_HOT_ADD(h->dir[pg->sclass].areq, size);
+        TA_HOT_ADD(h->req[pg->sclass].freq, _ta_slop_req(pg, p));
+        TA_HOT_ADD(h->req[pg->sclass].areq, size);
         _ta_slop_set(pg, _ta_block_index(pg, p), bs - size);
       }
       return p;

@@ -49,7 +49,7 @@ typedef struct _ta_books_s {
   uint32_t heap_class_stride; /* bytes from one class's counts to the next */
   uint32_t heap_areq_off, heap_freq_off; /* requested bytes, per class */
   uint32_t requested;         /* 1: requested bytes are kept (TAGALLOC_REQUESTED) */
-  uint32_t pad;
+  uint32_t heap_req_stride;   /* bytes from one class's requested bytes to the next */
   /* the allocator's own figures, bytes, refreshed after every arena and
    * huge-block operation */
   _Atomic(uint64_t) spans_in_use;   /* pages of spans holding blocks */
@@ -96,8 +96,9 @@ static void _ta_books_format(_ta_books_t *b) {
   b->heap_nalloc_off = offsetof(_ta_heap_t, dir) + offsetof(_ta_direct_t, nalloc);
   b->heap_nfree_off = offsetof(_ta_heap_t, dir) + offsetof(_ta_direct_t, nfree);
   b->heap_class_stride = sizeof(_ta_direct_t);
-  b->heap_areq_off = offsetof(_ta_heap_t, dir) + offsetof(_ta_direct_t, areq);
-  b->heap_freq_off = offsetof(_ta_heap_t, dir) + offsetof(_ta_direct_t, freq);
+  b->heap_areq_off = offsetof(_ta_heap_t, req);
+  b->heap_freq_off = offsetof(_ta_heap_t, req) + sizeof(uint64_t);
+  b->heap_req_stride = sizeof(((_ta_heap_t *)0)->req[0]);
   b->requested = _ta_opt.requested ? 1 : 0;
   b->heap_tag_off = offsetof(_ta_heap_t, tag);
   b->heap_tnext_off = offsetof(_ta_heap_t, tnext);

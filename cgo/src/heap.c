@@ -142,8 +142,10 @@ static void _ta_page_unfull(_ta_heap_t *h, _ta_page_t *pg) {
   _ta_q_append(&h->queue[c], pg);
 }
 
-/* Local free hit a page that is on the full list or became empty. */
-static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg) {
+/* Local free of b hit a page that keeps requested sizes, is on the full
+ * list, or became empty. */
+static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg, void *b) {
+  if (pg->slop) TA_HOT_ADD(h->req[pg->sclass].freq, pg->block_size - _ta_slop_get(pg, _ta_block_index(pg, b)));
   if (pg->used == 0 && !_ta_page_keep_empty(h, pg)) {
     _ta_page_release(h, pg);
     return;
@@ -342,7 +344,7 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
   TA_HOT_ADD(h->dir[c].nalloc, 1);
   if (pg->slop) {
     _ta_slop_set(pg, _ta_block_index(pg, b), pg->block_size - size);
-    TA_HOT_ADD(h->dir[c].areq, size);
+    TA_HOT_ADD(h->req[c].areq, size);
   }
   if (ta_unlikely((h->slow_count & 1023) == 0)) _ta_tag_note_peak(h->tag);
   return b;
@@ -395,10 +397,10 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
 static void _ta_heap_fold_counts_locked(_ta_heap_t *h) {
   uint64_t ab = 0, an = 0, fb = 0, fn = 0, ar = 0, fr = 0;
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
-    ar += TA_HOT_LOAD(h->dir[c].areq);
-    fr += TA_HOT_LOAD(h->dir[c].freq);
-    TA_HOT_STORE(h->dir[c].areq, 0);
-    TA_HOT_STORE(h->dir[c].freq, 0);
+    ar += TA_HOT_LOAD(h->req[c].areq);
+    fr += TA_HOT_LOAD(h->req[c].freq);
+    TA_HOT_STORE(h->req[c].areq, 0);
+    TA_HOT_STORE(h->req[c].freq, 0);
     uint64_t a = TA_HOT_LOAD(h->dir[c].nalloc);
     uint64_t f = TA_HOT_LOAD(h->dir[c].nfree);
     an += a;

@@ -260,8 +260,8 @@ static _ta_sum_t _ta_tag_sum(uint32_t tag) {
       s.alloc_bytes += a * _ta_classes[c].size;
       s.free_blocks += f;
       s.free_bytes += f * _ta_classes[c].size;
-      s.alloc_req += TA_HOT_LOAD(h->dir[c].areq);
-      s.free_req += TA_HOT_LOAD(h->dir[c].freq);
+      s.alloc_req += TA_HOT_LOAD(h->req[c].areq);
+      s.free_req += TA_HOT_LOAD(h->req[c].freq);
     }
   }
   for (_ta_thread_t *t = _ta_threads; t; t = t->next) {

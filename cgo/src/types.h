@@ -255,8 +255,6 @@ typedef struct _ta_direct_s {
   _ta_page_t *page; /* never NULL: &_ta_page_empty at worst */
   uint64_t nalloc;  /* TA_HOT_ADD by the owner, TA_HOT_LOAD by readers */
   uint64_t nfree;
-  uint64_t areq;    /* requested bytes of those blocks (TAGALLOC_REQUESTED) */
-  uint64_t freq;
 } _ta_direct_t;
 
 typedef struct _ta_heap_s {
@@ -269,6 +267,11 @@ typedef struct _ta_heap_s {
   struct _ta_heap_s *hnext; /* list of live heaps (_ta_heaps_lock) */
   struct _ta_heap_s *hprev;
   bool dead;                /* abandoned; struct waits for reuse */
+  /* requested bytes of the blocks counted in dir (TAGALLOC_REQUESTED only,
+   * so out of the fast paths' lines) */
+  struct {
+    uint64_t areq, freq;
+  } req[TA_NUM_CLASSES];
   uint32_t tag;             /* every page of this heap is charged to it */
   _ta_thread_t *thread;     /* owner */
   _ta_ctr_t *ctr;           /* owner's counters for tag */
@@ -345,7 +348,7 @@ static void _ta_slop_free(void *p, size_t bytes);
 static inline size_t _ta_slop_bytes(const struct _ta_page_s *pg);
 static inline uint32_t _ta_slop_get(const struct _ta_page_s *pg, size_t idx);
 static inline void _ta_slop_set(struct _ta_page_s *pg, size_t idx, size_t slop);
-static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg);
+static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg, void *b);
 static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b);
 static bool _ta_free_adopting(struct _ta_heap_s *h, _ta_page_t *pg, _ta_block_t *b);
 static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct);
