@@ -21,28 +21,27 @@ static uint8_t *_ta_meta_cur, *_ta_meta_end;
 static pthread_key_t _ta_key;
 #define TA_GC_INTERVAL_MS 250
 
-/* Bump-allocate internal metadata (never freed, only reused by type). */
-static void *_ta_meta_alloc(size_t size) {
-  size = _ta_align_up(size, 64);
-  pthread_mutex_lock(&_ta_meta_lock);
-  void *b = _ta_books_alloc_locked(size); /* records readers must see: in the books */
-  if (b) {
-    pthread_mutex_unlock(&_ta_meta_lock);
-    return b;
-  }
+/* Bump-allocate private metadata (under _ta_meta_lock), NULL if no memory. */
+static void *_ta_private_alloc_locked(size_t size) {
   if ((size_t)(_ta_meta_end - _ta_meta_cur) < size) {
     size_t chunk = size > TA_MiB ? _ta_align_up(size, TA_MiB) : TA_MiB;
     uint8_t *p = _ta_os_reserve(chunk, TA_OS_PAGE);
-    if (!p) {
-      pthread_mutex_unlock(&_ta_meta_lock);
-      return NULL;
-    }
+    if (!p) return NULL;
     _ta_os_name(p, chunk, "tagalloc metadata");
     _ta_meta_cur = p;
     _ta_meta_end = p + chunk;
   }
   void *r = _ta_meta_cur;
   _ta_meta_cur += size;
+  return r;
+}
+
+/* Bump-allocate internal metadata (never freed, only reused by type). */
+static void *_ta_meta_alloc(size_t size) {
+  size = _ta_align_up(size, 64);
+  pthread_mutex_lock(&_ta_meta_lock);
+  void *r = _ta_books_alloc_locked(size); /* records readers must see: in the books */
+  if (!r) r = _ta_private_alloc_locked(size);
   pthread_mutex_unlock(&_ta_meta_lock);
   return r;
 }
@@ -69,20 +68,8 @@ static void *_ta_slop_alloc(size_t bytes) {
   if (p) _ta_slop_free_list[b] = *(void **)p;
   pthread_mutex_unlock(&_ta_meta_lock);
   if (p) return p;
-  size_t size = (size_t)64 << b;
   pthread_mutex_lock(&_ta_meta_lock);
-  if ((size_t)(_ta_meta_end - _ta_meta_cur) < size) {
-    uint8_t *c = _ta_os_reserve(TA_MiB, TA_OS_PAGE);
-    if (!c) {
-      pthread_mutex_unlock(&_ta_meta_lock);
-      return NULL;
-    }
-    _ta_os_name(c, TA_MiB, "tagalloc metadata");
-    _ta_meta_cur = c;
-    _ta_meta_end = c + TA_MiB;
-  }
-  p = _ta_meta_cur;
-  _ta_meta_cur += size;
+  p = _ta_private_alloc_locked((size_t)64 << b);
   pthread_mutex_unlock(&_ta_meta_lock);
   return p;
 }
