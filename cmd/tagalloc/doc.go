@@ -1,8 +1,13 @@
-// Command tagalloc runs programs under the tagalloc allocator and prints the
-// path of its preload library.
+// Command tagalloc runs programs under the tagalloc allocator and reports
+// who holds their memory, by tag.
 //
-//	tagalloc lib                 print the path of libtagalloc.so (built if needed)
-//	tagalloc run -- PROG ARGS    run PROG with the library preloaded; exit with its status
+//	tagalloc lib                                 print the path of libtagalloc.so (built if needed)
+//	tagalloc run [-o FILE.json] [-q] -- PROG ARGS run PROG preloaded; print its tree; exit with its status
+//	tagalloc report FILE.json [--format tree|json] [-o OUT]
+//	tagalloc snapshot PID [-o FILE.json] [--format json|tree]
+//	tagalloc top [-n N] [-interval D] PID
 //
-// main only wires flags to packages: the library is built by package cgo.
+// main only wires flags to packages: the library is built by package cgo,
+// the books are read by tagtable and rendered by reporter. Errors print as
+// "tagalloc: ..." with a non-zero exit; files are written atomically.
 package main

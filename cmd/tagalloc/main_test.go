@@ -133,6 +133,14 @@ func startWaiting(t *testing.T, cmd *exec.Cmd) string {
 	return acc
 }
 
+func sumLive(p reporter.Process) uint64 {
+	var s uint64
+	for _, t := range p.Tags {
+		s += t.LiveBytes
+	}
+	return s
+}
+
 // buildTagged compiles testdata/tagged.c.
 func buildTagged(t *testing.T) string {
 	t.Helper()
@@ -189,6 +197,9 @@ func TestRunWritesExactReport(t *testing.T) {
 				g := got[name]
 				require.Equal(t, w, [4]uint64{g.LiveBytes, g.LiveBlocks, g.AllocBytes, g.AllocBlocks}, "tag %s", name)
 			}
+			// nothing lost: the heap holds at least what the tags say is live
+			require.GreaterOrEqual(t, p.Heap.MappedBytes, p.Heap.LiveBytes)
+			require.Equal(t, p.Heap.LiveBytes, sumLive(p))
 			require.Contains(t, se, "heap/webgl-contexts")
 			require.Contains(t, se, "heap/decoder")
 			// report re-renders the saved file.
