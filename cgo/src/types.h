@@ -307,7 +307,11 @@ extern __thread _ta_thread_t *_ta_tls_thread;
 /* The fast paths' per-class counts: one plain increment (a single add to
  * memory on x86; readers load the aligned word whole, relaxed). Under the
  * thread sanitizer, relaxed atomics instead, so it can check the rest. */
-#if defined(__SANITIZE_THREAD__)
+#if defined(TA_MEASURE_NO_COUNTS)
+/* Measurement only (never for use): the fast paths without their counts,
+ * to measure what the books cost (bench: tagalloc-nocounts). */
+#define TA_HOT_ADD(field, n) ((void)0)
+#elif defined(__SANITIZE_THREAD__)
 #define TA_HOT_ADD(field, n) __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (n), __ATOMIC_RELAXED)
 #else
 #define TA_HOT_ADD(field, n) ((field) += (n))
