@@ -310,7 +310,7 @@ extern __thread _ta_thread_t *_ta_tls_thread;
 #if defined(TA_MEASURE_NO_COUNTS)
 /* Measurement only (never for use): the fast paths without their counts,
  * to measure what the books cost (bench: tagalloc-nocounts). */
-#define TA_HOT_ADD(field, n) ((void)0)
+#define TA_HOT_ADD(field, n) ((void)&(field), (void)(n))
 #elif defined(__SANITIZE_THREAD__)
 #define TA_HOT_ADD(field, n) __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (n), __ATOMIC_RELAXED)
 #else
