@@ -4,16 +4,13 @@
 package bench
 
 import (
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/tagalloc/tagalloc/cgo"
@@ -164,7 +161,7 @@ func Build(o BuildOptions) (*Built, error) {
 	if o.Dir != "" {
 		return buildIn(o.Dir, cc, cflags, o.Strict)
 	}
-	key, err := sourceKey(cc, cflags)
+	key, err := cgo.HashFS(sources, cc, append(append([]string(nil), cflags...), ShimFlags...))
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +206,7 @@ func buildIn(dir, cc string, cflags []string, strict bool) (*Built, error) {
 			return nil, err
 		}
 	}
-	if err := writeSources(filepath.Join(dir, "src")); err != nil {
+	if err := cgo.WriteFS(sources, filepath.Join(dir, "src")); err != nil {
 		return nil, err
 	}
 	cfiles, err := fs.Glob(sources, "workloads/*.c")
@@ -244,49 +241,6 @@ func compile(cc string, args []string) error {
 		return fmt.Errorf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, out)
 	}
 	return nil
-}
-
-func writeSources(dir string) error {
-	return fs.WalkDir(sources, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		dst := filepath.Join(dir, filepath.FromSlash(p))
-		if d.IsDir() {
-			return os.MkdirAll(dst, 0o755)
-		}
-		b, err := sources.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(dst, b, 0o644)
-	})
-}
-
-// sourceKey hashes the embedded files, the compiler and the flags.
-func sourceKey(cc string, cflags []string) (string, error) {
-	h := sha256.New()
-	var names []string
-	err := fs.WalkDir(sources, ".", func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			names = append(names, p)
-		}
-		return err
-	})
-	if err != nil {
-		return "", err
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		b, _ := sources.ReadFile(n)
-		fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
-		h.Write(b)
-	}
-	fmt.Fprintf(h, "cc=%s\x00cflags=%s\x00shim=%s\x00", cc, strings.Join(cflags, " "), strings.Join(ShimFlags, " "))
-	if fi, err := os.Stat(cc); err == nil {
-		fmt.Fprintf(h, "%d %d\x00", fi.Size(), fi.ModTime().UnixNano())
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
 // findProgram resolves a KindProgram's program: the path given if it is

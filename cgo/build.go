@@ -55,10 +55,10 @@ func Compiler() (string, error) {
 	return "", ErrNoCompiler
 }
 
-// WriteSources copies the embedded sources into dir (creating dir/src and
-// dir/include) and returns dir.
-func WriteSources(dir string) error {
-	return fs.WalkDir(Sources, ".", func(path string, d fs.DirEntry, err error) error {
+// WriteFS copies every file of fsys into dir (overwriting), creating the
+// directories it needs: how embedded C sources reach the compiler.
+func WriteFS(fsys fs.FS, dir string) error {
+	return fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -66,7 +66,7 @@ func WriteSources(dir string) error {
 		if d.IsDir() {
 			return os.MkdirAll(dst, 0o755)
 		}
-		b, err := Sources.ReadFile(path)
+		b, err := fs.ReadFile(fsys, path)
 		if err != nil {
 			return err
 		}
@@ -74,12 +74,13 @@ func WriteSources(dir string) error {
 	})
 }
 
-// sourceHash hashes every embedded file (name and contents), the compiler's
-// identity and the flags, so any change rebuilds.
-func sourceHash(cc string, flags []string) (string, error) {
+// HashFS hashes every file of fsys (name and contents), the compiler's
+// identity and the given flags, so a build cache keyed by it rebuilds when
+// any of them changes.
+func HashFS(fsys fs.FS, cc string, flags []string) (string, error) {
 	h := sha256.New()
 	var names []string
-	err := fs.WalkDir(Sources, ".", func(path string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			names = append(names, path)
 		}
@@ -90,7 +91,10 @@ func sourceHash(cc string, flags []string) (string, error) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		b, _ := Sources.ReadFile(n)
+		b, err := fs.ReadFile(fsys, n)
+		if err != nil {
+			return "", err
+		}
 		fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
 		h.Write(b)
 	}
@@ -139,7 +143,7 @@ func Build(o BuildOptions) (string, error) {
 		flags = append(flags, "-Werror")
 	}
 	flags = append(flags, o.Extra...)
-	key, err := sourceHash(cc, append(flags, LDFlags...))
+	key, err := HashFS(Sources, cc, append(flags, LDFlags...))
 	if err != nil {
 		return "", err
 	}
@@ -160,7 +164,7 @@ func Build(o BuildOptions) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(work)
-	if err := WriteSources(work); err != nil {
+	if err := WriteFS(Sources, work); err != nil {
 		return "", err
 	}
 	tmp := filepath.Join(work, LibraryName)
