@@ -51,14 +51,24 @@ static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
   return pg->start;
 }
 
+/* Above the small classes: a large span, or from the huge threshold on (an
+ * option: read after initialization) a mapping of its own. */
+static void *_ta_malloc_big(size_t size, size_t align, bool zero) {
+  if (!_ta_ensure_init()) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (size >= _ta_opt.huge_threshold) return _ta_huge_alloc(size, align, zero, _ta_current_tag());
+  return _ta_malloc_large(size, align, zero);
+}
+
 static inline void *_ta_malloc(size_t size) {
   if (ta_likely(size <= TA_MAX_SMALL)) return _ta_malloc_class(_ta_class_of(size), size);
   if (ta_unlikely(size > TA_MAX_REQUEST)) {
     errno = ENOMEM;
     return NULL;
   }
-  if (size >= _ta_opt.huge_threshold || !_ta_ensure_init()) return _ta_huge_alloc(size, TA_OS_PAGE, false, _ta_current_tag());
-  return _ta_malloc_large(size, TA_PAGE_SIZE, false);
+  return _ta_malloc_big(size, TA_OS_PAGE, false);
 }
 
 static void *_ta_malloc_aligned(size_t align, size_t size) {
@@ -74,8 +84,7 @@ static void *_ta_malloc_aligned(size_t align, size_t size) {
     while (c < TA_NUM_CLASSES && _ta_classes[c].size % align != 0) c++;
     if (c < TA_NUM_CLASSES) return _ta_malloc_class(c, size);
   }
-  if (size >= _ta_opt.huge_threshold) return _ta_huge_alloc(size, align, false, _ta_current_tag());
-  return _ta_malloc_large(size, align, false);
+  return _ta_malloc_big(size, align, false);
 }
 
 /* Realloc growth beyond this moves a block to its own mapping. */
@@ -89,7 +98,7 @@ typedef enum { TA_PTR_BAD, TA_PTR_SMALL, TA_PTR_LARGE, TA_PTR_HUGE } _ta_ptr_kin
 static _ta_ptr_kind_t _ta_classify(const void *p, _ta_page_t **pgp, size_t *huge_mapped) {
   _ta_page_t *pg = _ta_page_of(p);
   *pgp = pg;
-  if (!pg) return _ta_huge_lookup(p, huge_mapped, NULL) ? TA_PTR_HUGE : TA_PTR_BAD;
+  if (!pg) return _ta_huge_lookup(p, huge_mapped) ? TA_PTR_HUGE : TA_PTR_BAD;
   if (pg->head_off != 0) return TA_PTR_BAD;
   const uint8_t *b = p;
   if (pg->kind == TA_KIND_SMALL) {
@@ -282,10 +291,7 @@ TA_EXPORT void *TA_NAME(calloc)(size_t n, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  if (total > TA_MAX_SMALL) {
-    if (total >= _ta_opt.huge_threshold || !_ta_ensure_init()) return _ta_huge_alloc(total, TA_OS_PAGE, true, _ta_current_tag());
-    return _ta_malloc_large(total, TA_PAGE_SIZE, true);
-  }
+  if (total > TA_MAX_SMALL) return _ta_malloc_big(total, TA_OS_PAGE, true);
   void *p = _ta_malloc_class(_ta_class_of(total), total);
   if (p) memset(p, 0, total);
   return p;

@@ -148,11 +148,9 @@ static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags
 
 /* ---- purging -------------------------------------------------------------- */
 
-/* Pages of heap: spans in use plus huge blocks (whose bytes huge.c keeps
- * in _ta_huge_live). */
-static _Atomic(size_t) _ta_huge_live;
+/* Pages of heap: spans in use plus huge blocks. */
 static inline size_t _ta_heap_pages(void) {
-  return _ta_used_pages + (atomic_load_explicit(&_ta_huge_live, memory_order_relaxed) >> TA_PAGE_SHIFT);
+  return _ta_used_pages + (atomic_load_explicit(&_ta_huge_bytes, memory_order_relaxed) >> TA_PAGE_SHIFT);
 }
 static inline void _ta_note_hwm(void) {
   size_t u = _ta_heap_pages();

@@ -9,7 +9,6 @@ __thread _ta_heap_t *_ta_tls_heap = &_ta_heap_empty;
 static pthread_mutex_t _ta_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static _ta_heap_t *_ta_heaps;      /* live heaps */
 static _ta_heap_t *_ta_heaps_free; /* dead heaps ready for reuse (hnext) */
-static size_t _ta_heaps_live;
 
 static pthread_mutex_t _ta_aband_lock = PTHREAD_MUTEX_INITIALIZER;
 static _ta_pageq_t _ta_aband[TA_NUM_CLASSES]; /* pages of exited threads */
@@ -183,9 +182,6 @@ static _ta_page_t *_ta_adopt(_ta_heap_t *h, unsigned c) {
   }
   if (found) _ta_aband_take_locked(h, found);
   pthread_mutex_unlock(&_ta_aband_lock);
-  if (found && !found->free && found->capacity == found->reserved) {
-    _ta_fatal("adopted page %p has no free block (used %u of %u)", found->start, found->used, found->reserved);
-  }
   return found;
 }
 
@@ -264,7 +260,7 @@ static _ta_page_t *_ta_find_page(_ta_heap_t *h, unsigned c) {
      * remote free either lands in this collect or sees in_full. */
     _ta_q_remove(q, pg);
     atomic_store_explicit(&pg->in_full, 1, memory_order_seq_cst);
-    _ta_page_collect_xthread(pg);
+    _ta_page_collect(pg);
     if (pg->free) {
       atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
       _ta_q_push(q, pg);
@@ -370,7 +366,6 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
   h->hnext = _ta_heaps;
   if (_ta_heaps) _ta_heaps->hprev = h;
   _ta_heaps = h;
-  _ta_heaps_live++;
   pthread_mutex_unlock(&_ta_heaps_lock);
   _ta_tls_heap = h;
   return h;
@@ -406,7 +401,6 @@ static void _ta_heap_fold_counts_locked(_ta_heap_t *h) {
 }
 
 static void _ta_heap_abandon(_ta_heap_t *h) {
-  _ta_heap_collect_all(h, true);
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
     _ta_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};
     for (int i = 0; i < 2; i++) {
@@ -433,8 +427,6 @@ static void _ta_heap_abandon(_ta_heap_t *h) {
   _ta_heap_fold_counts_locked(h);
   if (h->hprev) h->hprev->hnext = h->hnext; else _ta_heaps = h->hnext;
   if (h->hnext) h->hnext->hprev = h->hprev;
-  _ta_heaps_live--;
-  h->dead = true;
   h->hprev = NULL;
   h->hnext = _ta_heaps_free;
   _ta_heaps_free = h;

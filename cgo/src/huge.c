@@ -16,8 +16,9 @@ typedef struct _ta_huge_s {
 static pthread_mutex_t _ta_huge_lock = PTHREAD_MUTEX_INITIALIZER;
 static _ta_huge_t *_ta_huge_tab;
 static size_t _ta_huge_cap, _ta_huge_used, _ta_huge_tomb;
-static size_t _ta_huge_bytes; /* mapped bytes of live huge blocks */
-static size_t _ta_huge_count;
+static _Atomic(size_t) _ta_huge_bytes;
+/* _ta_huge_bytes: mapped bytes of live huge blocks, written under
+ * _ta_huge_lock, read by the arena's retain limit without it. */
 
 #define TA_HUGE_DELETED ((uintptr_t)1)
 
@@ -34,7 +35,7 @@ static _Atomic(size_t) _ta_huge_any_cached; /* a lock-free hint: _ta_huge_ncache
 
 /* Resident memory the cache may hold: as the arena's retain limit. */
 static size_t _ta_huge_cache_budget(void) {
-  size_t rel = _ta_huge_bytes / 8;
+  size_t rel = atomic_load_explicit(&_ta_huge_bytes, memory_order_relaxed) / 8;
   return rel > _ta_opt.retain_min ? rel : _ta_opt.retain_min;
 }
 
@@ -123,6 +124,14 @@ static bool _ta_huge_grow_locked(void) {
   return true;
 }
 
+/* A huge block came (add) or went: the total, here and in the books. */
+static void _ta_huge_publish_locked(size_t mapped, bool add) {
+  size_t v = atomic_load_explicit(&_ta_huge_bytes, memory_order_relaxed);
+  v = add ? v + mapped : v - mapped;
+  atomic_store_explicit(&_ta_huge_bytes, v, memory_order_relaxed);
+  if (_ta_books) atomic_store_explicit(&_ta_books->huge_live, v, memory_order_relaxed);
+}
+
 static bool _ta_huge_insert_locked(uintptr_t a, size_t mapped, size_t requested, size_t align, uint32_t tag) {
   if ((_ta_huge_used + _ta_huge_tomb + 1) * 2 > _ta_huge_cap && !_ta_huge_grow_locked()) return false;
   size_t m = _ta_huge_cap - 1;
@@ -132,20 +141,14 @@ static bool _ta_huge_insert_locked(uintptr_t a, size_t mapped, size_t requested,
       if (e->addr == TA_HUGE_DELETED) _ta_huge_tomb--;
       *e = (_ta_huge_t){a, mapped, requested, align, tag};
       _ta_huge_used++;
-      _ta_huge_bytes += mapped;
-      atomic_store_explicit(&_ta_huge_live, _ta_huge_bytes, memory_order_relaxed);
-      if (_ta_books) atomic_store_explicit(&_ta_books->huge_live, _ta_huge_bytes, memory_order_relaxed);
-      _ta_huge_count++;
+      _ta_huge_publish_locked(mapped, true);
       return true;
     }
   }
 }
 
 static void _ta_huge_erase_locked(_ta_huge_t *e) {
-  _ta_huge_bytes -= e->mapped;
-  atomic_store_explicit(&_ta_huge_live, _ta_huge_bytes, memory_order_relaxed);
-  if (_ta_books) atomic_store_explicit(&_ta_books->huge_live, _ta_huge_bytes, memory_order_relaxed);
-  _ta_huge_count--;
+  _ta_huge_publish_locked(e->mapped, false);
   e->addr = TA_HUGE_DELETED;
   _ta_huge_used--;
   _ta_huge_tomb++;
@@ -187,12 +190,11 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) 
   return p;
 }
 
-static bool _ta_huge_lookup(const void *p, size_t *mapped, size_t *requested) {
+static bool _ta_huge_lookup(const void *p, size_t *mapped) {
   pthread_mutex_lock(&_ta_huge_lock);
   _ta_huge_t *e = _ta_huge_find_locked((uintptr_t)p);
   if (e) {
     if (mapped) *mapped = e->mapped;
-    if (requested) *requested = e->requested;
   }
   pthread_mutex_unlock(&_ta_huge_lock);
   return e != NULL;

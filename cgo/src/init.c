@@ -73,6 +73,6 @@ static void _ta_fork_child(void) {
   pthread_mutex_init(&_ta_threads_lock, NULL);
   pthread_mutex_init(&_ta_tags_lock, NULL);
   /* Only the forking thread lives on: the others' records are free. */
-  for (_ta_thread_t *t = _ta_threads; t; t = t->next)
+  for (_ta_thread_t *t = _ta_threads_first(); t; t = t->next)
     if (t != _ta_tls_thread) atomic_store_explicit(&t->live, false, memory_order_relaxed);
 }

@@ -21,7 +21,7 @@ static void _ta_page_extend(_ta_page_t *pg) {
 }
 
 /* Take the blocks other threads freed into pg (owner only). */
-static void _ta_page_collect_xthread(_ta_page_t *pg) {
+static void _ta_page_collect(_ta_page_t *pg) {
   if (atomic_load_explicit(&pg->xthread_free, memory_order_relaxed) == 0) return;
   _ta_block_t *list = (_ta_block_t *)atomic_exchange_explicit(&pg->xthread_free, 0, memory_order_acquire);
   if (!list) return;
@@ -36,10 +36,6 @@ static void _ta_page_collect_xthread(_ta_page_t *pg) {
   pg->free = list;
   pg->used -= k;
 }
-
-/* Make what was freed into pg allocatable again (owner only): the owner's
- * own frees are on pg->free already; take the other threads'. */
-static inline void _ta_page_collect(_ta_page_t *pg) { _ta_page_collect_xthread(pg); }
 
 /* Free from a thread that does not own pg: push on its xthread list. If the
  * page sits on its owner's full list, tell the owner so it looks again. The

@@ -23,7 +23,6 @@ typedef struct {
 
 #define TA_TAG_HASH 8192 /* > 2 * TA_TAG_SLOTS: probes stay short */
 static _ta_tagname_t *_ta_tag_names; /* TA_TAG_SLOTS, in the books region */
-static _Atomic(uint32_t) _ta_tag_count = 1;     /* ids below are valid (0 always is) */
 static _Atomic(uint16_t) _ta_tag_hash[TA_TAG_HASH]; /* id + 1; 0 = empty */
 static pthread_mutex_t _ta_tags_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(uint64_t) *_ta_tag_peak; /* TA_TAG_SLOTS, in the books region */
@@ -32,7 +31,11 @@ static _Atomic(bool) _ta_overflow_warned;
 /* Counts of threads that could not get a record (out of memory): atomic. */
 static _ta_ctr_t *_ta_ctr_fallback; /* TA_TAG_SLOTS, in the books region */
 
-static _ta_thread_t *_ta_threads;           /* every record, newest first */
+/* Every thread record, newest first, linked by next; the head lives in the
+ * books (readers start there). */
+static inline _ta_thread_t *_ta_threads_first(void) {
+  return (_ta_thread_t *)(uintptr_t)atomic_load_explicit(&_ta_books->threads_head, memory_order_acquire);
+}
 static pthread_mutex_t _ta_threads_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static inline uint32_t _ta_tag_hashof(const char *s, size_t n) {
@@ -77,10 +80,9 @@ static uint32_t _ta_tag_intern(const char *name, size_t n) {
   pthread_mutex_lock(&_ta_tags_lock);
   id = _ta_tag_find(name, n);
   if (id < 0) {
-    uint32_t next = atomic_load_explicit(&_ta_tag_count, memory_order_relaxed);
+    uint32_t next = atomic_load_explicit(&_ta_books->tag_count, memory_order_relaxed); /* ids below are valid */
     if (next <= TA_MAX_TAGS) {
       _ta_tag_publish_locked(next, name, n);
-      atomic_store_explicit(&_ta_tag_count, next + 1, memory_order_release);
       atomic_store_explicit(&_ta_books->tag_count, next + 1, memory_order_release);
       id = (int32_t)next;
     } else {
@@ -164,8 +166,7 @@ static void _ta_count(uint32_t tag, size_t bytes, size_t req, bool alloc) {
 static void _ta_count_free(uint32_t tag, size_t bytes, size_t req) { _ta_count(tag, bytes, req, false); }
 static void _ta_count_alloc(uint32_t tag, size_t bytes, size_t req) { _ta_count(tag, bytes, req, true); }
 
-static void _ta_ctr_add(uint32_t tag, _Atomic(uint64_t) *mine, _Atomic(uint64_t) *shared, size_t d) {
-  (void)tag;
+static void _ta_ctr_add(_Atomic(uint64_t) *mine, _Atomic(uint64_t) *shared, size_t d) {
   if (mine) TA_CTR_ADD(*mine, d);
   else atomic_fetch_add_explicit(shared, d, memory_order_relaxed);
 }
@@ -175,14 +176,14 @@ static void _ta_ctr_add(uint32_t tag, _Atomic(uint64_t) *mine, _Atomic(uint64_t)
  * unchanged. */
 static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes, size_t old_req, size_t new_req) {
   _ta_ctr_t *c = _ta_ctr_self(tag), *f = &_ta_ctr_fallback[tag];
-  if (new_bytes >= old_bytes) _ta_ctr_add(tag, c ? &c->alloc_bytes : NULL, &f->alloc_bytes, new_bytes - old_bytes);
-  else _ta_ctr_add(tag, c ? &c->free_bytes : NULL, &f->free_bytes, old_bytes - new_bytes);
-  if (new_req >= old_req) _ta_ctr_add(tag, c ? &c->alloc_req : NULL, &f->alloc_req, new_req - old_req);
-  else _ta_ctr_add(tag, c ? &c->free_req : NULL, &f->free_req, old_req - new_req);
+  if (new_bytes >= old_bytes) _ta_ctr_add(c ? &c->alloc_bytes : NULL, &f->alloc_bytes, new_bytes - old_bytes);
+  else _ta_ctr_add(c ? &c->free_bytes : NULL, &f->free_bytes, old_bytes - new_bytes);
+  if (new_req >= old_req) _ta_ctr_add(c ? &c->alloc_req : NULL, &f->alloc_req, new_req - old_req);
+  else _ta_ctr_add(c ? &c->free_req : NULL, &f->free_req, old_req - new_req);
 }
 
 static _ta_thread_t *_ta_threads_free_record(void) {
-  for (_ta_thread_t *t = _ta_threads; t; t = t->next)
+  for (_ta_thread_t *t = _ta_threads_first(); t; t = t->next)
     if (!atomic_load_explicit(&t->live, memory_order_relaxed)) return t;
   return NULL;
 }
@@ -200,8 +201,7 @@ static _ta_thread_t *_ta_thread_self_slow(void) {
     if (!th) return NULL;
     atomic_store_explicit(&th->live, true, memory_order_relaxed);
     pthread_mutex_lock(&_ta_threads_lock);
-    th->next = _ta_threads;
-    _ta_threads = th;
+    th->next = _ta_threads_first();
     atomic_store_explicit(&_ta_books->threads_head, (uint64_t)(uintptr_t)th, memory_order_release);
     pthread_mutex_unlock(&_ta_threads_lock);
   }
@@ -264,7 +264,7 @@ static _ta_sum_t _ta_tag_sum(uint32_t tag) {
       s.free_req += TA_HOT_LOAD(h->req[c].freq);
     }
   }
-  for (_ta_thread_t *t = _ta_threads; t; t = t->next) {
+  for (_ta_thread_t *t = _ta_threads_first(); t; t = t->next) {
     _ta_ctr_t *chunk = atomic_load_explicit(&t->ctr[tag / TA_CTR_CHUNK], memory_order_acquire);
     if (!chunk) continue;
     _ta_ctr_t *c = &chunk[tag % TA_CTR_CHUNK];
@@ -485,7 +485,7 @@ TA_EXPORT size_t tagalloc_check_books(void) {
   }
   pthread_mutex_unlock(&_ta_huge_lock);
   size_t checked = 0;
-  uint32_t n = atomic_load(&_ta_tag_count);
+  uint32_t n = atomic_load(&_ta_books->tag_count);
   for (uint32_t id = 0; id < TA_TAG_SLOTS; id++) {
     if (id >= n && id != TA_TAG_OVERFLOW) continue;
     _ta_sum_t s = _ta_tag_sum(id);

@@ -266,7 +266,6 @@ typedef struct _ta_heap_s {
   uint64_t last_gc_ms;      /* last walk that returned empty pages */
   struct _ta_heap_s *hnext; /* list of live heaps (_ta_heaps_lock) */
   struct _ta_heap_s *hprev;
-  bool dead;                /* abandoned; struct waits for reuse */
   /* requested bytes of the blocks counted in dir (TAGALLOC_REQUESTED only,
    * so out of the fast paths' lines) */
   struct {
@@ -371,10 +370,11 @@ static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes, s
 static void _ta_tag_note_peak(uint32_t tag);
 
 /* huge.c */
+static _Atomic(size_t) _ta_huge_bytes; /* bytes of live huge blocks (defined in huge.c) */
 static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag);
 static inline void *_ta_malloc(size_t size);
 static inline void _ta_free(void *p);
-static bool _ta_huge_lookup(const void *p, size_t *mapped, size_t *requested);
+static bool _ta_huge_lookup(const void *p, size_t *mapped);
 static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped, size_t *requested);
 static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped, uint32_t *tag);
 static void _ta_huge_purge(bool all);
