@@ -233,12 +233,7 @@ static void test_enomem_rlimit(void) {
   if (getrlimit(RLIMIT_AS, &old) != 0) return;
   struct rlimit lim = old;
   lim.rlim_cur = 0;
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  size_t vm_kb = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "VmSize: %zu kB", &vm_kb) == 1) break;
-  if (f) fclose(f);
+  size_t vm_kb = t_status_kb("VmSize");
   CHECK(vm_kb > 0, "VmSize not found");
   lim.rlim_cur = (vm_kb + 64 * 1024) * 1024; /* 64 MiB more than now */
   CHECK(setrlimit(RLIMIT_AS, &lim) == 0, "setrlimit");

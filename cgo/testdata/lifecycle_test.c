@@ -8,15 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static size_t rss_kb(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  size_t kb = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "VmRSS: %zu kB", &kb) == 1) break;
-  if (f) fclose(f);
-  return kb;
-}
+static size_t rss_kb(void) { return t_status_kb("VmRSS"); }
 
 static double now_s(void) {
   struct timespec ts;

@@ -101,6 +101,17 @@ __attribute__((unused)) static int t_tagalloc_active(void) {
 #endif
 }
 
+/* A "Field: N kB" line of /proc/self/status (VmRSS, VmSize), 0 if none. */
+__attribute__((unused)) static size_t t_status_kb(const char *field) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  size_t kb = 0, n = strlen(field);
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, field, n) == 0 && line[n] == ':' && sscanf(line + n + 1, "%zu kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return kb;
+}
+
 /* xorshift64* */
 __attribute__((unused)) static inline uint64_t t_rand(uint64_t *s) {
   uint64_t x = *s;
