@@ -13,8 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"unsafe"
 )
 
 // Magic and Version identify the layouts this reader knows.
@@ -119,19 +117,14 @@ func fail(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrFormat, fmt.Sprintf(format, args...))
 }
 
-// reader reads the mapped bytes; aligned 8-byte loads are atomic, so a
-// counter the process is updating is never torn.
+// reader reads a copy of the region's bytes (ReadFile and ReadProcess copy
+// them out, so nothing here races with the process).
 type reader struct {
 	b    []byte
 	used uint64
 }
 
-func (r reader) u64(off uint64) uint64 {
-	if off%8 == 0 && uintptr(unsafe.Pointer(&r.b[0]))%8 == 0 {
-		return atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.b[off])))
-	}
-	return binary.LittleEndian.Uint64(r.b[off:])
-}
+func (r reader) u64(off uint64) uint64 { return binary.LittleEndian.Uint64(r.b[off:]) }
 
 func (r reader) u32(off uint64) uint32 { return binary.LittleEndian.Uint32(r.b[off:]) }
 
@@ -174,7 +167,7 @@ func Parse(b []byte) (*Snapshot, error) {
 	if uint64(h.HeaderSize) != hs {
 		return nil, fail("header size %d, version %d has %d", h.HeaderSize, Version, hs)
 	}
-	used := atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[32])))
+	used := h.Used
 	if used > uint64(len(b)) || used > h.RegionSize {
 		return nil, fail("%d bytes in use, but the region has %d (file %d)", used, h.RegionSize, len(b))
 	}
