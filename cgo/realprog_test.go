@@ -583,21 +583,32 @@ func describeHang(pgid int) string {
 		out, _ := cmd.CombinedOutput()
 		cancel()
 		fmt.Fprintf(&b, "stacks of pid %d (%s):\n", p.pid, p.comm)
-		n := 0
-		for _, line := range strings.Split(string(out), "\n") {
-			if strings.HasPrefix(line, "#") || strings.HasPrefix(line, "Thread ") {
-				if n++; n > 80 {
-					b.WriteString("  ...\n")
-					break
-				}
-				if len(line) > 160 {
-					line = line[:160] + "..."
-				}
-				fmt.Fprintf(&b, "  %s\n", line)
-			}
-		}
+		writeGDBLines(&b, string(out), "#", "Thread ")
 	}
 	return b.String()
+}
+
+// writeGDBLines copies gdb's lines that start with one of prefixes (frames,
+// threads), indented, at most 80 of them, each cut at 160 bytes.
+func writeGDBLines(b *strings.Builder, out string, prefixes ...string) {
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		keep := false
+		for _, p := range prefixes {
+			keep = keep || strings.HasPrefix(line, p)
+		}
+		if !keep {
+			continue
+		}
+		if n++; n > 80 {
+			b.WriteString("  ...\n")
+			return
+		}
+		if len(line) > 160 {
+			line = line[:160] + "..."
+		}
+		fmt.Fprintf(b, "  %s\n", line)
+	}
 }
 
 // enableCores lets the programs the test starts dump core (where the
@@ -654,20 +665,7 @@ func coreBacktraces(dir string) string {
 		cmd.Env = append(baseEnv(), "DEBUGINFOD_URLS=")
 		out, _ := cmd.CombinedOutput()
 		cancel()
-		n := 0
-		for _, line := range strings.Split(string(out), "\n") {
-			if strings.HasPrefix(line, "#") || strings.HasPrefix(line, "Thread ") ||
-				strings.HasPrefix(line, "Core was generated") || strings.HasPrefix(line, "Program terminated") {
-				if n++; n > 80 {
-					b.WriteString("  ...\n")
-					break
-				}
-				if len(line) > 160 {
-					line = line[:160] + "..."
-				}
-				fmt.Fprintf(&b, "  %s\n", line)
-			}
-		}
+		writeGDBLines(&b, string(out), "#", "Thread ", "Core was generated", "Program terminated")
 	}
 	return b.String()
 }
