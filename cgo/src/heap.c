@@ -337,7 +337,7 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
 
 /* The heap of the calling thread's current tag, made on first use. */
 static _ta_heap_t *_ta_heap_init_thread(void) {
-  _ta_thread_t *th = _ta_tls_thread ? _ta_tls_thread : _ta_thread_self_slow();
+  _ta_thread_t *th = _ta_thread_self();
   if (!th) return NULL;
   uint32_t tag = th->tag;
   for (_ta_heap_t *h = th->heaps; h; h = h->tnext) {

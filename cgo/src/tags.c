@@ -116,12 +116,6 @@ static void _ta_tags_init(const char *default_name) {
 
 /* ---- thread records and counters --------------------------------------------- */
 
-static _ta_thread_t *_ta_thread_self_slow(void);
-
-static inline _ta_thread_t *_ta_thread_self(void) {
-  _ta_thread_t *th = _ta_tls_thread;
-  return ta_likely(th != NULL) ? th : _ta_thread_self_slow();
-}
 
 static uint32_t _ta_current_tag(void) {
   _ta_thread_t *th = _ta_tls_thread;

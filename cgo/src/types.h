@@ -364,6 +364,12 @@ static _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag);
 static _ta_thread_t *_ta_thread_self_slow(void);
 static void _ta_count_alloc(uint32_t tag, size_t bytes, size_t req);
 static void _ta_heap_fold_counts_locked(_ta_heap_t *h);
+
+/* The calling thread's record, made on first use (NULL only without memory). */
+static inline _ta_thread_t *_ta_thread_self(void) {
+  _ta_thread_t *th = _ta_tls_thread;
+  return ta_likely(th != NULL) ? th : _ta_thread_self_slow();
+}
 static uint32_t _ta_current_tag(void);
 static void _ta_count_free(uint32_t tag, size_t bytes, size_t req);
 static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes, size_t old_req, size_t new_req);
