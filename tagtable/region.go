@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -111,6 +112,7 @@ type Snapshot struct {
 	// process); the figures are then off by what changed meanwhile.
 	Torn      bool
 	Allocator Allocator
+	native    bool // written by the native library (it has heap records)
 }
 
 func fail(format string, args ...any) error {
@@ -281,7 +283,7 @@ func Parse(b []byte) (*Snapshot, error) {
 		a = r.u64(toff + uint64(h.ThreadNext))
 	}
 
-	s := &Snapshot{PID: int(h.PID), PPID: int(h.PPID), StartNS: h.StartNS, Exited: h.State == 1}
+	s := &Snapshot{PID: int(h.PID), PPID: int(h.PPID), StartNS: h.StartNS, Exited: h.State == 1, native: h.HeapTag != 0}
 	s.Allocator = Allocator{SpansInUse: h.SpansInUse, SpansFreeResident: h.SpansFreeResident, ArenaTouched: h.ArenaTouched,
 		HugeLive: h.HugeLive, HugeCached: h.HugeCached, Bookkeeping: h.Descriptors + used}
 	if h.CmdlineLen > 0 {
@@ -322,20 +324,28 @@ func Parse(b []byte) (*Snapshot, error) {
 		tt.PeakLiveBytes = max(r.u64(h.PeaksOff+8*t), tt.LiveBytes)
 		s.Tags = append(s.Tags, tt)
 	}
-	sort.Slice(s.Tags, func(i, j int) bool {
-		if s.Tags[i].LiveBytes != s.Tags[j].LiveBytes {
-			return s.Tags[i].LiveBytes > s.Tags[j].LiveBytes
-		}
-		return s.Tags[i].Name < s.Tags[j].Name
-	})
+	sortTags(s.Tags)
 	return s, nil
 }
 
+// sortTags orders tags by live bytes, most first, then by name.
+func sortTags(tags []TagTotals) {
+	sort.Slice(tags, func(i, j int) bool {
+		if tags[i].LiveBytes != tags[j].LiveBytes {
+			return tags[i].LiveBytes > tags[j].LiveBytes
+		}
+		return tags[i].Name < tags[j].Name
+	})
+}
+
 // ReadProcess reads the books of a running process. They are found in its
-// memory map: the file DIR/PID.tagalloc when it was started by tagalloc
-// run, else the private mapping the library names "[anon:tagalloc books]",
-// read through /proc/PID/mem (which needs the right to trace the process:
-// the same user, and no stricter ptrace policy).
+// memory map: the files DIR/PID*.tagalloc when it was started by tagalloc
+// run; else the memfd a Go program's books live in ("/memfd:tagalloc-books")
+// and the private region of the preloaded library (its address is in the
+// library's tagalloc_books symbol), both read through /proc/PID/mem (which
+// needs the right to trace the process: the same user, and no stricter
+// ptrace policy). A process with several regions (a cgo program: the
+// native library's and package alloc's) gets them merged.
 func ReadProcess(pid int) (*Snapshot, error) {
 	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
@@ -344,47 +354,183 @@ func ReadProcess(pid int) (*Snapshot, error) {
 		}
 		return nil, fmt.Errorf("process %d: %w", pid, err)
 	}
+	var snaps []*Snapshot
+	var mem *os.File
+	openMem := func() (*os.File, error) {
+		if mem != nil {
+			return mem, nil
+		}
+		var err error
+		if mem, err = os.Open(fmt.Sprintf("/proc/%d/mem", pid)); err != nil {
+			return nil, fmt.Errorf("process %d: reading its memory: %w (start it with tagalloc run, or check ptrace permissions)", pid, err)
+		}
+		return mem, nil
+	}
+	defer func() {
+		if mem != nil {
+			mem.Close()
+		}
+	}()
+	read := func(addr uint64) error {
+		m, err := openMem()
+		if err != nil {
+			return err
+		}
+		s, err := readRegion(io.NewSectionReader(m, int64(addr), 1<<40))
+		if err != nil {
+			return fmt.Errorf("process %d: %w", pid, err)
+		}
+		snaps = append(snaps, s)
+		return nil
+	}
+	seen := map[string]bool{}
 	libBase, libPath := uint64(0), ""
 	for _, line := range strings.Split(string(maps), "\n") {
 		i := strings.Index(line, "/")
-		if i < 0 {
+		f := strings.Fields(line)
+		if i < 0 || len(f) < 6 {
 			continue
 		}
-		if strings.HasSuffix(line, ".tagalloc") {
-			return ReadFile(line[i:])
+		start, _, _ := strings.Cut(f[0], "-")
+		addr, _ := strconv.ParseUint(start, 16, 64)
+		switch path := line[i:]; {
+		case strings.HasSuffix(path, ".tagalloc"):
+			if seen[path] {
+				continue
+			}
+			seen[path] = true
+			s, err := ReadFile(path)
+			if err != nil {
+				return nil, err
+			}
+			snaps = append(snaps, s)
+		case strings.HasPrefix(path, "/memfd:tagalloc-books") && f[2] == "00000000":
+			if err := read(addr); err != nil {
+				return nil, err
+			}
+		case libPath == "" && strings.HasSuffix(path, "/libtagalloc.so") && f[2] == "00000000":
+			// the library's first mapping (file offset 0) is its load base
+			libBase, libPath = addr, path
 		}
-		// the library's first mapping (file offset 0) is its load base
-		if f := strings.Fields(line); libPath == "" && strings.HasSuffix(line, "/libtagalloc.so") && len(f) >= 3 && f[2] == "00000000" {
-			start, _, _ := strings.Cut(f[0], "-")
-			libBase, _ = strconv.ParseUint(start, 16, 64)
-			libPath = line[i:]
+	}
+	if libPath != "" && !anyNative(snaps) {
+		sym, err := booksSymbol(libPath)
+		if err != nil {
+			return nil, fmt.Errorf("process %d: %w", pid, err)
+		}
+		m, err := openMem()
+		if err != nil {
+			return nil, err
+		}
+		var p [8]byte
+		if _, err := m.ReadAt(p[:], int64(libBase+sym)); err != nil {
+			return nil, fmt.Errorf("process %d: reading its memory: %w", pid, err)
+		}
+		if addr := binary.LittleEndian.Uint64(p[:]); addr != 0 {
+			if err := read(addr); err != nil {
+				return nil, err
+			}
+		} else if len(snaps) == 0 {
+			return nil, fmt.Errorf("process %d has no tagalloc books yet (it has not allocated)", pid)
 		}
 	}
-	if libPath == "" {
-		return nil, fmt.Errorf("process %d has no tagalloc books (not preloaded)", pid)
+	if len(snaps) == 0 {
+		return nil, fmt.Errorf("process %d has no tagalloc books (not preloaded, and no Go books)", pid)
 	}
-	sym, err := booksSymbol(libPath)
+	return Merge(snaps...), nil
+}
+
+// anyNative reports whether one of snaps is the native library's (it
+// keeps heap records; the Go writer's regions have none). The native
+// library's region file is found in the map when it has one.
+func anyNative(snaps []*Snapshot) bool {
+	for _, s := range snaps {
+		if s.native {
+			return true
+		}
+	}
+	return false
+}
+
+// Merge sums the regions of one process into one snapshot: tags of the
+// same name add up (live, cumulative; peaks too, which makes the peak an
+// upper bound when both regions peaked at different times), as do the
+// allocators' figures. The identity comes from the first region (the
+// native library's, if there is one).
+func Merge(snaps ...*Snapshot) *Snapshot {
+	if len(snaps) == 1 {
+		return snaps[0]
+	}
+	sort.SliceStable(snaps, func(i, j int) bool { return snaps[i].native && !snaps[j].native })
+	out := *snaps[0]
+	out.Tags = nil
+	idx := map[string]int{}
+	for _, s := range snaps {
+		if s != snaps[0] {
+			out.Torn = out.Torn || s.Torn
+			a := &out.Allocator
+			a.SpansInUse += s.Allocator.SpansInUse
+			a.SpansFreeResident += s.Allocator.SpansFreeResident
+			a.ArenaTouched += s.Allocator.ArenaTouched
+			a.HugeLive += s.Allocator.HugeLive
+			a.HugeCached += s.Allocator.HugeCached
+			a.Bookkeeping += s.Allocator.Bookkeeping
+		}
+		for _, t := range s.Tags {
+			i, ok := idx[t.Name]
+			if !ok {
+				idx[t.Name] = len(out.Tags)
+				if t.LiveRequestedBytes != nil {
+					v := *t.LiveRequestedBytes
+					t.LiveRequestedBytes = &v
+				}
+				out.Tags = append(out.Tags, t)
+				continue
+			}
+			m := &out.Tags[i]
+			m.LiveBytes += t.LiveBytes
+			m.LiveBlocks += t.LiveBlocks
+			m.AllocBytes += t.AllocBytes
+			m.AllocBlocks += t.AllocBlocks
+			m.PeakLiveBytes += t.PeakLiveBytes
+			if m.LiveRequestedBytes != nil && t.LiveRequestedBytes != nil {
+				*m.LiveRequestedBytes += *t.LiveRequestedBytes
+			} else {
+				m.LiveRequestedBytes = nil // one side did not keep them
+			}
+		}
+	}
+	sortTags(out.Tags)
+	return &out
+}
+
+// ReadDir reads every region file in dir (tagalloc run's books
+// directory), one snapshot per process: a process's several regions are
+// merged. It returns what it could read, and the errors of the rest.
+func ReadDir(dir string) ([]*Snapshot, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.tagalloc"))
 	if err != nil {
-		return nil, fmt.Errorf("process %d: %w", pid, err)
+		return nil, err
 	}
-	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-	if err != nil {
-		return nil, fmt.Errorf("process %d: reading its memory: %w (start it with tagalloc run, or check ptrace permissions)", pid, err)
+	byPID := map[int][]*Snapshot{}
+	var pids []int
+	var errs []error
+	for _, f := range files {
+		s, err := ReadFile(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if byPID[s.PID] == nil {
+			pids = append(pids, s.PID)
+		}
+		byPID[s.PID] = append(byPID[s.PID], s)
 	}
-	defer mem.Close()
-	var p [8]byte
-	if _, err := mem.ReadAt(p[:], int64(libBase+sym)); err != nil {
-		return nil, fmt.Errorf("process %d: reading its memory: %w", pid, err)
+	out := make([]*Snapshot, 0, len(pids))
+	for _, pid := range pids {
+		out = append(out, Merge(byPID[pid]...))
 	}
-	addr := binary.LittleEndian.Uint64(p[:])
-	if addr == 0 {
-		return nil, fmt.Errorf("process %d has no tagalloc books yet (it has not allocated)", pid)
-	}
-	s, err := readRegion(io.NewSectionReader(mem, int64(addr), 1<<40))
-	if err != nil {
-		return nil, fmt.Errorf("process %d: %w", pid, err)
-	}
-	return s, nil
+	return out, errors.Join(errs...)
 }
 
 // booksSymbol is the offset of tagalloc_books in the library file.

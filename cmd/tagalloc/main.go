@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -153,18 +152,9 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 // collect reads every region in the books directory into a report; the
 // launched process gets its exit status.
 func collect(dir string, ps *os.ProcessState) (*reporter.Report, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.tagalloc"))
-	if err != nil {
-		return nil, err
-	}
+	snaps, err := tagtable.ReadDir(dir) // the others are reported all the same
 	rep := &reporter.Report{Schema: reporter.Schema, Processes: []reporter.Process{}}
-	var errs []error
-	for _, f := range files {
-		s, err := tagtable.ReadFile(f)
-		if err != nil {
-			errs = append(errs, err) // report the others all the same
-			continue
-		}
+	for _, s := range snaps {
 		p := reporter.FromSnapshot(s)
 		if ps != nil && s.PID == ps.Pid() {
 			if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -183,7 +173,7 @@ func collect(dir string, ps *os.ProcessState) (*reporter.Report, error) {
 		first = ps.Pid()
 	}
 	rep.Sort(first)
-	return rep, errors.Join(errs...)
+	return rep, err
 }
 
 func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {

@@ -1,0 +1,175 @@
+package tagtable
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// charge books n blocks of size bytes to id on thread th (as package
+// alloc does), and frees f of them.
+func charge(t *testing.T, th *Thread, id uint32, n, f, size uint64) {
+	c, err := th.Counters(id)
+	require.NoError(t, err)
+	Add(&c.AllocBytes, n*size)
+	Add(&c.AllocBlocks, n)
+	Add(&c.FreeBytes, f*size)
+	Add(&c.FreeBlocks, f)
+	Add(&c.AllocReq, n*size)
+	Add(&c.FreeReq, f*size)
+}
+
+func TestWriterRegionParses(t *testing.T) {
+	t.Setenv("TAGALLOC_DIR", "")
+	r, err := Create("go")
+	require.NoError(t, err)
+	defer r.Close()
+	require.Empty(t, r.Path(), "no TAGALLOC_DIR: a memfd")
+
+	cache, _, err := r.Tag("cache")
+	require.NoError(t, err)
+	again, _, err := r.Tag("cache")
+	require.NoError(t, err)
+	require.Equal(t, cache, again)
+	un, _, err := r.Tag("untagged")
+	require.NoError(t, err)
+	require.Equal(t, uint32(Untagged), un)
+	bufs, _, err := r.Tag("buffers")
+	require.NoError(t, err)
+	require.Equal(t, "buffers", r.Name(bufs))
+
+	// Two writers (shards): one allocates, the other frees some.
+	a, err := r.NewThread()
+	require.NoError(t, err)
+	b, err := r.NewThread()
+	require.NoError(t, err)
+	charge(t, a, cache, 10, 0, 4096)
+	charge(t, b, cache, 0, 3, 4096)
+	charge(t, a, bufs, 2, 0, 65536)
+	charge(t, b, Untagged, 5, 5, 64)
+	r.NotePeak(cache, 10*4096)
+	r.NotePeak(cache, 4096) // never lowers
+	r.SetAllocator(Allocator{SpansInUse: 1 << 20})
+
+	s, err := r.Snapshot()
+	require.NoError(t, err)
+	require.Equal(t, os.Getpid(), s.PID)
+	require.NotEmpty(t, s.Command)
+	require.False(t, s.native)
+	require.Equal(t, uint64(1<<20), s.Allocator.SpansInUse)
+	got := tagMap(s)
+	require.Equal(t, uint64(7*4096), got["cache"].LiveBytes)
+	require.Equal(t, uint64(7), got["cache"].LiveBlocks)
+	require.Equal(t, uint64(10), got["cache"].AllocBlocks)
+	require.Equal(t, uint64(10*4096), got["cache"].PeakLiveBytes)
+	require.Equal(t, uint64(7*4096), *got["cache"].LiveRequestedBytes)
+	require.Equal(t, uint64(2*65536), got["buffers"].LiveBytes)
+	require.Equal(t, uint64(0), got["untagged"].LiveBytes)
+	require.Equal(t, uint64(5), got["untagged"].AllocBlocks)
+
+	// An outside reader finds the memfd in the map and reads the same.
+	p, err := ReadProcess(os.Getpid())
+	require.NoError(t, err)
+	require.Equal(t, got, tagMap(p))
+}
+
+func TestWriterFileInBooksDir(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TAGALLOC_DIR", dir)
+	r, err := Create("go")
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(dir, strconv.Itoa(os.Getpid())+".go.tagalloc"), r.Path())
+	id, _, err := r.Tag("t")
+	require.NoError(t, err)
+	th, err := r.NewThread()
+	require.NoError(t, err)
+	charge(t, th, id, 3, 1, 16)
+
+	snaps, err := ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, snaps, 1)
+	require.Equal(t, uint64(32), tagMap(snaps[0])["t"].LiveBytes)
+	require.NoError(t, r.Close())
+	_, err = os.Stat(r.Path())
+	require.True(t, os.IsNotExist(err), "Close removes the file")
+}
+
+func TestWriterTagNames(t *testing.T) {
+	t.Setenv("TAGALLOC_DIR", "")
+	r, err := Create("go")
+	require.NoError(t, err)
+	defer r.Close()
+	for _, bad := range []string{"", strings.Repeat("x", 64), "a\x00b"} {
+		_, _, err := r.Tag(bad)
+		require.ErrorIs(t, err, ErrBadTag, "%q", bad)
+	}
+	_, _, err = r.Tag(strings.Repeat("x", 63))
+	require.NoError(t, err)
+	// 4096 names fit (one is taken); then overflow, once per name.
+	for i := 1; i < MaxTags; i++ {
+		id, over, err := r.Tag("tag-" + strconv.Itoa(i))
+		require.NoError(t, err)
+		require.False(t, over)
+		require.Less(t, id, uint32(MaxTags+1))
+	}
+	id, over, err := r.Tag("one-too-many")
+	require.NoError(t, err)
+	require.True(t, over)
+	require.Equal(t, uint32(OverflowTag), id)
+	th, err := r.NewThread()
+	require.NoError(t, err)
+	charge(t, th, id, 1, 0, 48)
+	s, err := r.Snapshot()
+	require.NoError(t, err)
+	require.Equal(t, uint64(48), tagMap(s)["overflow"].LiveBytes)
+}
+
+// Writers on many goroutines, each its own record, against a reader.
+func TestWriterConcurrent(t *testing.T) {
+	t.Setenv("TAGALLOC_DIR", "")
+	r, err := Create("go")
+	require.NoError(t, err)
+	defer r.Close()
+	id, _, err := r.Tag("busy")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		th, err := r.NewThread()
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, _ := th.Counters(id)
+			for i := 0; i < 10000; i++ {
+				Add(&c.AllocBytes, 16)
+				Add(&c.AllocBlocks, 1)
+			}
+		}()
+	}
+	for i := 0; i < 20; i++ {
+		_, err := r.Snapshot()
+		require.NoError(t, err)
+	}
+	wg.Wait()
+	s, err := r.Snapshot()
+	require.NoError(t, err)
+	require.Equal(t, uint64(8*10000*16), tagMap(s)["busy"].LiveBytes)
+}
+
+func TestMergeSumsTagsByName(t *testing.T) {
+	req := uint64(5)
+	a := &Snapshot{PID: 7, native: true, Command: []string{"prog"}, Tags: []TagTotals{{Name: "x", LiveBytes: 10, LiveBlocks: 1, AllocBytes: 10, AllocBlocks: 1, LiveRequestedBytes: &req}}}
+	b := &Snapshot{PID: 7, Tags: []TagTotals{{Name: "x", LiveBytes: 20, LiveBlocks: 2, AllocBytes: 30, AllocBlocks: 3}, {Name: "y", LiveBytes: 100}}, Torn: true}
+	m := Merge(b, a)
+	require.Equal(t, []string{"prog"}, m.Command, "identity from the native region")
+	require.True(t, m.Torn)
+	got := tagMap(m)
+	require.Equal(t, TagTotals{Name: "x", LiveBytes: 30, LiveBlocks: 3, AllocBytes: 40, AllocBlocks: 4}, got["x"])
+	require.Equal(t, "y", m.Tags[0].Name, "sorted by live bytes")
+	require.Equal(t, uint64(5), req, "inputs untouched")
+}
