@@ -1,7 +1,10 @@
-// Package tagtable reads the books a tagalloc-preloaded process keeps in its
-// region file (DESIGN.md D6; the C side is cgo/src/books.c): the tag names
-// and, summed over every thread record and heap, each tag's exact live and
-// cumulative bytes and blocks.
+// Package tagtable is the books region (DESIGN.md D6): it reads the books a
+// tagalloc-preloaded process keeps in its region (the C side is
+// cgo/src/books.c), the tag names and, summed over every thread record and
+// heap, each tag's exact live and cumulative bytes and blocks; and it
+// writes regions of the same layout for Go programs (Region, used by
+// package alloc), so one reader serves both and a cgo program's two
+// regions merge into one process.
 //
 // The region is written by a program that may be buggy, dying or hostile,
 // so the reader never trusts it: every offset, address, count and name is

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tagalloc/tagalloc/cgo"
@@ -15,6 +16,9 @@ func FuzzParse(f *testing.F) {
 	if seed := realRegion(f); seed != nil {
 		f.Add(seed)
 		f.Add(seed[:len(seed)/3])
+	}
+	if seed := goRegion(f); seed != nil {
+		f.Add(seed)
 	}
 	f.Add([]byte("TAGALLOC"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -57,4 +61,26 @@ func realRegion(f *testing.F) []byte {
 		return nil
 	}
 	return b[:used]
+}
+
+// goRegion is the bytes of a region the Go writer made, with a few tags
+// and two thread records.
+func goRegion(f *testing.F) []byte {
+	f.Setenv("TAGALLOC_DIR", "")
+	r, err := Create("go")
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	for i, name := range []string{"a", "bb", "untagged"} {
+		id, _, _ := r.Tag(name)
+		for range 2 {
+			th, _ := r.NewThread()
+			c, _ := th.Counters(id)
+			Add(&c.AllocBytes, uint64(64*(i+1)))
+			Add(&c.AllocBlocks, 1)
+		}
+	}
+	used := atomic.LoadUint64(&r.hdr.Used)
+	return append([]byte(nil), r.mem[:used]...)
 }
