@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -292,4 +293,38 @@ func TestClassesAgreeWithGo(t *testing.T) {
 			t.Fatalf("size %d: C class %s, Go class %s", size, l, want)
 		}
 	}
+}
+
+// Misuse is caught where it is cheap: the process aborts with a message
+// naming the call and what is wrong, instead of corrupting the heap or
+// the books.
+func TestMisuse(t *testing.T) {
+	t.Parallel()
+	prog := buildC(t, "misuse_test", "plain")
+	env := []string{"LD_PRELOAD=" + lib(t)}
+	for mode, want := range map[string]string{
+		"double-free":        "double free",
+		"double-free-later":  "double free",
+		"double-free-remote": "double free",
+		"double-free-large":  "invalid pointer",
+		"interior":           "invalid pointer",
+		"interior-remote":    "invalid pointer",
+		"foreign":            "invalid pointer",
+		"realloc-freed":      "realloc(",
+	} {
+		t.Run(mode, func(t *testing.T) {
+			r := runProg(t, time.Minute, env, prog, mode)
+			require.Error(t, r.err, "%s was not caught", mode)
+			var ee *exec.ExitError
+			require.ErrorAs(t, r.err, &ee)
+			ws := ee.Sys().(syscall.WaitStatus)
+			require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGABRT, "%s: %v", mode, r.err)
+			require.Contains(t, r.stderr, "tagalloc: ")
+			require.Contains(t, r.stderr, want)
+			require.NotContains(t, r.stdout, "survived")
+		})
+	}
+	r := runProg(t, time.Minute, env, prog, "data-matches")
+	require.NoError(t, r.err, "%s", r.stderr)
+	require.Contains(t, r.stdout, "survived")
 }

@@ -27,6 +27,7 @@ static inline void *_ta_malloc_class(unsigned c, size_t size) {
   _ta_block_t *b = pg->free;
   if (ta_likely(b != NULL)) {
     pg->free = b->next;
+    b->key = 0;
     pg->used++;
     TA_HOT_ADD(h->dir[c].nalloc, 1);
     if (ta_unlikely(pg->slop != NULL)) return _ta_note_requested(h, pg, c, b, size);
@@ -157,12 +158,21 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
   _ta_bad_pointer(fn, p);
 }
 
-static inline void _ta_free(void *p) {
+static void _ta_free_suspect(_ta_page_t *pg, _ta_block_t *b);
+
+static inline __attribute__((always_inline)) void _ta_free(void *p) {
   if (ta_unlikely(p == NULL)) return;
   _ta_page_t *pg = _ta_page_of(p);
   _ta_heap_t *h = _ta_tls_heap;
-  if (ta_likely(pg != NULL && atomic_load_explicit(&pg->heap, memory_order_relaxed) == h)) {
+  /* Every block is 16-aligned: a pointer that is not goes the generic way,
+   * which names it (an interior pointer that is aligned is not caught). */
+  if (ta_likely(pg != NULL && atomic_load_explicit(&pg->heap, memory_order_relaxed) == h && ((uintptr_t)p & 15) == 0)) {
     _ta_block_t *b = p;
+    if (ta_unlikely(b->key == _ta_free_key)) {
+      _ta_free_suspect(pg, b); /* a tail call: the fast path stays a leaf */
+      return;
+    }
+    b->key = _ta_free_key;
     b->next = pg->free; /* LIFO: the next malloc of the class gets it, hot */
     pg->free = b;
     pg->used--;
@@ -172,6 +182,15 @@ static inline void _ta_free(void *p) {
     return;
   }
   _ta_free_generic(p, "free");
+}
+
+/* A local free of a block that holds the free key: abort if it is a
+ * double free; else the program's data matched the key, so clear it and
+ * free the block the usual way. */
+TA_NOINLINE static void _ta_free_suspect(_ta_page_t *pg, _ta_block_t *b) {
+  _ta_check_double_free(pg, b, "free");
+  b->key = 0;
+  _ta_free(b);
 }
 
 static void *_ta_realloc(void *p, size_t size) {

@@ -200,6 +200,7 @@ static bool _ta_free_adopting(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
   if (!ok) return false;
   _ta_page_collect(pg);
   _ta_q_append(&h->queue[c], pg); /* behind the direct page */
+  b->key = _ta_free_key;
   b->next = pg->free; /* counted by the caller (_ta_free_generic) */
   pg->free = b;
   if (--pg->used == 0 && !_ta_page_keep_empty(h, pg)) _ta_page_release(h, pg);
@@ -323,6 +324,7 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
   h->dir[c].page = pg;
   _ta_block_t *b = pg->free;
   pg->free = b->next;
+  b->key = 0;
   pg->used++;
   TA_HOT_ADD(h->dir[c].nalloc, 1);
   if (pg->slop) {

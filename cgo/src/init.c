@@ -1,6 +1,8 @@
 /* init.c: lazy initialization (the first allocation may come before any
  * constructor runs), thread exit, and fork. */
 
+#include <sys/auxv.h>
+
 _Atomic(int) _ta_init_state;
 static pthread_mutex_t _ta_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread bool _ta_in_init;
@@ -9,6 +11,14 @@ static _Atomic(bool) _ta_atfork_done;
 static void _ta_fork_prepare(void);
 static void _ta_fork_parent(void);
 static void _ta_fork_child(void);
+
+/* A key no program sets on purpose: from the kernel's random bytes (the
+ * auxiliary vector's AT_RANDOM, already there, no system call), never 0. */
+static void _ta_free_key_init(void) {
+  const uintptr_t *r = (const uintptr_t *)getauxval(AT_RANDOM);
+  if (r) _ta_free_key ^= r[1];
+  _ta_free_key |= 1;
+}
 
 static bool _ta_init_slow(void) {
   int s = atomic_load_explicit(&_ta_init_state, memory_order_acquire);
@@ -21,6 +31,7 @@ static bool _ta_init_slow(void) {
       _ta_in_init = true;
       atomic_store(&_ta_init_state, 1);
       _ta_options_parse();
+      _ta_free_key_init();
       bool ok = _ta_books_init();
       if (ok) _ta_tags_init(_ta_opt.default_tag);
       ok = ok && _ta_arena_init() && pthread_key_create(&_ta_key, _ta_thread_done) == 0;

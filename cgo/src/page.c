@@ -29,12 +29,27 @@ static void _ta_page_collect(_ta_page_t *pg) {
   _ta_block_t *tail = list;
   while (tail->next) {
     tail = tail->next;
-    k++;
+    if (ta_unlikely(++k > pg->reserved)) _ta_fatal("page %p: its list of blocks freed by other threads loops (double free?)", pg->start);
   }
   if (ta_unlikely(k > pg->used)) _ta_fatal("page %p: %u blocks freed from other threads but only %u in use (double free?)", pg->start, k, pg->used);
   tail->next = pg->free;
   pg->free = list;
   pg->used -= k;
+}
+
+/* b, being freed, holds the free key: if it is on one of pg's free lists
+ * (the owner's own, for the owner; the list other threads free into, for
+ * anyone), this is a double free (abort, naming fn); else the program's
+ * data matched the key by chance. Lists are walked at most as far as the
+ * page has blocks, so a corrupted list cannot hang us. */
+TA_NOINLINE static void _ta_check_double_free(_ta_page_t *pg, _ta_block_t *b, const char *fn) {
+  const _ta_block_t *lists[2] = {(const _ta_block_t *)atomic_load_explicit(&pg->xthread_free, memory_order_acquire), pg->free};
+  bool owner = atomic_load_explicit(&pg->heap, memory_order_relaxed) == _ta_tls_heap;
+  for (int i = 0; i < (owner ? 2 : 1); i++) { /* only the owner may read its own list */
+    uint32_t steps = 0;
+    for (const _ta_block_t *f = lists[i]; f && steps <= pg->reserved; f = f->next, steps++)
+      if (f == b) _ta_fatal("%s(%p): double free (the block is already free)", fn, (void *)b);
+  }
 }
 
 /* Free from a thread that does not own pg: push on its xthread list. If the
@@ -46,6 +61,8 @@ static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
   /* Read what we need before the push: once pushed, the owner may collect
    * the block and hand the span to someone else. Only atomics after it. */
   unsigned c = pg->sclass;
+  if (ta_unlikely(b->key == _ta_free_key)) _ta_check_double_free(pg, b, "free");
+  b->key = _ta_free_key;
   uintptr_t old = atomic_load_explicit(&pg->xthread_free, memory_order_relaxed);
   do {
     b->next = (_ta_block_t *)old;

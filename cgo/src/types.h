@@ -53,9 +53,12 @@
  *
  * Errors and out of memory: an impossible size or a failed mmap returns NULL
  * with errno = ENOMEM (after one purge-and-retry); the books are unchanged.
- * Misuse the allocator can see cheaply (free of an address it never handed
- * out, a double free of a span) prints "tagalloc: ..." and aborts, as glibc
- * does. Broken invariants (debug builds, TA_DEBUG >= 1) print and abort.
+ * Misuse the allocator can see cheaply prints "tagalloc: CALL(ADDRESS): ..."
+ * and aborts, as glibc does: a free or realloc of an address it never
+ * handed out or of a freed span, a pointer that is not 16-aligned, an
+ * interior pointer freed by another thread, a double free of a small
+ * block (the free key, see _ta_block_t). Not caught: an aligned interior
+ * pointer freed by the block's own thread. Broken invariants (debug builds, TA_DEBUG >= 1) print and abort.
  *
  * Locks (never held while calling anything that could allocate):
  *   _ta_heaps_lock  the list of heaps (fork)           order 1
@@ -117,9 +120,18 @@
 
 /* ---- blocks and pages --------------------------------------------------- */
 
+/* A free small block. key is _ta_free_key while the block is free and is
+ * cleared when it is handed out, so free finds a double free with one
+ * compare (as glibc's tcache does): a match is confirmed by looking for
+ * the block on its page's free lists, since a program's data can hold
+ * the key by chance. Every class has room for both words (16 B and up). */
 typedef struct _ta_block_s {
   struct _ta_block_s *next;
+  uintptr_t key;
 } _ta_block_t;
+
+/* Never 0 (fresh memory); randomized at initialization. */
+static uintptr_t _ta_free_key = (uintptr_t)0x5a17a110cf2eeb1dULL;
 
 enum {
   TA_KIND_NONE = 0, /* never used (above the arena's top) */
