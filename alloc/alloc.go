@@ -1,0 +1,301 @@
+// The public API: Malloc, Calloc, Realloc, Free, and the Tag handle's
+// fast paths.
+
+package alloc
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/tagalloc/tagalloc/arena"
+	"github.com/tagalloc/tagalloc/sizeclass"
+	"github.com/tagalloc/tagalloc/tagtable"
+)
+
+// empty is what a zero-byte request returns: non-nil, len and cap 0, not
+// a block (Free ignores it, and nothing is counted).
+var empty = []byte{}
+
+// maxRequest bounds a request (beyond it, a panic): far below what
+// rounding up to pages could overflow.
+const maxRequest = 1 << 46
+
+// Malloc returns n bytes (len and cap n) charged to tag ("" is untagged),
+// off the Go heap: the garbage collector neither scans nor counts them,
+// so they must not hold Go pointers. The contents are undefined; Free
+// them. Malloc(0) returns an empty slice that is not a block. It panics
+// on a negative or absurd n, on a bad tag name (1..63 bytes, no NUL), and
+// when memory runs out.
+func Malloc(n int, tag string) []byte { return tagOf(tag).Malloc(n) }
+
+// Calloc is Malloc with the bytes zeroed.
+func Calloc(n int, tag string) []byte { return tagOf(tag).Calloc(n) }
+
+// Malloc is the package's Malloc under the handle's tag: no name lookup.
+func (t *Tag) Malloc(n int) []byte {
+	if uint(n-1) < sizeclass.MaxSmall && !debug {
+		c := sizeclass.ClassOf(uint32(n))
+		s := acquire()
+		if ctr := s.ctr[t.id].Load(); ctr != nil {
+			if p, _ := s.cache.Cur(t.id, c).Pop(); p != nil {
+				tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
+				tagtable.Add(&ctr.AllocBlocks, 1)
+				tagtable.Add(&ctr.AllocReq, uint64(n))
+				s.release()
+				return unsafe.Slice((*byte)(p), n)
+			}
+		}
+		s.release()
+	}
+	p, _ := t.alloc(n)
+	return unsafe.Slice((*byte)(p), n)
+}
+
+// Calloc is Malloc with the bytes zeroed (memory known to be zero, fresh
+// from the OS, is not cleared again).
+func (t *Tag) Calloc(n int) []byte {
+	if uint(n-1) < sizeclass.MaxSmall && !debug {
+		c := sizeclass.ClassOf(uint32(n))
+		s := acquire()
+		if ctr := s.ctr[t.id].Load(); ctr != nil {
+			if p, zero := s.cache.Cur(t.id, c).Pop(); p != nil {
+				tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
+				tagtable.Add(&ctr.AllocBlocks, 1)
+				tagtable.Add(&ctr.AllocReq, uint64(n))
+				s.release()
+				b := unsafe.Slice((*byte)(p), n)
+				if !zero {
+					clear(b)
+				}
+				return b
+			}
+		}
+		s.release()
+	}
+	p, zero := t.alloc(n)
+	b := unsafe.Slice((*byte)(p), n)
+	if !zero {
+		clear(b)
+	}
+	return b
+}
+
+// alloc is the slow path of every size: a new span, a large or huge
+// block, the first use of a tag on a shard, debug mode, misuse checks.
+func (t *Tag) alloc(n int) (unsafe.Pointer, bool) {
+	switch {
+	case n == 0:
+		return unsafe.Pointer(unsafe.SliceData(empty)), true
+	case n < 0:
+		panic(fmt.Sprintf("alloc: negative size %d", n))
+	case n > maxRequest:
+		panic(fmt.Sprintf("alloc: size %d is too large", n))
+	case n <= sizeclass.MaxSmall:
+		return t.allocSmall(n)
+	case uintptr(n) >= arena.HugeMin():
+		p, usable, err := arena.AllocHuge(uintptr(n), t.id)
+		if err != nil {
+			panic(err)
+		}
+		t.count(uint64(usable), uint64(n))
+		return p, true
+	default:
+		sp, err := arena.AllocLarge(uintptr(n), t.id)
+		if err != nil {
+			panic(err)
+		}
+		t.count(uint64(sp.Bytes()), uint64(n))
+		return sp.Start(), sp.Zero()
+	}
+}
+
+// count charges a block from the slow path to the tag, samples its peak
+// and publishes the arena's figures.
+func (t *Tag) count(usable, req uint64) {
+	s, ctr := acquireFor(t.id)
+	tagtable.Add(&ctr.AllocBytes, usable)
+	tagtable.Add(&ctr.AllocBlocks, 1)
+	tagtable.Add(&ctr.AllocReq, req)
+	s.release()
+	samplePeak(t.id)
+	publish()
+}
+
+func (t *Tag) allocSmall(n int) (unsafe.Pointer, bool) {
+	c := sizeclass.ClassOf(uint32(n))
+	var fresh *arena.Span // a new span, carried to whichever shard we are on next
+	for {
+		s, ctr := acquireFor(t.id)
+		var p unsafe.Pointer
+		var zero bool
+		if fresh != nil {
+			p, zero = s.cache.Install(fresh)
+			fresh = nil
+		} else if cur := s.cache.Cur(t.id, c); debug {
+			p, zero = arena.PopDebug(cur)
+		} else {
+			p, zero = cur.Pop()
+		}
+		if p == nil {
+			p, zero = s.cache.Refill(t.id, c)
+		}
+		if p != nil {
+			tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
+			tagtable.Add(&ctr.AllocBlocks, 1)
+			tagtable.Add(&ctr.AllocReq, uint64(n))
+		}
+		rel := s.cache.TakeRelease()
+		s.release()
+		arena.ReleaseSpans(rel)
+		if err := arena.TakeMisuse(); err != nil {
+			panic(err)
+		}
+		if p != nil {
+			samplePeak(t.id)
+			return p, zero
+		}
+		var err error
+		if fresh, err = arena.NewSmall(c, t.id); err != nil {
+			panic(err)
+		}
+		publish()
+	}
+}
+
+// Free returns a block from Malloc, Calloc or Realloc (from any
+// goroutine; the block's tag is debited). A slice with cap 0 (nil, or
+// Malloc(0)'s) is ignored. It panics on a slice alloc did not hand out
+// or not at a block's start, and on a double free: always for large and
+// huge blocks, for small ones when the span shows it (its count of
+// blocks in use), and always in debug mode.
+func Free(b []byte) {
+	if cap(b) == 0 {
+		return
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	sp := arena.SpanOf(p)
+	if sp == nil || sp.Large() {
+		freeBig(sp, p, uint64(cap(b)))
+		return
+	}
+	off := arena.Check(sp, p, uintptr(cap(b)))
+	id := sp.Tag()
+	s := acquire()
+	if ctr := s.ctr[id].Load(); ctr != nil {
+		if s.cache.Free(sp, p, off) {
+			size := uint64(sp.BlockSize())
+			tagtable.Add(&ctr.FreeBytes, size)
+			tagtable.Add(&ctr.FreeBlocks, 1)
+			tagtable.Add(&ctr.FreeReq, uint64(cap(b)))
+			rel := s.cache.TakeRelease()
+			s.release()
+			if rel != 0 {
+				arena.ReleaseSpans(rel)
+				publish()
+			}
+			return
+		}
+		s.release()
+		panic(arena.TakeMisuse())
+	}
+	s.release()
+	freeSmallSlow(sp, p, off, uint64(cap(b)))
+}
+
+func freeSmallSlow(sp *arena.Span, p unsafe.Pointer, off uint32, req uint64) {
+	s, ctr := acquireFor(sp.Tag())
+	ok := s.cache.Free(sp, p, off)
+	if ok {
+		tagtable.Add(&ctr.FreeBytes, uint64(sp.BlockSize()))
+		tagtable.Add(&ctr.FreeBlocks, 1)
+		tagtable.Add(&ctr.FreeReq, req)
+	}
+	rel := s.cache.TakeRelease()
+	s.release()
+	arena.ReleaseSpans(rel)
+	if !ok {
+		panic(arena.TakeMisuse())
+	}
+}
+
+// freeBig frees a large block (span sp) or a huge one (sp nil).
+func freeBig(sp *arena.Span, p unsafe.Pointer, req uint64) {
+	var usable uint64
+	var id uint32
+	if sp != nil {
+		arena.CheckLarge(sp, p)
+		if req > uint64(sp.Bytes()) {
+			panic(fmt.Sprintf("alloc: Free of %#x: cap %d exceeds its block (not a slice alloc handed out)", uintptr(p), req))
+		}
+		usable, id = uint64(sp.Bytes()), sp.Tag()
+		arena.FreeLarge(sp, p) // checks again under the lock: a racing double free panics here
+	} else {
+		u, tag, ok := arena.FreeHuge(p)
+		if !ok {
+			panic(fmt.Sprintf("alloc: Free of %#x: not a block alloc handed out (foreign memory, a sub-slice, or a double Free)", uintptr(p)))
+		}
+		usable, id = uint64(u), tag
+	}
+	s, ctr := acquireFor(id)
+	tagtable.Add(&ctr.FreeBytes, usable)
+	tagtable.Add(&ctr.FreeBlocks, 1)
+	tagtable.Add(&ctr.FreeReq, req)
+	s.release()
+	publish()
+}
+
+// Realloc resizes a block to n bytes, keeping its tag and its first
+// min(cap(b), n) bytes; the result has len and cap n. The block stays in
+// place when n needs the same size class (or, above 512 KiB, the same
+// pages), else it moves and b must not be used again. Realloc of a cap 0
+// slice is Malloc(n, ""); Realloc(b, 0) frees b and returns an empty
+// slice. Misuse panics as in Free.
+func Realloc(b []byte, n int) []byte {
+	if cap(b) == 0 {
+		return Malloc(n, "")
+	}
+	if n < 0 {
+		panic(fmt.Sprintf("alloc: negative size %d", n))
+	}
+	if n == 0 {
+		Free(b)
+		return empty
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	old := uintptr(cap(b))
+	var usable uintptr
+	var id uint32
+	inPlace := false
+	if sp := arena.SpanOf(p); sp == nil {
+		u, tag, ok := arena.HugeOf(p)
+		if !ok {
+			panic(fmt.Sprintf("alloc: Realloc of %#x: not a block alloc handed out (foreign memory, a sub-slice, or freed)", uintptr(p)))
+		}
+		usable, id = u, tag
+		inPlace = uintptr(n) >= arena.HugeMin() && (uintptr(n)+4095)&^4095 == usable
+	} else if sp.Large() {
+		arena.CheckLarge(sp, p)
+		usable, id = sp.Bytes(), sp.Tag()
+		inPlace = n > sizeclass.MaxSmall && uintptr(n) < arena.HugeMin() &&
+			(uintptr(n)+sizeclass.PageSize-1)&^(sizeclass.PageSize-1) == usable
+	} else {
+		arena.Validate(sp, p, old)
+		usable, id = sp.BlockSize(), sp.Tag()
+		inPlace = n <= sizeclass.MaxSmall && sizeclass.ClassOf(uint32(n)) == sp.Class()
+	}
+	if old > usable {
+		panic(fmt.Sprintf("alloc: Realloc of %#x: cap %d exceeds its block (not a slice alloc handed out)", uintptr(p), old))
+	}
+	if inPlace {
+		s, ctr := acquireFor(id)
+		tagtable.Add(&ctr.AllocReq, uint64(n))
+		tagtable.Add(&ctr.FreeReq, uint64(old))
+		s.release()
+		return unsafe.Slice((*byte)(p), n)
+	}
+	t := state.byID[id].Load()
+	nb := t.Malloc(n)
+	copy(nb, unsafe.Slice((*byte)(p), min(old, uintptr(n))))
+	Free(unsafe.Slice((*byte)(p), old))
+	return nb
+}

@@ -1,0 +1,330 @@
+// Caches: one per shard of package alloc (a P, or the shared shard). Per
+// tag and size class, a cache owns a current span and a list of partial
+// spans; it allocates and frees their blocks without locks or atomics.
+// Frees from other caches go on the span's lock-free remote list.
+
+package arena
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/tagalloc/tagalloc/sizeclass"
+)
+
+// MaxCaches bounds the cache ids (a cache's id indexes the registry that
+// remote frees use to find a span's owner).
+const MaxCaches = 1024
+
+// Cache is one shard's spans. Every method except NewCache requires the
+// caller's exclusivity over the cache (package alloc: the P it is pinned
+// to, or the shared shard's lock).
+type Cache struct {
+	id      int32
+	tags    []atomic.Pointer[Bins] // per tag; nil until the tag is first used here (SetBins)
+	release uint32        // spans to give back to the arena, linked by next (TakeRelease)
+	reclaim atomic.Uint32 // full spans other caches freed into, linked by rnext (any writer)
+}
+
+// Bins are one tag's spans in one cache, per class.
+type Bins [sizeclass.NumClasses]bin
+
+type bin struct {
+	cur     *Span  // never nil: &emptySpan until the first span
+	partial uint32 // spans with free blocks (not cur), doubly linked
+}
+
+var caches [MaxCaches]atomic.Pointer[Cache]
+
+// NewCache makes cache id (0 <= id < MaxCaches, each id once) for tag ids
+// below ntags.
+func NewCache(id int, ntags int) *Cache {
+	c := &Cache{id: int32(id), tags: make([]atomic.Pointer[Bins], ntags)}
+	if !caches[id].CompareAndSwap(nil, c) {
+		panic("arena: cache id used twice")
+	}
+	return c
+}
+
+// NewBins makes a tag's bins (Go memory: call it outside exclusivity,
+// then SetBins, which needs no exclusivity).
+func NewBins() *Bins {
+	b := new(Bins)
+	for i := range b {
+		b[i].cur = &emptySpan
+	}
+	return b
+}
+
+// HasBins reports whether tag has bins here.
+func (c *Cache) HasBins(tag uint32) bool { return c.tags[tag].Load() != nil }
+
+// SetBins installs bins for tag if it has none.
+func (c *Cache) SetBins(tag uint32, b *Bins) { c.tags[tag].CompareAndSwap(nil, b) }
+
+// Cur is the span tag's blocks of class are popped from (&emptySpan, which
+// has none, if the tag has no bins here yet).
+func (c *Cache) Cur(tag uint32, class int) *Span {
+	if b := c.tags[tag].Load(); b != nil {
+		return b[class].cur
+	}
+	return &emptySpan
+}
+
+// Refill finds a block when Cur's span has none, without the arena:
+// blocks other caches freed into the current span, spans they freed
+// full spans into, then the partial list. nil means a new span is needed
+// (NewSmall, then Install). The tag must have bins (SetBins).
+func (c *Cache) Refill(tag uint32, class int) (p unsafe.Pointer, zero bool) {
+	b := &c.tags[tag].Load()[class]
+	if cur := b.cur; cur != &emptySpan {
+		if cur.collect(); cur.hasFree() {
+			return c.pop(cur)
+		}
+	}
+	c.drainReclaim()
+	if cur := b.cur; cur != &emptySpan {
+		if p, zero = c.retire(cur); p != nil {
+			return p, zero
+		}
+	}
+	b.cur = &emptySpan
+	for b.partial != 0 {
+		s := spanAt(b.partial)
+		listRemove(&b.partial, s)
+		s.collect()
+		s.state = stateCur
+		b.cur = s
+		if s.hasFree() { // always, for a span on the partial list
+			return c.pop(s)
+		}
+	}
+	return nil, false
+}
+
+// retire files the exhausted current span as full (on no list: a free
+// brings it back). If a remote free raced in, it keeps the span and pops.
+func (c *Cache) retire(s *Span) (unsafe.Pointer, bool) {
+	s.state = stateFull
+	s.full.Store(fullYes)
+	if s.remote.Load() != 0 && s.full.CompareAndSwap(fullYes, fullNo) {
+		s.state = stateCur
+		if s.collect(); s.hasFree() {
+			return c.pop(s)
+		}
+		s.state = stateFull
+		s.full.Store(fullYes) // (a double free panicked in collect otherwise)
+	}
+	return nil, false
+}
+
+func (c *Cache) pop(s *Span) (unsafe.Pointer, bool) {
+	if a.bits != nil {
+		return PopDebug(s)
+	}
+	return s.Pop()
+}
+
+// PopDebug is Pop in debug mode: it records the block in the bitmap and
+// checks the poison of a block from the free list.
+func PopDebug(s *Span) (unsafe.Pointer, bool) {
+	reused := s.free != 0
+	p, z := s.Pop()
+	if p != nil {
+		markAlloc(s, p, reused)
+	}
+	return p, z
+}
+
+// drainReclaim takes back the full spans other caches freed into: to the
+// partial list, or to the arena if every block came back.
+func (c *Cache) drainReclaim() {
+	for i := c.reclaim.Swap(0); i != 0; {
+		s := spanAt(i)
+		i = s.rnext
+		s.full.Store(fullNo)
+		s.collect()
+		if s.used == 0 {
+			c.toRelease(s)
+			continue
+		}
+		s.state = statePartial
+		listPush(&c.tags[s.tag].Load()[s.class].partial, s)
+	}
+}
+
+// Install gives the cache a new span (from NewSmall) for tag and class and
+// pops a block from the class's spans.
+func (c *Cache) Install(s *Span) (unsafe.Pointer, bool) {
+	s.owner = c.id
+	b := &c.tags[s.tag].Load()[s.class]
+	if b.cur.hasFree() { // the cache found blocks meanwhile: keep the span for later
+		s.state = statePartial
+		listPush(&b.partial, s)
+		return c.pop(b.cur)
+	}
+	if cur := b.cur; cur != &emptySpan {
+		c.retire(cur) // has no free block, so retire only files it
+	}
+	s.state = stateCur
+	b.cur = s
+	return c.pop(s)
+}
+
+// Check validates a small block before Free (outside exclusivity: it may
+// panic): p must be a block start of s and capBytes fit in the block. In
+// debug mode it also checks and clears the block's bit (a double free is
+// caught here, exactly) and poisons the block. off is for Free.
+func Check(s *Span, p unsafe.Pointer, capBytes uintptr) (off uint32) {
+	off, ok := s.offset(p)
+	if !ok {
+		panic(misuse("Free of %#x: not the start of a block alloc handed out (a sub-slice, or foreign memory)", uintptr(p)))
+	}
+	if capBytes > uintptr(s.size) {
+		panic(misuse("Free of %#x: cap %d exceeds its %d-byte block (not a slice alloc handed out)", uintptr(p), capBytes, s.size))
+	}
+	if a.bits != nil {
+		markFree(s, p, off)
+	}
+	return off
+}
+
+// Validate is Check without its debug side effects (Realloc's check); in
+// debug mode it checks the block is in use.
+func Validate(s *Span, p unsafe.Pointer, capBytes uintptr) {
+	off, ok := s.offset(p)
+	if !ok || capBytes > uintptr(s.size) {
+		panic(misuse("Realloc of %#x: not a block alloc handed out (a sub-slice, or foreign memory)", uintptr(p)))
+	}
+	if a.bits != nil {
+		idx := uint32((uint64(off) * sizeclass.Classes[s.class].Magic) >> sizeclass.MagicShift)
+		w := (*uint32)(unsafe.Pointer(&a.bits[uintptr(s.page)*512+uintptr(idx/32)*4]))
+		if atomic.LoadUint32(w)&(1<<(idx%32)) == 0 {
+			panic(misuse("Realloc of %#x: the block was freed", uintptr(p)))
+		}
+	}
+}
+
+// Free returns a small block of span s (off from Check), from any cache.
+// A span that empties goes on the release list. false (nothing done,
+// misuse noted) for a double free caught by the owner's count.
+func (c *Cache) Free(s *Span, p unsafe.Pointer, off uint32) bool {
+	if s.owner != c.id {
+		if s.pushRemote(p, off) {
+			o := caches[s.owner].Load()
+			for {
+				old := o.reclaim.Load()
+				s.rnext = old
+				if o.reclaim.CompareAndSwap(old, s.page) {
+					break
+				}
+			}
+		}
+		return true
+	}
+	if !s.pushLocal(p, off) {
+		return false
+	}
+	switch s.state {
+	case stateFull:
+		if !s.full.CompareAndSwap(fullYes, fullNo) {
+			return true // claimed by a remote free: on the reclaim stack already
+		}
+		if s.used == 0 {
+			c.toRelease(s)
+			return true
+		}
+		s.state = statePartial
+		listPush(&c.tags[s.tag].Load()[s.class].partial, s)
+	case statePartial:
+		if s.used == 0 {
+			listRemove(&c.tags[s.tag].Load()[s.class].partial, s)
+			c.toRelease(s)
+		}
+	}
+	return true
+}
+
+func (c *Cache) toRelease(s *Span) {
+	s.state, s.owner = stateNone, -1
+	s.next = c.release
+	c.release = s.page
+}
+
+// TakeRelease takes the list of spans to give back: pass it to
+// ReleaseSpans once outside exclusivity.
+func (c *Cache) TakeRelease() uint32 {
+	r := c.release
+	c.release = 0
+	return r
+}
+
+// ReleaseSpans gives a TakeRelease list back to the arena.
+func ReleaseSpans(list uint32) {
+	if list == 0 {
+		return
+	}
+	a.mu.Lock()
+	for list != 0 {
+		s := spanAt(list)
+		list = s.next
+		if a.bits != nil {
+			clear(a.bits[uintptr(s.page)*512:][:512])
+		}
+		freeSpanLocked(s)
+	}
+	a.mu.Unlock()
+}
+
+// NewSmall takes a span for blocks of class, charged to tag, for Install.
+func NewSmall(class int, tag uint32) (*Span, error) {
+	cl := &sizeclass.Classes[class]
+	a.mu.Lock()
+	s, err := allocSpanLocked(cl.Pages, kindSmall)
+	a.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	s.class, s.size, s.objects, s.tag = uint8(class), cl.Size, cl.Objects, tag
+	return s, nil
+}
+
+// Class is the size class of a small span.
+func (s *Span) Class() int { return int(s.class) }
+
+// markAlloc (debug) records that p is in use, and checks that a reused
+// block was not written after it was freed.
+func markAlloc(s *Span, p unsafe.Pointer, reused bool) {
+	off := uint32(uintptr(p) - uintptr(s.Start()))
+	idx := uint32((uint64(off) * sizeclass.Classes[s.class].Magic) >> sizeclass.MagicShift)
+	w := (*uint32)(unsafe.Pointer(&a.bits[uintptr(s.page)*512+uintptr(idx/32)*4]))
+	if atomic.OrUint32(w, 1<<(idx%32))&(1<<(idx%32)) != 0 {
+		noteMisuse(misuse("block %#x handed out twice: the free list is corrupt", uintptr(p)))
+	}
+	if !reused {
+		return
+	}
+	blk := unsafe.Slice((*byte)(p), s.size)
+	for i := 4; i < len(blk); i++ {
+		if blk[i] != poison {
+			noteMisuse(misuse("block %#x (%d bytes) was written %d bytes in, after it was freed", uintptr(p), s.size, i))
+			break
+		}
+	}
+}
+
+// poison fills freed blocks in debug mode (after the 4-byte free-list link).
+const poison = 0xdf
+
+// markFree (debug) checks that p is in use, clears its bit and poisons it.
+func markFree(s *Span, p unsafe.Pointer, off uint32) {
+	idx := uint32((uint64(off) * sizeclass.Classes[s.class].Magic) >> sizeclass.MagicShift)
+	w := (*uint32)(unsafe.Pointer(&a.bits[uintptr(s.page)*512+uintptr(idx/32)*4]))
+	if atomic.AndUint32(w, ^uint32(1<<(idx%32)))&(1<<(idx%32)) == 0 {
+		panic(misuse("double Free of %#x (a %d-byte block)", uintptr(p), s.size))
+	}
+	blk := unsafe.Slice((*byte)(p), s.size)
+	for i := 4; i < len(blk); i++ {
+		blk[i] = poison
+	}
+}

@@ -1,0 +1,380 @@
+// The page heap: the reservation, its descriptors, and the free spans
+// (binned by length, coalesced with their neighbours, purged back to the
+// OS after a delay). Everything here runs under a.mu.
+
+package arena
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/tagalloc/tagalloc/sizeclass"
+)
+
+// Options are read once, by Init; set them before the first allocation.
+type Options struct {
+	Reserve     uintptr       // address space to reserve (default 64 GiB on Linux)
+	PurgeDelay  time.Duration // a free span stays resident this long (default 500 ms)
+	RetainBytes uintptr       // dirty memory beyond this is purged at once (default 64 MiB)
+	HugeMin     uintptr       // blocks this big get their own mapping (default 32 MiB)
+	Debug       bool          // keep a bitmap of blocks in use: exact double-free detection
+}
+
+const nBins = 64 // bins 1..63 hold spans of exactly that many pages; bin 0 the longer ones
+
+// arena is the process's one reservation.
+var a struct {
+	mu   sync.Mutex
+	once sync.Once
+	err  error
+	opt  Options
+
+	mem   []byte         // the reservation
+	base  unsafe.Pointer // &mem[0]
+	size  uintptr
+	descs []Span // one per page, in a mapping of their own
+	bits  []byte // Debug: 512 bytes (4096 bits) per page: blocks in use
+	top   uint32 // pages ever handed out; [top, len(descs)) is fresh
+	bins  [nBins]uint32
+	dirty uint32 // dirty free spans (any order)
+	start time.Time
+	timer *time.Timer // purges dirty spans after the delay
+
+	// Figures, in bytes (written under mu, read by anyone).
+	inUse      atomic.Uint64 // spans holding blocks
+	dirtyBytes atomic.Uint64 // free and resident
+	touched    atomic.Uint64 // pages ever handed out
+	hugeLive   atomic.Uint64 // huge mappings
+	hugeCount  atomic.Int64
+}
+
+// ErrOutOfMemory is returned when the arena (or the OS) has no memory left.
+var ErrOutOfMemory = errors.New("tagalloc: out of memory")
+
+// MisuseError is the panic value for misuse alloc detects (double free,
+// freeing memory it did not hand out).
+type MisuseError struct{ Msg string }
+
+func (e *MisuseError) Error() string { return "tagalloc: " + e.Msg }
+
+func misuse(format string, args ...any) error { return &MisuseError{fmt.Sprintf(format, args...)} }
+
+// Init reserves the arena. It runs once; later calls return the first
+// call's result (and ignore their options).
+func Init(opt Options) error {
+	a.once.Do(func() { a.err = initArena(opt) })
+	return a.err
+}
+
+func initArena(opt Options) error {
+	if opt.Reserve == 0 {
+		opt.Reserve = reserveDefault
+	}
+	if opt.PurgeDelay == 0 {
+		opt.PurgeDelay = 500 * time.Millisecond
+	}
+	if opt.RetainBytes == 0 {
+		opt.RetainBytes = 64 << 20
+	}
+	if opt.HugeMin == 0 {
+		opt.HugeMin = 32 << 20
+	}
+	opt.HugeMin = max(opt.HugeMin, sizeclass.MaxSmall+1)
+	a.opt = opt
+	var err error
+	for size := opt.Reserve &^ (sizeclass.PageSize - 1); size >= 64<<20; size /= 2 {
+		if a.mem, err = osReserve(size, "tagalloc-go arena"); err == nil {
+			break
+		}
+	}
+	if a.mem == nil {
+		return fmt.Errorf("%w: reserving the arena: %v", ErrOutOfMemory, err)
+	}
+	a.base, a.size = unsafe.Pointer(&a.mem[0]), uintptr(len(a.mem))
+	npages := a.size >> sizeclass.PageShift
+	dm, err := osReserve(npages*unsafe.Sizeof(Span{}), "tagalloc-go descriptors")
+	if err != nil {
+		return fmt.Errorf("%w: reserving descriptors: %v", ErrOutOfMemory, err)
+	}
+	a.descs = unsafe.Slice((*Span)(unsafe.Pointer(&dm[0])), npages)
+	if opt.Debug {
+		if a.bits, err = osReserve(npages*512, "tagalloc-go debug bitmap"); err != nil {
+			return fmt.Errorf("%w: reserving the debug bitmap: %v", ErrOutOfMemory, err)
+		}
+	}
+	a.top = 1 // page 0 is never a span: index 0 means "none"
+	a.start = time.Now()
+	return nil
+}
+
+// Debug reports whether the arena keeps its bitmap of blocks in use.
+func Debug() bool { return a.bits != nil }
+
+// HugeMin is the size from which blocks get their own mapping.
+func HugeMin() uintptr { return a.opt.HugeMin }
+
+func (s *Span) index() uint32 { return s.page }
+
+func spanAt(i uint32) *Span { return &a.descs[i] }
+
+// SpanOf is the span in use holding p, or nil if p is not inside one (not
+// arena memory, or a free span).
+func SpanOf(p unsafe.Pointer) *Span {
+	off := uintptr(p) - uintptr(a.base)
+	if off >= a.size {
+		return nil
+	}
+	i := uint32(off >> sizeclass.PageShift)
+	d := &a.descs[i]
+	if d.kind == kindInner {
+		if d.headOff > i {
+			return nil
+		}
+		d = &a.descs[i-d.headOff]
+	}
+	if (d.kind != kindSmall && d.kind != kindLarge) || i-d.page >= d.npages {
+		return nil
+	}
+	return d
+}
+
+// binOf is the bin of a free span of n pages.
+func binOf(n uint32) uint32 {
+	if n < nBins {
+		return n
+	}
+	return 0
+}
+
+// listPush and listRemove keep doubly linked lists of spans by page
+// index (next/prev), heads in *head.
+func listPush(head *uint32, s *Span) {
+	s.prev, s.next = 0, *head
+	if *head != 0 {
+		spanAt(*head).prev = s.page
+	}
+	*head = s.page
+}
+
+func listRemove(head *uint32, s *Span) {
+	if s.prev != 0 {
+		spanAt(s.prev).next = s.next
+	} else {
+		*head = s.next
+	}
+	if s.next != 0 {
+		spanAt(s.next).prev = s.prev
+	}
+	s.next, s.prev = 0, 0
+}
+
+func dirtyPush(s *Span) {
+	s.dprev, s.dnext = 0, a.dirty
+	if a.dirty != 0 {
+		spanAt(a.dirty).dprev = s.page
+	}
+	a.dirty = s.page
+	a.dirtyBytes.Add(uint64(s.Bytes()))
+}
+
+func dirtyRemove(s *Span) {
+	if s.dprev != 0 {
+		spanAt(s.dprev).dnext = s.dnext
+	} else {
+		a.dirty = s.dnext
+	}
+	if s.dnext != 0 {
+		spanAt(s.dnext).dprev = s.dprev
+	}
+	s.dnext, s.dprev = 0, 0
+	a.dirtyBytes.Add(-uint64(s.Bytes()))
+}
+
+// markFreeLocked files pages [page, page+n) as one free span with flags.
+func markFreeLocked(page, n uint32, flags uint8) *Span {
+	s := spanAt(page)
+	*s = Span{kind: kindFree, npages: n, page: page, flags: flags, owner: -1}
+	if n > 1 {
+		t := spanAt(page + n - 1)
+		t.kind, t.headOff = kindFreeTail, n-1
+	}
+	listPush(&a.bins[binOf(n)], s)
+	if flags&flagDirty != 0 {
+		s.freedAt = int64(time.Since(a.start))
+		dirtyPush(s)
+	}
+	return s
+}
+
+// unfileLocked takes a free span off its bin (and the dirty list).
+func unfileLocked(s *Span) {
+	listRemove(&a.bins[binOf(s.npages)], s)
+	if s.flags&flagDirty != 0 {
+		dirtyRemove(s)
+	}
+	if s.npages > 1 {
+		spanAt(s.page + s.npages - 1).kind = kindNone
+	}
+	s.kind = kindNone
+}
+
+// allocSpanLocked takes n pages: the best fitting free span (split), else
+// fresh pages from the top. Every page of the span gets its head.
+func allocSpanLocked(n uint32, kind uint8) (*Span, error) {
+	var s *Span
+	for b := n; b < nBins && s == nil; b++ {
+		if a.bins[b] != 0 {
+			s = spanAt(a.bins[b])
+		}
+	}
+	if s == nil {
+		for i := a.bins[0]; i != 0; i = spanAt(i).next { // best fit among the long ones
+			if c := spanAt(i); c.npages >= n && (s == nil || c.npages < s.npages) {
+				s = c
+			}
+		}
+	}
+	var page uint32
+	var flags uint8
+	if s != nil {
+		page, flags = s.page, s.flags
+		have := s.npages
+		unfileLocked(s)
+		if have > n {
+			markFreeLocked(page+n, have-n, flags)
+		}
+	} else {
+		if uintptr(a.top)+uintptr(n) > uintptr(len(a.descs)) {
+			return nil, fmt.Errorf("%w: the %d MiB arena is full", ErrOutOfMemory, a.size>>20)
+		}
+		page, flags = a.top, flagZero
+		a.top += n
+		a.touched.Store(uint64(a.top) << sizeclass.PageShift)
+	}
+	s = spanAt(page)
+	*s = Span{kind: kind, npages: n, page: page, flags: flags & flagZero, owner: -1}
+	for i := uint32(1); i < n; i++ {
+		d := spanAt(page + i)
+		d.kind, d.headOff = kindInner, i
+	}
+	a.inUse.Add(uint64(n) << sizeclass.PageShift)
+	return s, nil
+}
+
+// freeSpanLocked returns a span to the free bins, coalesced with free
+// neighbours, dirty; then purges what the policy says.
+func freeSpanLocked(s *Span) {
+	page, n := s.page, s.npages
+	a.inUse.Add(-(uint64(n) << sizeclass.PageShift))
+	for i := uint32(1); i < n; i++ {
+		spanAt(page + i).kind = kindNone
+	}
+	flags := uint8(flagDirty)
+	if page+n < a.top { // the neighbour after
+		if r := spanAt(page + n); r.kind == kindFree {
+			unfileLocked(r)
+			n += r.npages
+		}
+	}
+	if page > 1 { // the neighbour before
+		l := spanAt(page - 1)
+		if l.kind == kindFreeTail {
+			l = spanAt(page - 1 - l.headOff)
+		}
+		if l.kind == kindFree && l.page+l.npages == page {
+			unfileLocked(l)
+			page, n = l.page, n+l.npages
+		}
+	}
+	s.kind = kindNone
+	markFreeLocked(page, n, flags)
+	purgeLocked(false)
+}
+
+// purgeLocked gives dirty spans back to the OS: those free for longer
+// than the delay (all of them if all), and more while dirty memory
+// exceeds the retain limit, so RSS falls right after a large free. If
+// dirty memory remains, a timer comes back after the delay.
+func purgeLocked(all bool) {
+	now := int64(time.Since(a.start))
+	delay := int64(a.opt.PurgeDelay)
+	for i := a.dirty; i != 0; {
+		s := spanAt(i)
+		i = s.dnext
+		if all || now-s.freedAt >= delay || a.dirtyBytes.Load() > uint64(a.opt.RetainBytes) {
+			dirtyRemove(s)
+			osPurge(a.mem[uintptr(s.page)<<sizeclass.PageShift:][:s.Bytes()])
+			s.flags = flagZero
+		}
+	}
+	if a.dirty != 0 && a.timer == nil {
+		a.timer = time.AfterFunc(a.opt.PurgeDelay, func() {
+			a.mu.Lock()
+			a.timer = nil
+			purgeLocked(false)
+			a.mu.Unlock()
+		})
+	}
+}
+
+// Purge gives every free span's memory back to the OS now.
+func Purge() {
+	a.mu.Lock()
+	purgeLocked(true)
+	a.mu.Unlock()
+}
+
+// AllocLarge takes a span of whole pages for one block of size bytes,
+// charged to tag.
+func AllocLarge(size uintptr, tag uint32) (*Span, error) {
+	n := uint32((size + sizeclass.PageSize - 1) >> sizeclass.PageShift)
+	a.mu.Lock()
+	s, err := allocSpanLocked(n, kindLarge)
+	if err == nil {
+		s.tag = tag
+	}
+	a.mu.Unlock()
+	return s, err
+}
+
+// FreeLarge returns a large block's span. p must be its start.
+func FreeLarge(s *Span, p unsafe.Pointer) {
+	a.mu.Lock()
+	if s.kind != kindLarge || p != s.Start() {
+		a.mu.Unlock()
+		panic(misuse("Free of %#x: not a block in use (double Free, or a sub-slice)", uintptr(p)))
+	}
+	freeSpanLocked(s)
+	a.mu.Unlock()
+}
+
+// CheckLarge panics unless p is the start of the large block s (the check
+// before the books are debited; FreeLarge checks again under the lock).
+func CheckLarge(s *Span, p unsafe.Pointer) {
+	if s.kind != kindLarge || p != s.Start() {
+		panic(misuse("Free of %#x: not a block in use (double Free, or a sub-slice)", uintptr(p)))
+	}
+}
+
+// Stats are the arena's figures, in bytes.
+type Stats struct {
+	SpansInUse, FreeResident, Touched, HugeLive, Bookkeeping uint64
+	HugeBlocks                                               int64
+}
+
+// ReadStats reads the figures (without the lock: each is one atomic word).
+func ReadStats() Stats {
+	t := a.touched.Load()
+	return Stats{
+		SpansInUse:   a.inUse.Load(),
+		FreeResident: a.dirtyBytes.Load(),
+		Touched:      t,
+		HugeLive:     a.hugeLive.Load(),
+		Bookkeeping:  t / sizeclass.PageSize * uint64(unsafe.Sizeof(Span{})),
+		HugeBlocks:   a.hugeCount.Load(),
+	}
+}

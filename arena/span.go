@@ -1,0 +1,234 @@
+// Spans: the out-of-line descriptor of a run of pages, and the block
+// operations on a small span (carve, pop, local and remote free, collect).
+
+package arena
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/tagalloc/tagalloc/sizeclass"
+)
+
+// Span kinds (Span.kind). Every page has a descriptor; a span's first
+// page is its head, and its other pages record how far back the head is.
+const (
+	kindNone     = iota // never handed out, or an inner page of a free span
+	kindFree            // head of a free span
+	kindFreeTail        // last page of a free span of 2+ pages (headOff back to the head)
+	kindSmall           // head of a span of blocks of one class
+	kindLarge           // head of a span holding one large block
+	kindInner           // a page inside a span in use (headOff back to the head)
+)
+
+// Span flags (free spans, and spans in use for the zero flag).
+const (
+	flagDirty = 1 // free span: resident, not yet purged
+	flagZero  = 2 // every byte of the span is zero (fresh or purged)
+)
+
+// Owner states of a small span (Span.state), kept by its owning cache.
+const (
+	stateNone    = iota
+	stateCur            // the bin's current span
+	statePartial        // on the bin's partial list: has free blocks
+	stateFull           // on no list: no free block when last looked at
+)
+
+// full values: how a full span gets back to its owner.
+const (
+	fullNo      = 0 // on a list (or not small)
+	fullYes     = 1 // full, on no list; a remote free must report it
+	fullClaimed = 2 // a remote free pushed it on the owner's reclaim stack
+)
+
+// Span is a page descriptor, in a mapping of its own (DESIGN.md D4: an
+// overrun of a block cannot reach it). It holds no Go pointers: links are
+// page indices (0 is never a span), blocks are byte offsets in the span.
+// 128 bytes, so neighbouring spans' descriptors share no cache line.
+//
+// Who writes what:
+//
+//	free, used, carved, state, next/prev (in use): the owning cache, under
+//	    its exclusivity (a pinned P or the shared cache's lock).
+//	remote, full, rnext: any freeing goroutine (atomic, lock-free).
+//	everything else: the arena lock holder, or the owner while it holds
+//	    the span (tag, class, owner are set before the span is published).
+//
+// Invariant (small span in use): used == carved - |free list|, and
+// |remote list| <= used (blocks freed by other caches count as used
+// until the owner collects them).
+type Span struct {
+	free    uint32 // owner: offset+1 of the first free block, 0 if none
+	used    uint32 // owner: blocks handed out, not collected back
+	carved  uint32 // owner: blocks carved so far; [carved, objects) never used
+	objects uint32 // blocks that fit (small)
+	size    uint32 // block size (small), 0 (large)
+	npages  uint32 // span length in pages (heads)
+	headOff uint32 // pages back to the head (inner and tail pages)
+	page    uint32 // index of the first page (heads)
+	tag     uint32 // opaque to the arena: whose blocks these are (package alloc's tag id)
+	owner   int32  // cache id owning a small span, -1 if none
+	next    uint32 // free-span bin list, or the owner's partial list
+	prev    uint32
+	dnext   uint32 // dirty list (free spans)
+	dprev   uint32
+	rnext   uint32 // the owner's reclaim stack
+	class   uint8  // size class (small)
+	kind    uint8  // kind*
+	flags   uint8  // flag*
+	state   uint8  // state* (owner)
+	freedAt int64  // ns (monotonic, since the arena began) the span became free (dirty spans)
+	full    atomic.Uint32
+	_       uint32
+	remote  atomic.Uint64 // offset+1 of the first block freed by another cache (lock-free stack)
+	_       [40]byte
+}
+
+var _ [128 - unsafe.Sizeof(Span{})]byte // Span must be exactly 128 bytes
+var _ [unsafe.Sizeof(Span{}) - 128]byte
+
+// emptySpan has no blocks: a bin's current span before it has one, so the
+// fast path needs no nil check.
+var emptySpan = Span{owner: -1}
+
+// Bytes is the span's length.
+func (s *Span) Bytes() uintptr { return uintptr(s.npages) << sizeclass.PageShift }
+
+// Start is the address of the span's first byte.
+func (s *Span) Start() unsafe.Pointer { return unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift) }
+
+// Tag is the opaque tag the span was allocated for.
+func (s *Span) Tag() uint32 { return s.tag }
+
+// Large reports whether the span holds one large block (else blocks of a
+// class).
+func (s *Span) Large() bool { return s.kind == kindLarge }
+
+// Zero reports whether the span's memory is known to be zero (large
+// spans: fresh or purged memory, so Calloc need not clear it).
+func (s *Span) Zero() bool { return s.flags&flagZero != 0 }
+
+// BlockSize is the usable size of the span's blocks (large: the span).
+func (s *Span) BlockSize() uintptr {
+	if s.kind == kindLarge {
+		return s.Bytes()
+	}
+	return uintptr(s.size)
+}
+
+// Pop takes a block for the owner: the free list first (LIFO: the block
+// freed last is warm in cache), else the next uncarved block. zero is
+// true for a never-used block of a span that was zero. nil if the span
+// is exhausted.
+func (s *Span) Pop() (p unsafe.Pointer, zero bool) {
+	if f := s.free; f != 0 {
+		p = unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(f-1))
+		next := *(*uint32)(p)
+		if next > uint32(s.npages)<<sizeclass.PageShift {
+			corruptList(s, p) // drops the rest of the list: leaks, but hands out nothing wrong
+			return nil, false
+		}
+		s.free = next
+		s.used++
+		return p, false
+	}
+	if s.carved < s.objects {
+		p = unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(s.carved)*uintptr(s.size))
+		s.carved++
+		s.used++
+		return p, s.flags&flagZero != 0
+	}
+	return nil, false
+}
+
+// offset is p's offset in the small span s, checked to be a block start
+// (cheap: a multiply and a compare).
+func (s *Span) offset(p unsafe.Pointer) (uint32, bool) {
+	off := uintptr(p) - uintptr(s.Start())
+	idx := (uint64(off) * sizeclass.Classes[s.class].Magic) >> sizeclass.MagicShift
+	if off >= uintptr(s.carved)*uintptr(s.size) || uintptr(idx)*uintptr(s.size) != off {
+		return 0, false
+	}
+	return uint32(off), true
+}
+
+// pushLocal returns a block to its owner's free list; false (and nothing
+// done) if the span has no block in use: a double free.
+func (s *Span) pushLocal(p unsafe.Pointer, off uint32) bool {
+	if s.used == 0 {
+		noteMisuse(misuse("double Free of %#x (its span has no blocks in use)", uintptr(p)))
+		return false
+	}
+	*(*uint32)(p) = s.free
+	s.free = off + 1
+	s.used--
+	return true
+}
+
+// pushRemote returns a block from another cache: a lock-free push (only
+// the owner ever takes, and it takes the whole list, so there is no ABA).
+// It reports whether the span was full and is now the caller's to hand
+// to the owner's reclaim stack.
+func (s *Span) pushRemote(p unsafe.Pointer, off uint32) (claimed bool) {
+	for {
+		old := s.remote.Load()
+		*(*uint32)(p) = uint32(old)
+		if s.remote.CompareAndSwap(old, uint64(off)+1) {
+			break
+		}
+	}
+	// After the push: the owner sets full, then looks at remote; one of us
+	// sees the other.
+	return s.full.Load() == fullYes && s.full.CompareAndSwap(fullYes, fullClaimed)
+}
+
+// collect moves the blocks other caches freed to the owner's free list,
+// returning how many.
+func (s *Span) collect() uint32 {
+	if s.remote.Load() == 0 {
+		return 0
+	}
+	head := uint32(s.remote.Swap(0))
+	n := uint32(0)
+	last := head
+	limit := uint32(s.npages) << sizeclass.PageShift
+	for off := head; off != 0; n++ {
+		if off > limit || n >= s.used {
+			if off > limit {
+				corruptList(s, unsafe.Add(s.Start(), off-1))
+			} else {
+				noteMisuse(misuse("double Free into the span at %#x (more blocks freed back than the %d in use)", uintptr(s.Start()), s.used))
+			}
+			return 0 // the list is dropped: leaks, but hands out nothing wrong
+		}
+		last = off
+		off = *(*uint32)(unsafe.Add(s.Start(), off-1))
+	}
+	*(*uint32)(unsafe.Add(s.Start(), last-1)) = s.free
+	s.free = head
+	s.used -= n
+	return n
+}
+
+// hasFree reports whether Pop would succeed.
+func (s *Span) hasFree() bool { return s.free != 0 || s.carved < s.objects }
+
+func corruptList(s *Span, p unsafe.Pointer) {
+	noteMisuse(misuse("free list of the span at %#x (class %d) is corrupt at %#x: memory written after Free?",
+		uintptr(s.Start()), s.class, uintptr(p)))
+}
+
+// Misuse found where alloc may not panic (pinned to a P, or holding a
+// lock) is noted here; alloc raises it (TakeMisuse) once it may.
+var pendingMisuse atomic.Pointer[MisuseError]
+
+func noteMisuse(err error) { pendingMisuse.CompareAndSwap(nil, err.(*MisuseError)) }
+
+// TakeMisuse returns (and clears) misuse noted since the last call.
+func TakeMisuse() error {
+	if e := pendingMisuse.Swap(nil); e != nil {
+		return e
+	}
+	return nil
+}
