@@ -328,3 +328,15 @@ func TestMisuse(t *testing.T) {
 	require.NoError(t, r.err, "%s", r.stderr)
 	require.Contains(t, r.stdout, "survived")
 }
+
+// Out of memory, injected: NULL and ENOMEM, books exact, and the
+// allocator works again once memory is back.
+func TestOutOfMemory(t *testing.T) {
+	t.Parallel()
+	env := []string{"TAGALLOC_FAULT_EVERY=3", "TAGALLOC_FAULT_COUNT=2000"}
+	r := runProg(t, 2*time.Minute, append(env, "LD_PRELOAD="+lib(t)), buildC(t, "oom_test", "plain"))
+	requirePassed(t, "oom_test", r)
+	t.Log(strings.TrimSpace(r.stdout))
+	r = runProg(t, 2*time.Minute, env, buildC(t, "oom_test", "core"))
+	requirePassed(t, "oom_test (debug core)", r)
+}

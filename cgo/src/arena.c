@@ -344,7 +344,7 @@ static _ta_page_t *_ta_span_alloc_locked(size_t npages, size_t align_pages, uint
 /* A span of npages (aligned to align_pages pages if > 1), or NULL with
  * errno = ENOMEM; *zero (if given) says whether its memory is known zero. */
 static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kind, bool *zero) {
-  if (!_ta_ensure_init()) return NULL;
+  if (!_ta_ensure_init() || _ta_fault()) return NULL;
   pthread_mutex_lock(&_ta_arena_lock);
   uint64_t now = _ta_now_ms();
   _ta_page_t *h = _ta_span_alloc_locked(npages, align_pages, kind, now);

@@ -25,6 +25,10 @@ static const _ta_option_t _ta_options[] = {
     {"TAGALLOC_VERBOSE", &_ta_opt.verbose, 0, "print allocator decisions to stderr"},
     {"TAGALLOC_REQUESTED", &_ta_opt.requested, 0,
      "1: keep each block's requested size, so reports give live requested bytes (costs a little time)"},
+    {"TAGALLOC_FAULT_EVERY", &_ta_opt.fault_every, 0,
+     "testing: every Nth request for memory (a span, a mapping) fails as if memory were exhausted"},
+    {"TAGALLOC_FAULT_COUNT", &_ta_opt.fault_count, 0,
+     "testing: stop injecting after this many failures (0: never stop), as if memory came back"},
 };
 /* And one string option, TAGALLOC_TAG: untagged threads are charged to this
  * name instead of "untagged" (tags.c). */

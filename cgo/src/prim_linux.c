@@ -13,6 +13,22 @@
 #define PR_SET_VMA_ANON_NAME 0
 #endif
 
+/* Fault injection, for tests of out-of-memory paths: with
+ * TAGALLOC_FAULT_EVERY=N, every Nth request for memory (an arena span, a
+ * mapping for a huge block or the huge table, a remap) fails with ENOMEM,
+ * until TAGALLOC_FAULT_COUNT failures have been injected. */
+static _Atomic(size_t) _ta_fault_calls, _ta_fault_hits;
+
+TA_NOINLINE static bool _ta_fault_slow(void) {
+  if (_ta_opt.fault_count && atomic_load_explicit(&_ta_fault_hits, memory_order_relaxed) >= _ta_opt.fault_count) return false;
+  if ((atomic_fetch_add_explicit(&_ta_fault_calls, 1, memory_order_relaxed) + 1) % _ta_opt.fault_every != 0) return false;
+  atomic_fetch_add_explicit(&_ta_fault_hits, 1, memory_order_relaxed);
+  errno = ENOMEM;
+  return true;
+}
+
+static inline bool _ta_fault(void) { return ta_unlikely(_ta_opt.fault_every != 0) && _ta_fault_slow(); }
+
 /* Map size bytes with flags, aligned to align (a power of two >= the OS
  * page): if the kernel's address is misaligned, map size + align and trim
  * both ends. NULL on failure, errno from the kernel. */
@@ -79,11 +95,13 @@ static void _ta_write_stderr(const char *s, size_t n) {
 /* Map size bytes of ordinary (committed-on-touch) memory for one huge block,
  * aligned to align. */
 static void *_ta_os_map(size_t size, size_t align) {
+  if (_ta_fault()) return NULL;
   return _ta_os_mmap_aligned(size, align < TA_OS_PAGE ? TA_OS_PAGE : align, MAP_PRIVATE | MAP_ANONYMOUS);
 }
 
 /* Resize a mapping, moving it if needed. NULL on failure (old one intact). */
 static void *_ta_os_remap(void *p, size_t old, size_t size) {
+  if (_ta_fault()) return NULL;
   void *q = mremap(p, old, size, MREMAP_MAYMOVE);
   return q == MAP_FAILED ? NULL : q;
 }

@@ -299,6 +299,8 @@ typedef struct _ta_options_s {
   size_t verbose;           /* TAGALLOC_VERBOSE */
   const char *default_tag;  /* TAGALLOC_TAG: the name of untagged memory */
   size_t requested;         /* TAGALLOC_REQUESTED: keep every block's requested size */
+  size_t fault_every;       /* TAGALLOC_FAULT_EVERY: testing, see _ta_fault */
+  size_t fault_count;       /* TAGALLOC_FAULT_COUNT */
 } _ta_options_t;
 
 /* ---- globals --------------------------------------------------------------- */
