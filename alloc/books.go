@@ -40,8 +40,8 @@ var (
 		region *tagtable.Region
 		names  sync.Map // name -> *Tag
 		byID   [tagSlots]atomic.Pointer[Tag]
-		count  uint32                    // tag ids in use without a region (the region keeps its own)
-		peaks  [tagSlots]atomic.Uint64   // without a region
+		count  uint32                  // tag ids in use without a region (the region keeps its own)
+		peaks  [tagSlots]atomic.Uint64 // without a region
 	}
 	debug bool // TAGALLOC_GO_DEBUG or SetDebug; fixed at first use
 )

@@ -22,8 +22,8 @@ const MaxCaches = 1024
 type Cache struct {
 	id      int32
 	tags    []atomic.Pointer[Bins] // per tag; nil until the tag is first used here (SetBins)
-	release uint32        // spans to give back to the arena, linked by next (TakeRelease)
-	reclaim atomic.Uint32 // full spans other caches freed into, linked by rnext (any writer)
+	release uint32                 // spans to give back to the arena, linked by next (TakeRelease)
+	reclaim atomic.Uint32          // full spans other caches freed into, linked by rnext (any writer)
 }
 
 // Bins are one tag's spans in one cache, per class.
@@ -185,6 +185,8 @@ func Check(s *Span, p unsafe.Pointer, capBytes uintptr) (off uint32) {
 	}
 	if a.bits != nil {
 		markFree(s, p, off)
+	} else if *(*uint64)(unsafe.Add(p, 8)) == freeKey {
+		panic(misuse("double Free of %#x (a %d-byte block)", uintptr(p), s.size))
 	}
 	return off
 }
@@ -195,6 +197,9 @@ func Validate(s *Span, p unsafe.Pointer, capBytes uintptr) {
 	off, ok := s.offset(p)
 	if !ok || capBytes > uintptr(s.size) {
 		panic(misuse("Realloc of %#x: not a block alloc handed out (a sub-slice, or foreign memory)", uintptr(p)))
+	}
+	if *(*uint64)(unsafe.Add(p, 8)) == freeKey {
+		panic(misuse("Realloc of %#x: the block was freed", uintptr(p)))
 	}
 	if a.bits != nil {
 		idx := uint32((uint64(off) * sizeclass.Classes[s.class].Magic) >> sizeclass.MagicShift)
@@ -305,7 +310,7 @@ func markAlloc(s *Span, p unsafe.Pointer, reused bool) {
 		return
 	}
 	blk := unsafe.Slice((*byte)(p), s.size)
-	for i := 4; i < len(blk); i++ {
+	for i := 16; i < len(blk); i++ {
 		if blk[i] != poison {
 			noteMisuse(misuse("block %#x (%d bytes) was written %d bytes in, after it was freed", uintptr(p), s.size, i))
 			break
@@ -313,7 +318,7 @@ func markAlloc(s *Span, p unsafe.Pointer, reused bool) {
 	}
 }
 
-// poison fills freed blocks in debug mode (after the 4-byte free-list link).
+// poison fills freed blocks in debug mode (after the link and the key).
 const poison = 0xdf
 
 // markFree (debug) checks that p is in use, clears its bit and poisons it.
@@ -324,7 +329,7 @@ func markFree(s *Span, p unsafe.Pointer, off uint32) {
 		panic(misuse("double Free of %#x (a %d-byte block)", uintptr(p), s.size))
 	}
 	blk := unsafe.Slice((*byte)(p), s.size)
-	for i := 4; i < len(blk); i++ {
+	for i := 16; i < len(blk); i++ {
 		blk[i] = poison
 	}
 }

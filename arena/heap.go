@@ -7,6 +7,7 @@ package arena
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,6 +107,7 @@ func initArena(opt Options) error {
 			return fmt.Errorf("%w: reserving the debug bitmap: %v", ErrOutOfMemory, err)
 		}
 	}
+	freeKey = rand.Uint64() | 1
 	a.top = 1 // page 0 is never a span: index 0 means "none"
 	a.start = time.Now()
 	return nil

@@ -30,9 +30,9 @@ const (
 // Owner states of a small span (Span.state), kept by its owning cache.
 const (
 	stateNone    = iota
-	stateCur            // the bin's current span
-	statePartial        // on the bin's partial list: has free blocks
-	stateFull           // on no list: no free block when last looked at
+	stateCur     // the bin's current span
+	statePartial // on the bin's partial list: has free blocks
+	stateFull    // on no list: no free block when last looked at
 )
 
 // full values: how a full span gets back to its owner.
@@ -88,6 +88,12 @@ type Span struct {
 var _ [128 - unsafe.Sizeof(Span{})]byte // Span must be exactly 128 bytes
 var _ [unsafe.Sizeof(Span{}) - 128]byte
 
+// A free small block holds, besides its link (bytes 0-3), freeKey in bytes
+// 8-15: Free finds it there on a double free (one load and compare; a
+// block whose data happens to equal the random key is the odds of 2^-64).
+// Pop wipes it.
+var freeKey uint64
+
 // emptySpan has no blocks: a bin's current span before it has one, so the
 // fast path needs no nil check.
 var emptySpan = Span{owner: -1}
@@ -96,7 +102,9 @@ var emptySpan = Span{owner: -1}
 func (s *Span) Bytes() uintptr { return uintptr(s.npages) << sizeclass.PageShift }
 
 // Start is the address of the span's first byte.
-func (s *Span) Start() unsafe.Pointer { return unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift) }
+func (s *Span) Start() unsafe.Pointer {
+	return unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift)
+}
 
 // Tag is the opaque tag the span was allocated for.
 func (s *Span) Tag() uint32 { return s.tag }
@@ -131,13 +139,18 @@ func (s *Span) Pop() (p unsafe.Pointer, zero bool) {
 		}
 		s.free = next
 		s.used++
+		*(*uint64)(unsafe.Add(p, 8)) = 0 // no longer free: wipe the key
 		return p, false
 	}
 	if s.carved < s.objects {
 		p = unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(s.carved)*uintptr(s.size))
 		s.carved++
 		s.used++
-		return p, s.flags&flagZero != 0
+		if s.flags&flagZero != 0 {
+			return p, true
+		}
+		*(*uint64)(unsafe.Add(p, 8)) = 0 // reused memory may hold a stale key
+		return p, false
 	}
 	return nil, false
 }
@@ -161,6 +174,7 @@ func (s *Span) pushLocal(p unsafe.Pointer, off uint32) bool {
 		return false
 	}
 	*(*uint32)(p) = s.free
+	*(*uint64)(unsafe.Add(p, 8)) = freeKey
 	s.free = off + 1
 	s.used--
 	return true
@@ -171,6 +185,7 @@ func (s *Span) pushLocal(p unsafe.Pointer, off uint32) bool {
 // It reports whether the span was full and is now the caller's to hand
 // to the owner's reclaim stack.
 func (s *Span) pushRemote(p unsafe.Pointer, off uint32) (claimed bool) {
+	*(*uint64)(unsafe.Add(p, 8)) = freeKey
 	for {
 		old := s.remote.Load()
 		*(*uint32)(p) = uint32(old)

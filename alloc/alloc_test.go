@@ -1,0 +1,464 @@
+package alloc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/tagalloc/tagalloc/arena"
+	"github.com/tagalloc/tagalloc/sizeclass"
+	"github.com/tagalloc/tagalloc/tagtable"
+)
+
+// usable is the size the books charge for a request of n bytes.
+func usable(n int) uint64 {
+	switch {
+	case n <= sizeclass.MaxSmall:
+		return uint64(sizeclass.Classes[sizeclass.ClassOf(uint32(n))].Size)
+	case uintptr(n) >= arena.HugeMin():
+		return uint64(n+4095) &^ 4095
+	default:
+		return uint64(n+sizeclass.PageSize-1) &^ (sizeclass.PageSize - 1)
+	}
+}
+
+// model is what the books should say about a tag.
+type model struct{ liveB, liveN, allocB, allocN, liveReq uint64 }
+
+func (m *model) alloc(n int)  { m.liveB += usable(n); m.allocB += usable(n); m.liveN++; m.allocN++; m.liveReq += uint64(n) }
+func (m *model) free(n int)   { m.liveB -= usable(n); m.liveN--; m.liveReq -= uint64(n) }
+func statOf(t *testing.T, name string) TagStat {
+	t.Helper()
+	for _, s := range TagStats() {
+		if s.Name == name {
+			return s
+		}
+	}
+	return TagStat{Name: name}
+}
+
+func checkModel(t *testing.T, name string, m model) {
+	t.Helper()
+	s := statOf(t, name)
+	got := model{s.LiveBytes, s.LiveBlocks, s.AllocBytes, s.AllocBlocks, s.LiveRequestedBytes}
+	if got != m {
+		t.Fatalf("tag %s: books %+v, want %+v", name, got, m)
+	}
+	if s.PeakLiveBytes < s.LiveBytes {
+		t.Fatalf("tag %s: peak %d below live %d", name, s.PeakLiveBytes, s.LiveBytes)
+	}
+}
+
+// sizes crosses small classes, the small/large and large/huge edges.
+var sizes = []int{1, 15, 16, 17, 64, 100, 128, 129, 1000, 4096, 40000, 65536, 65537,
+	sizeclass.MaxSmall - 1, sizeclass.MaxSmall, sizeclass.MaxSmall + 1, 3 << 20, 32<<20 - 1, 32 << 20, 33<<20 + 5}
+
+func TestTagStatsExact(t *testing.T) {
+	tags := []string{"exact-a", "exact-b", "exact-c"}
+	models := map[string]*model{}
+	type blk struct {
+		b   []byte
+		tag string
+	}
+	var live []blk
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 600; i++ {
+		tag := tags[i%len(tags)]
+		n := sizes[rng.IntN(len(sizes))]
+		if n >= 1<<20 && rng.IntN(4) != 0 {
+			n = 1 + rng.IntN(2000) // keep the big ones few
+		}
+		if models[tag] == nil {
+			models[tag] = &model{}
+		}
+		b := Malloc(n, tag)
+		if len(b) != n || cap(b) != n {
+			t.Fatalf("Malloc(%d): len %d cap %d", n, len(b), cap(b))
+		}
+		models[tag].alloc(n)
+		live = append(live, blk{b, tag})
+	}
+	for _, tag := range tags {
+		checkModel(t, tag, *models[tag])
+	}
+	// Free half here, the other half from other goroutines (other shards).
+	rng.Shuffle(len(live), func(i, j int) { live[i], live[j] = live[j], live[i] })
+	half := len(live) / 2
+	for _, x := range live[:half] {
+		Free(x.b)
+		models[x.tag].free(len(x.b))
+	}
+	var wg sync.WaitGroup
+	ch := make(chan blk)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for x := range ch {
+				Free(x.b)
+			}
+		}()
+	}
+	for _, x := range live[half:] {
+		ch <- x
+		models[x.tag].free(len(x.b))
+	}
+	close(ch)
+	wg.Wait()
+	for _, tag := range tags {
+		checkModel(t, tag, *models[tag])
+	}
+	// Handles count the same books.
+	h := MustTag("exact-a")
+	b := h.Calloc(200)
+	models["exact-a"].alloc(200)
+	if st := h.Stats(); st.LiveBytes != models["exact-a"].liveB || st.Name != "exact-a" {
+		t.Fatalf("Tag.Stats %+v, want live %d", st, models["exact-a"].liveB)
+	}
+	Free(b)
+	models["exact-a"].free(200)
+	checkModel(t, "exact-a", *models["exact-a"])
+}
+
+func TestUntaggedAndZero(t *testing.T) {
+	before := statOf(t, "untagged")
+	b := Malloc(100, "")
+	if st := statOf(t, "untagged"); st.LiveBytes != before.LiveBytes+usable(100) {
+		t.Fatalf(`Malloc(n, "") not charged to untagged: %+v then %+v`, before, st)
+	}
+	Free(b)
+	z := Malloc(0, "zero")
+	if z == nil || len(z) != 0 || cap(z) != 0 {
+		t.Fatalf("Malloc(0) = %v (nil %v), want an empty non-nil slice", z, z == nil)
+	}
+	Free(z)
+	Free(nil)
+	if st := statOf(t, "zero"); st.AllocBlocks != 0 {
+		t.Fatalf("Malloc(0) counted: %+v", st)
+	}
+}
+
+func TestCallocZeroes(t *testing.T) {
+	for _, n := range sizes {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			// Dirty a block, free it, and Calloc the same size: often the same memory.
+			for round := 0; round < 3; round++ {
+				b := Malloc(n, "calloc")
+				for i := range b {
+					b[i] = 0xa5
+				}
+				Free(b)
+				c := Calloc(n, "calloc")
+				if i := bytes.IndexFunc(c, func(r rune) bool { return r != 0 }); i >= 0 {
+					t.Fatalf("Calloc(%d) byte %d is %#x", n, i, c[i])
+				}
+				Free(c)
+			}
+		})
+	}
+}
+
+func TestReallocKeepsDataAndTag(t *testing.T) {
+	steps := []int{10, 16, 17, 100, 5000, 5000, 4000, sizeclass.MaxSmall, sizeclass.MaxSmall + 1, 2 << 20, 2<<20 + 10,
+		40 << 20, 40<<20 + 100, 3 << 20, 1000, 1}
+	b := Malloc(steps[0], "realloc")
+	for i := range b {
+		b[i] = byte(i*7 + 1)
+	}
+	var m model
+	m.alloc(steps[0])
+	for _, n := range steps[1:] {
+		old := len(b)
+		b = Realloc(b, n)
+		m.free(old)
+		m.alloc(n)
+		if len(b) != n || cap(b) != n {
+			t.Fatalf("Realloc to %d: len %d cap %d", n, len(b), cap(b))
+		}
+		for i := 0; i < min(old, n); i++ {
+			if b[i] != byte(i*7+1) {
+				t.Fatalf("Realloc %d -> %d: byte %d is %d", old, n, i, b[i])
+			}
+		}
+		for i := old; i < n; i++ {
+			b[i] = byte(i*7 + 1)
+		}
+		st := statOf(t, "realloc")
+		if st.LiveBytes != m.liveB || st.LiveBlocks != 1 || st.LiveRequestedBytes != uint64(n) {
+			t.Fatalf("after Realloc to %d: %+v, want live %d in 1 block, requested %d", n, st, m.liveB, n)
+		}
+	}
+	Free(b)
+	if st := statOf(t, "realloc"); st.LiveBytes != 0 || st.LiveBlocks != 0 || st.LiveRequestedBytes != 0 {
+		t.Fatalf("after Free: %+v", st)
+	}
+	if r := Realloc(nil, 10); len(r) != 10 {
+		t.Fatal("Realloc(nil, 10)")
+	} else if e := Realloc(r, 0); len(e) != 0 || cap(e) != 0 {
+		t.Fatal("Realloc(b, 0) should free b and return an empty slice")
+	}
+}
+
+// TestStress: goroutines allocate under a few tags, write a pattern, and
+// free their own blocks or hand them to another goroutine, which checks
+// the pattern first. Then every tag's books must be back where they were.
+func TestStress(t *testing.T) {
+	const workers = 8
+	ops := 40000
+	if testing.Short() {
+		ops = 8000
+	}
+	tags := []*Tag{MustTag("stress-0"), MustTag("stress-1"), MustTag("stress-2")}
+	var before []TagStat
+	for _, tg := range tags {
+		before = append(before, tg.Stats())
+	}
+	chans := make([]chan []byte, workers)
+	for i := range chans {
+		chans[i] = make(chan []byte, 64)
+	}
+	fill := func(b []byte) {
+		seed := byte(len(b)*31) ^ byte(uintptr(len(b))>>8)
+		for i := range b {
+			b[i] = seed + byte(i)
+		}
+	}
+	check := func(b []byte) error {
+		seed := byte(len(b)*31) ^ byte(uintptr(len(b))>>8)
+		for i := range b {
+			if b[i] != seed+byte(i) {
+				return fmt.Errorf("block of %d bytes: byte %d is %d, want %d", len(b), i, b[i], seed+byte(i))
+			}
+		}
+		return nil
+	}
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 99))
+			var mine [][]byte
+			var err error
+			for i := 0; i < ops && err == nil; i++ {
+				select {
+				case b := <-chans[w]:
+					err = check(b)
+					Free(b)
+					continue
+				default:
+				}
+				switch r := rng.IntN(100); {
+				case r < 45 || len(mine) == 0:
+					n := 1 + rng.IntN(600)
+					if rng.IntN(50) == 0 {
+						n = rng.IntN(sizeclass.MaxSmall + 200000)
+					}
+					b := tags[rng.IntN(len(tags))].Malloc(n)
+					fill(b)
+					mine = append(mine, b)
+				case r < 50:
+					k := rng.IntN(len(mine))
+					if err = check(mine[k]); err == nil {
+						mine[k] = Realloc(mine[k], 1+rng.IntN(3000))
+						fill(mine[k])
+					}
+				default:
+					k := rng.IntN(len(mine))
+					b := mine[k]
+					mine[k] = mine[len(mine)-1]
+					mine = mine[:len(mine)-1]
+					if err = check(b); err != nil {
+						break
+					}
+					if r < 75 {
+						Free(b)
+					} else {
+						select {
+						case chans[rng.IntN(workers)] <- b:
+						default:
+							Free(b)
+						}
+					}
+				}
+			}
+			for _, b := range mine {
+				if err == nil {
+					err = check(b)
+				}
+				Free(b)
+			}
+			errs <- err
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range chans {
+		close(c)
+		for b := range c {
+			if err := check(b); err != nil {
+				t.Fatal(err)
+			}
+			Free(b)
+		}
+	}
+	for i, tg := range tags {
+		st := tg.Stats()
+		if st.LiveBytes != before[i].LiveBytes || st.LiveBlocks != before[i].LiveBlocks || st.LiveRequestedBytes != before[i].LiveRequestedBytes {
+			t.Fatalf("%s after everything was freed: %+v, before %+v", tg.Name(), st, before[i])
+		}
+		if st.AllocBlocks <= before[i].AllocBlocks {
+			t.Fatalf("%s allocated nothing?", tg.Name())
+		}
+	}
+}
+
+func TestGoHeapDoesNotGrow(t *testing.T) {
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	var bs [][]byte
+	total := 0
+	for total < 400<<20 {
+		n := 1 << 20
+		if len(bs)%2 == 0 {
+			n = 4000 // small blocks too
+		}
+		b := Malloc(n, "offheap")
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		bs = append(bs, b)
+		total += n
+	}
+	runtime.ReadMemStats(&m1)
+	grew := int64(m1.HeapAlloc) - int64(m0.HeapAlloc)
+	t.Logf("400 MiB from alloc: Go heap %+d KiB (%d blocks; the slice of them alone is %d KiB)", grew>>10, len(bs), cap(bs)*24>>10)
+	if grew > 8<<20 {
+		t.Fatalf("the Go heap grew by %d MiB for 400 MiB from alloc", grew>>20)
+	}
+	if st := statOf(t, "offheap"); st.LiveBytes < 400<<20 {
+		t.Fatalf("books: %+v", st)
+	}
+	for _, b := range bs {
+		Free(b)
+	}
+}
+
+func rss(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip("no /proc/self/status")
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	t.Skip("no VmRSS")
+	return 0
+}
+
+func TestRSSFallsAfterFree(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the heap-backed fallback does not return memory")
+	}
+	base := rss(t)
+	var bs [][]byte
+	for total := 0; total < 512<<20; {
+		n := 1<<20 + 12345
+		if len(bs)%4 == 0 {
+			n = 200 << 10 // small classes, whole spans
+		}
+		b := Malloc(n, "rss")
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		bs = append(bs, b)
+		total += n
+	}
+	full := rss(t)
+	for _, b := range bs {
+		Free(b)
+	}
+	grown := full - base
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		now := rss(t)
+		drop := float64(full-now) / float64(grown)
+		if drop >= 0.8 {
+			t.Logf("RSS %d MiB -> %d MiB -> %d MiB (%.0f%% of the growth returned)", base>>20, full>>20, now>>20, 100*drop)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("RSS %d MiB -> %d MiB -> %d MiB after freeing: only %.0f%% returned", base>>20, full>>20, now>>20, 100*drop)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// mustPanic runs f and returns its panic's message, failing if none.
+func mustPanic(t *testing.T, want string, f func()) {
+	t.Helper()
+	defer func() {
+		t.Helper()
+		r := recover()
+		if r == nil {
+			t.Fatalf("no panic, want one containing %q", want)
+		}
+		if msg := fmt.Sprint(r); !strings.Contains(msg, want) {
+			t.Fatalf("panic %q, want one containing %q", msg, want)
+		}
+	}()
+	f()
+}
+
+func TestMisuse(t *testing.T) {
+	for _, n := range []int{64, 3000, 2 << 20, 40 << 20} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			keep := Malloc(n, "misuse") // the span keeps a block in use
+			b := Malloc(n, "misuse")
+			before := statOf(t, "misuse")
+			mustPanic(t, "not", func() { Free(b[1:]) })
+			Free(b)
+			mustPanic(t, "Free", func() { Free(b) })
+			after := statOf(t, "misuse")
+			if after.LiveBytes != before.LiveBytes-usable(n) || after.LiveBlocks != before.LiveBlocks-1 {
+				t.Fatalf("books after a double free: %+v, before %+v", after, before)
+			}
+			mustPanic(t, "Realloc", func() { Realloc(b, n+1) })
+			Free(keep)
+		})
+	}
+	mustPanic(t, "not", func() { Free(make([]byte, 100)) })
+	var onStack [64]byte
+	mustPanic(t, "not", func() { Free(onStack[:]) })
+	mustPanic(t, "negative", func() { Malloc(-1, "misuse") })
+	mustPanic(t, "too large", func() { Malloc(1<<62, "misuse") })
+	mustPanic(t, "tag", func() { Malloc(10, strings.Repeat("x", 64)) })
+	mustPanic(t, "tag", func() { Malloc(10, "a\x00b") })
+	if _, err := NewTag(strings.Repeat("y", 64)); !errors.Is(err, tagtable.ErrBadTag) {
+		t.Fatalf("NewTag of 64 bytes: %v, want ErrBadTag", err)
+	}
+	// A slice header claiming more than its block: caught by the cap check.
+	b := Malloc(100, "misuse")
+	mustPanic(t, "cap", func() { Free(unsafe.Slice(&b[0], 200)) })
+	Free(b)
+}

@@ -1,0 +1,56 @@
+// Package arena is the memory of package alloc (DESIGN.md D2): pure Go, no
+// cgo, from mmap, off the Go heap, in the size classes of package
+// sizeclass shared with the native allocator. It knows nothing of tags
+// beyond an opaque number per span; alloc keeps the books.
+//
+// Glossary
+//
+//	arena      one reservation of address space (64 GiB, MAP_NORESERVE:
+//	           only touched pages cost memory), made at Init.
+//	page       64 KiB of the arena. Each page has a 128-byte descriptor
+//	           (Span) in a mapping of its own: metadata is out of line
+//	           (D4) and holds no Go pointers (links are page indices,
+//	           blocks are offsets), so the GC never needs to look at it.
+//	span       a run of pages; its first page's descriptor is the head,
+//	           the others point back to it, so any address finds it.
+//	small      a block of one of the 104 classes (16 B .. 512 KiB); a
+//	           small span holds blocks of one class and one tag, carved
+//	           lazily.
+//	large      512 KiB < size < 32 MiB: a span of whole pages.
+//	huge       32 MiB and up: its own mapping, found in a table.
+//	cache      one per shard of alloc (a P): per tag and class, a current
+//	           span and a list of partial spans. The caller guarantees
+//	           exclusivity (pinned to the P), so no locks or atomics.
+//
+// The allocation path
+//  1. Cache.Cur(tag, class).Pop(): the span's free list (LIFO), else its
+//     next uncarved block.                                        (fast)
+//  2. Cache.Refill: blocks other caches freed into the current span, full
+//     spans they freed into (the reclaim stack), the partial list.
+//  3. NewSmall (arena lock): a span from the free bins or fresh pages,
+//     then Cache.Install on whichever cache the caller is on by then.
+//
+// The free path
+//  1. SpanOf(p): one subtraction and an index (a huge block: the table).
+//  2. Check: p is a block start, cap fits (debug: the block is in use).
+//  3. The owner cache pushes on the span's free list; another cache pushes
+//     on its remote list (lock-free; the owner takes it whole). A full
+//     span that gets a remote free goes on its owner's reclaim stack.
+//  4. A span whose blocks all came back goes back to the arena.
+//
+// Memory returns to the OS: free spans are coalesced and kept resident
+// ("dirty") for PurgeDelay (500 ms) in case they are wanted again, then a
+// timer purges them (MADV_DONTNEED); dirty memory beyond RetainBytes
+// (64 MiB) is purged at once. Huge blocks are unmapped on free.
+//
+// Errors: running out of arena or OS memory is ErrOutOfMemory. Misuse
+// found outside an exclusive section panics with a *MisuseError; found
+// inside one (where a panic would leave the P pinned), it is noted and
+// alloc raises it right after (TakeMisuse). Where a double free of a small
+// block is caught: always in debug mode (a bitmap of blocks in use per
+// span); otherwise when the owner's count of blocks in use would go
+// negative, or the span is no longer in use.
+//
+// On other systems than Linux the reservation comes from the Go heap
+// (mem_other.go): the package works, but the memory is the GC's to count.
+package arena
