@@ -337,3 +337,72 @@ func TestReportRejectsBadFiles(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, se, "only off works")
 }
+
+// buildGoProg builds testdata/goprog (cgo, package alloc, tagcgo).
+func buildGoProg(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "goprog")
+	cmd := exec.Command("go", "build", "-o", out, "./testdata/goprog")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	return out
+}
+
+// requireTags checks the report's figures for the tags the program printed.
+func requireTags(t *testing.T, p reporter.Process, want map[string][4]uint64) {
+	t.Helper()
+	got := map[string]reporter.Tag{}
+	for _, tg := range p.Tags {
+		got[tg.Name] = tg
+	}
+	for name, w := range want {
+		g, ok := got[name]
+		require.True(t, ok, "tag %s missing from the report", name)
+		require.Equal(t, w, [4]uint64{g.LiveBytes, g.LiveBlocks, g.AllocBytes, g.AllocBlocks}, "tag %s", name)
+	}
+}
+
+// A cgo program's Go-side (package alloc) and C-side (tagcgo) tags appear
+// in one process of the report, exactly as the program sees them.
+func TestRunGoAndCTagsInOneReport(t *testing.T) {
+	prog := buildGoProg(t)
+	out := filepath.Join(t.TempDir(), "report.json")
+	so, se, code := cli(t, "run", "-o", out, "--", prog)
+	require.Equal(t, 0, code, se)
+	want := parseBooks(t, so)
+	require.Len(t, want, 3, "the program's own figures:\n%s", so)
+	require.Equal(t, [4]uint64{4096 * 9, 9, 4096 * 10, 10}, want["go-cache"])
+	require.Equal(t, [4]uint64{4096*3 + 65536*2, 5, 4096*4 + 65536*2, 6}, want["c-side"])
+	rep, err := reporter.ReadFile(out)
+	require.NoError(t, err)
+	require.Len(t, rep.Processes, 1, "one process, its two regions merged")
+	requireTags(t, rep.Processes[0], want)
+	require.Contains(t, se, "go-cache")
+	require.Contains(t, se, "c-side")
+}
+
+// snapshot and top read a Go program's books from its memfd, without
+// tagalloc run.
+func TestSnapshotOfAGoProgram(t *testing.T) {
+	prog := buildGoProg(t)
+	acc := startWaiting(t, exec.Command(prog, "wait"))
+	want := parseBooks(t, acc)
+	delete(want, "c-side") // not preloaded: the C side is untracked
+	var pid string
+	for _, l := range strings.Split(acc, "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "ready" {
+			pid = f[1]
+		}
+	}
+	require.NotEmpty(t, pid)
+	out := filepath.Join(t.TempDir(), "snap.json")
+	_, se, code := cli(t, "snapshot", pid, "-o", out)
+	require.Equal(t, 0, code, se)
+	rep, err := reporter.ReadFile(out)
+	require.NoError(t, err)
+	requireTags(t, rep.Processes[0], want)
+	top, se, code := cli(t, "top", "-n", "1", pid)
+	require.Equal(t, 0, code, se)
+	require.Contains(t, top, "go-cache")
+}

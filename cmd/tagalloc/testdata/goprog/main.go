@@ -1,0 +1,54 @@
+// goprog is a cgo program with memory on both sides, for the CLI's tests:
+// Go-side blocks from package alloc (tags "go-cache", "go-buffers") and
+// C-side blocks mallocked inside tagcgo.Do ("c-side"). It prints each tag's
+// books as it sees them ("NAME LIVE_BYTES LIVE_BLOCKS ALLOC_BYTES
+// ALLOC_BLOCKS"); with "wait" it then prints "ready PID" and holds its
+// memory until its stdin closes.
+package main
+
+/*
+#include <stdlib.h>
+static void *volatile blocks[8];
+static void c_alloc(void) { // c-side: 4 x 4096 + 2 x 65536, one 4096 freed
+	for (int i = 0; i < 4; i++) blocks[i] = malloc(4096);
+	for (int i = 4; i < 6; i++) blocks[i] = malloc(65536);
+	free(blocks[0]), blocks[0] = NULL;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/tagalloc/tagalloc/alloc"
+	"github.com/tagalloc/tagalloc/cgo/tagcgo"
+)
+
+func main() {
+	var keep [][]byte
+	for i := 0; i < 10; i++ {
+		keep = append(keep, alloc.Malloc(4096, "go-cache"))
+	}
+	alloc.Free(keep[0])
+	big := alloc.Calloc(1<<20, "go-buffers")
+	big = alloc.Realloc(big, 2<<20) // keeps its tag
+	if err := tagcgo.Do("c-side", func() { C.c_alloc() }); err != nil {
+		fmt.Fprintln(os.Stderr, "goprog:", err)
+		os.Exit(1)
+	}
+	for _, s := range alloc.TagStats() {
+		if s.Name == "go-cache" || s.Name == "go-buffers" {
+			fmt.Println(s.Name, s.LiveBytes, s.LiveBlocks, s.AllocBytes, s.AllocBlocks)
+		}
+	}
+	if s, ok := tagcgo.Stats("c-side"); ok {
+		fmt.Println("c-side", s.LiveBytes, s.LiveBlocks, s.AllocBytes, s.AllocBlocks)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "wait" {
+		fmt.Println("ready", os.Getpid())
+		io.Copy(io.Discard, os.Stdin)
+	}
+	_ = big
+}
