@@ -9,7 +9,6 @@ import (
 
 	"github.com/tagalloc/tagalloc/arena"
 	"github.com/tagalloc/tagalloc/sizeclass"
-	"github.com/tagalloc/tagalloc/tagtable"
 )
 
 // empty is what a zero-byte request returns: non-nil, len and cap 0, not
@@ -35,17 +34,22 @@ func Calloc(n int, tag string) []byte { return tagOf(tag).Calloc(n) }
 func (t *Tag) Malloc(n int) []byte {
 	if uint(n-1) < sizeclass.MaxSmall && !debug {
 		c := sizeclass.ClassOf(uint32(n))
-		s := acquire()
-		if ctr := s.ctr[t.id].Load(); ctr != nil {
-			if p, _ := s.cache.Cur(t.id, c).Pop(); p != nil {
-				tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
-				tagtable.Add(&ctr.AllocBlocks, 1)
-				tagtable.Add(&ctr.AllocReq, uint64(n))
-				s.release()
-				return unsafe.Slice((*byte)(p), n)
+		if s := pinned(procPin()); s != nil {
+			raceAcquire(unsafe.Pointer(s))
+			if st := s.tags[t.id].Load(); st != nil {
+				if p, _ := st.bins.Pop(c); p != nil {
+					ctr := st.ctr
+					add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
+					add(&ctr.AllocBlocks, 1)
+					add(&ctr.AllocReq, uint64(n))
+					raceRelease(unsafe.Pointer(s))
+					procUnpin()
+					return unsafe.Slice((*byte)(p), n)
+				}
 			}
+			raceRelease(unsafe.Pointer(s))
 		}
-		s.release()
+		procUnpin()
 	}
 	p, _ := t.alloc(n)
 	return unsafe.Slice((*byte)(p), n)
@@ -56,21 +60,26 @@ func (t *Tag) Malloc(n int) []byte {
 func (t *Tag) Calloc(n int) []byte {
 	if uint(n-1) < sizeclass.MaxSmall && !debug {
 		c := sizeclass.ClassOf(uint32(n))
-		s := acquire()
-		if ctr := s.ctr[t.id].Load(); ctr != nil {
-			if p, zero := s.cache.Cur(t.id, c).Pop(); p != nil {
-				tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
-				tagtable.Add(&ctr.AllocBlocks, 1)
-				tagtable.Add(&ctr.AllocReq, uint64(n))
-				s.release()
-				b := unsafe.Slice((*byte)(p), n)
-				if !zero {
-					clear(b)
+		if s := pinned(procPin()); s != nil {
+			raceAcquire(unsafe.Pointer(s))
+			if st := s.tags[t.id].Load(); st != nil {
+				if p, zero := st.bins.Pop(c); p != nil {
+					ctr := st.ctr
+					add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
+					add(&ctr.AllocBlocks, 1)
+					add(&ctr.AllocReq, uint64(n))
+					raceRelease(unsafe.Pointer(s))
+					procUnpin()
+					b := unsafe.Slice((*byte)(p), n)
+					if !zero {
+						clear(b)
+					}
+					return b
 				}
-				return b
 			}
+			raceRelease(unsafe.Pointer(s))
 		}
-		s.release()
+		procUnpin()
 	}
 	p, zero := t.alloc(n)
 	b := unsafe.Slice((*byte)(p), n)
@@ -113,9 +122,9 @@ func (t *Tag) alloc(n int) (unsafe.Pointer, bool) {
 // and publishes the arena's figures.
 func (t *Tag) count(usable, req uint64) {
 	s, ctr := acquireFor(t.id)
-	tagtable.Add(&ctr.AllocBytes, usable)
-	tagtable.Add(&ctr.AllocBlocks, 1)
-	tagtable.Add(&ctr.AllocReq, req)
+	add(&ctr.AllocBytes, usable)
+	add(&ctr.AllocBlocks, 1)
+	add(&ctr.AllocReq, req)
 	s.release()
 	samplePeak(t.id)
 	publish()
@@ -140,9 +149,9 @@ func (t *Tag) allocSmall(n int) (unsafe.Pointer, bool) {
 			p, zero = s.cache.Refill(t.id, c)
 		}
 		if p != nil {
-			tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
-			tagtable.Add(&ctr.AllocBlocks, 1)
-			tagtable.Add(&ctr.AllocReq, uint64(n))
+			add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
+			add(&ctr.AllocBlocks, 1)
+			add(&ctr.AllocReq, uint64(n))
 		}
 		rel := s.cache.TakeRelease()
 		s.release()
@@ -178,43 +187,44 @@ func Free(b []byte) {
 		freeBig(sp, p, uint64(cap(b)))
 		return
 	}
-	off := arena.Check(sp, p, uintptr(cap(b)))
 	id := sp.Tag()
-	s := acquire()
-	if ctr := s.ctr[id].Load(); ctr != nil {
-		if s.cache.Free(sp, p, off) {
-			size := uint64(sp.BlockSize())
-			tagtable.Add(&ctr.FreeBytes, size)
-			tagtable.Add(&ctr.FreeBlocks, 1)
-			tagtable.Add(&ctr.FreeReq, uint64(cap(b)))
-			rel := s.cache.TakeRelease()
-			s.release()
-			if rel != 0 {
-				arena.ReleaseSpans(rel)
-				publish()
-			}
+	if s := pinned(procPin()); s != nil {
+		raceAcquire(unsafe.Pointer(s))
+		if st := s.tags[id].Load(); st != nil && s.cache.FreeFast(sp, p, uintptr(cap(b))) {
+			ctr := st.ctr
+			add(&ctr.FreeBytes, uint64(sp.BlockSize()))
+			add(&ctr.FreeBlocks, 1)
+			add(&ctr.FreeReq, uint64(cap(b)))
+			raceRelease(unsafe.Pointer(s))
+			procUnpin()
 			return
 		}
-		s.release()
-		panic(arena.TakeMisuse())
+		raceRelease(unsafe.Pointer(s))
 	}
-	s.release()
-	freeSmallSlow(sp, p, off, uint64(cap(b)))
+	procUnpin()
+	freeSmallSlow(sp, p, uint64(cap(b)))
 }
 
-func freeSmallSlow(sp *arena.Span, p unsafe.Pointer, off uint32, req uint64) {
+// freeSmallSlow is Free's slow path for small blocks: misuse checks
+// (which panic), debug mode, lists to update, spans to release, first use
+// of the tag on this shard.
+func freeSmallSlow(sp *arena.Span, p unsafe.Pointer, req uint64) {
+	off := arena.Check(sp, p, uintptr(req))
 	s, ctr := acquireFor(sp.Tag())
 	ok := s.cache.Free(sp, p, off)
 	if ok {
-		tagtable.Add(&ctr.FreeBytes, uint64(sp.BlockSize()))
-		tagtable.Add(&ctr.FreeBlocks, 1)
-		tagtable.Add(&ctr.FreeReq, req)
+		add(&ctr.FreeBytes, uint64(sp.BlockSize()))
+		add(&ctr.FreeBlocks, 1)
+		add(&ctr.FreeReq, req)
 	}
 	rel := s.cache.TakeRelease()
 	s.release()
 	arena.ReleaseSpans(rel)
 	if !ok {
 		panic(arena.TakeMisuse())
+	}
+	if rel != 0 {
+		publish()
 	}
 }
 
@@ -237,9 +247,9 @@ func freeBig(sp *arena.Span, p unsafe.Pointer, req uint64) {
 		usable, id = uint64(u), tag
 	}
 	s, ctr := acquireFor(id)
-	tagtable.Add(&ctr.FreeBytes, usable)
-	tagtable.Add(&ctr.FreeBlocks, 1)
-	tagtable.Add(&ctr.FreeReq, req)
+	add(&ctr.FreeBytes, usable)
+	add(&ctr.FreeBlocks, 1)
+	add(&ctr.FreeReq, req)
 	s.release()
 	publish()
 }
@@ -288,8 +298,8 @@ func Realloc(b []byte, n int) []byte {
 	}
 	if inPlace {
 		s, ctr := acquireFor(id)
-		tagtable.Add(&ctr.AllocReq, uint64(n))
-		tagtable.Add(&ctr.FreeReq, uint64(old))
+		add(&ctr.AllocReq, uint64(n))
+		add(&ctr.FreeReq, uint64(old))
 		s.release()
 		return unsafe.Slice((*byte)(p), n)
 	}

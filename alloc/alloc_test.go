@@ -34,8 +34,14 @@ func usable(n int) uint64 {
 // model is what the books should say about a tag.
 type model struct{ liveB, liveN, allocB, allocN, liveReq uint64 }
 
-func (m *model) alloc(n int)  { m.liveB += usable(n); m.allocB += usable(n); m.liveN++; m.allocN++; m.liveReq += uint64(n) }
-func (m *model) free(n int)   { m.liveB -= usable(n); m.liveN--; m.liveReq -= uint64(n) }
+func (m *model) alloc(n int) {
+	m.liveB += usable(n)
+	m.allocB += usable(n)
+	m.liveN++
+	m.allocN++
+	m.liveReq += uint64(n)
+}
+func (m *model) free(n int) { m.liveB -= usable(n); m.liveN--; m.liveReq -= uint64(n) }
 func statOf(t *testing.T, name string) TagStat {
 	t.Helper()
 	for _, s := range TagStats() {

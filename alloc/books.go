@@ -24,10 +24,18 @@ const (
 // goroutine is pinned to it) or the shared one (under its lock).
 type shard struct {
 	cache  *arena.Cache
-	ctr    []atomic.Pointer[tagtable.Counters] // per tag id; counters written only by this shard
-	thread *tagtable.Thread                    // its record in the region (nil without one)
+	thread *tagtable.Thread // its record in the region (nil without one)
 	shared bool
-	mu     sync.Mutex // the shared shard's exclusivity
+	mu     sync.Mutex                         // the shared shard's exclusivity
+	tags   [tagSlots]atomic.Pointer[shardTag] // per tag id, made at its first use here
+}
+
+// shardTag is what a shard needs for one tag, side by side so the fast
+// paths follow few pointers: the tag's counters this shard writes (and
+// no other), and its spans (the bins the shard's cache keeps for it).
+type shardTag struct {
+	ctr  *tagtable.Counters // fixed once published
+	bins arena.Bins         // the cache's (SetBins); used under the shard's exclusivity
 }
 
 var (
@@ -96,11 +104,20 @@ func initAlloc() {
 
 // newShard makes the shard for cache id (state.mu held, or at init).
 func newShard(id int) *shard {
-	s := &shard{cache: arena.NewCache(id, tagSlots), ctr: make([]atomic.Pointer[tagtable.Counters], tagSlots)}
+	s := &shard{cache: arena.NewCache(id, tagSlots)}
 	if state.region != nil {
 		s.thread, _ = state.region.NewThread() // nil if the region is full: the counters are then private
 	}
 	return s
+}
+
+// pinned is the shard of P pid (the caller is pinned to it), or nil if it
+// has none yet or pid is past maxShards: the fast paths' acquire.
+func pinned(pid int) *shard {
+	if uint(pid) < maxShards {
+		return shards[pid].Load()
+	}
+	return nil
 }
 
 // acquire returns the caller's shard, held exclusively: pinned to its P
@@ -145,30 +162,37 @@ func (s *shard) release() {
 func acquireFor(id uint32) (*shard, *tagtable.Counters) {
 	for {
 		s := acquire()
-		if c := s.ctr[id].Load(); c != nil && s.cache.HasBins(id) {
-			return s, c
+		if st := s.tags[id].Load(); st != nil {
+			return s, st.ctr
 		}
 		s.release()
 		s.prepare(id)
 	}
 }
 
-// prepare makes shard s's counters and bins for tag id (needs no
-// exclusivity: both are published with a compare-and-swap).
+// prepare makes shard s's record for tag id: counters and bins. It needs
+// no exclusivity over s (the record is published by a store, under
+// state.mu so two goroutines cannot both make it), but the region's lock
+// and Go allocation are not allowed while pinned, so callers come here
+// unpinned.
 func (s *shard) prepare(id uint32) {
-	if s.ctr[id].Load() == nil {
-		var c *tagtable.Counters
-		if s.thread != nil {
-			c, _ = s.thread.Counters(id)
-		}
-		if c == nil {
-			c = new(tagtable.Counters) // no region: private counters, summed by TagStats all the same
-		}
-		s.ctr[id].CompareAndSwap(nil, c)
+	state.mu.Lock()
+	defer state.mu.Unlock()
+	if s.tags[id].Load() != nil {
+		return
 	}
-	if !s.cache.HasBins(id) {
-		s.cache.SetBins(id, arena.NewBins())
+	st := new(shardTag)
+	if s.thread != nil {
+		st.ctr, _ = s.thread.Counters(id)
 	}
+	if st.ctr == nil {
+		st.ctr = new(tagtable.Counters) // no region: private counters, summed by TagStats all the same
+	}
+	st.bins.Init()
+	if s.cache.SetBins(id, &st.bins) != &st.bins {
+		panic("alloc: a shard's cache has bins for a tag the shard has no record of")
+	}
+	s.tags[id].Store(st)
 }
 
 // Tag is a handle on a tag name: the fast way to allocate under it.
@@ -267,7 +291,8 @@ func sum(id uint32) (t TagStat) {
 		if s == nil {
 			return
 		}
-		if c := s.ctr[id].Load(); c != nil {
+		if st := s.tags[id].Load(); st != nil {
+			c := st.ctr
 			t.AllocBytes += c.AllocBytes.Load()
 			t.AllocBlocks += c.AllocBlocks.Load()
 			fb += c.FreeBytes.Load()

@@ -50,17 +50,25 @@ func NewCache(id int, ntags int) *Cache {
 // then SetBins, which needs no exclusivity).
 func NewBins() *Bins {
 	b := new(Bins)
+	b.Init()
+	return b
+}
+
+// Init readies bins embedded in a caller's structure (before SetBins).
+func (b *Bins) Init() {
 	for i := range b {
 		b[i].cur = &emptySpan
 	}
-	return b
 }
 
 // HasBins reports whether tag has bins here.
 func (c *Cache) HasBins(tag uint32) bool { return c.tags[tag].Load() != nil }
 
-// SetBins installs bins for tag if it has none.
-func (c *Cache) SetBins(tag uint32, b *Bins) { c.tags[tag].CompareAndSwap(nil, b) }
+// SetBins installs bins for tag if it has none, and returns the tag's.
+func (c *Cache) SetBins(tag uint32, b *Bins) *Bins {
+	c.tags[tag].CompareAndSwap(nil, b)
+	return c.tags[tag].Load()
+}
 
 // Cur is the span tag's blocks of class are popped from (&emptySpan, which
 // has none, if the tag has no bins here yet).
@@ -69,6 +77,45 @@ func (c *Cache) Cur(tag uint32, class int) *Span {
 		return b[class].cur
 	}
 	return &emptySpan
+}
+
+// Pop is the allocation fast path: the current span's Pop in one call,
+// on the bins the cache has for a tag (SetBins). nil: call the cache's
+// Refill. Not for debug mode (PopDebug). The caller holds the cache.
+func (b *Bins) Pop(class int) (unsafe.Pointer, bool) {
+	s := b[class].cur
+	if f := s.free; f != 0 {
+		p := unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(f-1))
+		next := *(*uint32)(p)
+		if next > s.npages<<sizeclass.PageShift {
+			return s.popCorrupt(p)
+		}
+		s.free = next
+		s.used++
+		*(*uint64)(unsafe.Add(p, 8)) = 0 // no longer free: wipe the key
+		return p, false
+	}
+	return s.carve()
+}
+
+// FreeFast is the free fast path: a small block of a span c owns, that
+// stays on its list (not a full span; not the last block in use, unless
+// the span is current: current spans are never released), with
+// every check Check makes passing, and no debug mode. false: nothing was
+// done; call Check and Free.
+func (c *Cache) FreeFast(s *Span, p unsafe.Pointer, capBytes uintptr) bool {
+	off := uintptr(p) - uintptr(a.base) - uintptr(s.page)<<sizeclass.PageShift
+	idx := (uint64(off) * s.magic) >> sizeclass.MagicShift
+	if s.owner != c.id || s.state == stateFull || s.used == 0 || (s.used == 1 && s.state != stateCur) || a.bits != nil ||
+		off >= uintptr(s.carved)*uintptr(s.size) || uintptr(idx)*uintptr(s.size) != off ||
+		capBytes > uintptr(s.size) || *(*uint64)(unsafe.Add(p, 8)) == freeKey {
+		return false
+	}
+	*(*uint32)(p) = s.free
+	*(*uint64)(unsafe.Add(p, 8)) = freeKey
+	s.free = uint32(off) + 1
+	s.used--
+	return true
 }
 
 // Refill finds a block when Cur's span has none, without the arena:
@@ -177,6 +224,17 @@ func (c *Cache) Install(s *Span) (unsafe.Pointer, bool) {
 // caught here, exactly) and poisons the block. off is for Free.
 func Check(s *Span, p unsafe.Pointer, capBytes uintptr) (off uint32) {
 	off, ok := s.offset(p)
+	if !ok || capBytes > uintptr(s.size) || a.bits != nil || *(*uint64)(unsafe.Add(p, 8)) == freeKey {
+		checkSlow(s, p, capBytes, off, ok)
+	}
+	return off
+}
+
+// checkSlow is Check's misuse reports and debug work (out of line so that
+// Check inlines).
+//
+//go:noinline
+func checkSlow(s *Span, p unsafe.Pointer, capBytes uintptr, off uint32, ok bool) {
 	if !ok {
 		panic(misuse("Free of %#x: not the start of a block alloc handed out (a sub-slice, or foreign memory)", uintptr(p)))
 	}
@@ -185,10 +243,9 @@ func Check(s *Span, p unsafe.Pointer, capBytes uintptr) (off uint32) {
 	}
 	if a.bits != nil {
 		markFree(s, p, off)
-	} else if *(*uint64)(unsafe.Add(p, 8)) == freeKey {
+	} else {
 		panic(misuse("double Free of %#x (a %d-byte block)", uintptr(p), s.size))
 	}
-	return off
 }
 
 // Validate is Check without its debug side effects (Realloc's check); in
@@ -202,7 +259,7 @@ func Validate(s *Span, p unsafe.Pointer, capBytes uintptr) {
 		panic(misuse("Realloc of %#x: the block was freed", uintptr(p)))
 	}
 	if a.bits != nil {
-		idx := uint32((uint64(off) * sizeclass.Classes[s.class].Magic) >> sizeclass.MagicShift)
+		idx := uint32((uint64(off) * s.magic) >> sizeclass.MagicShift)
 		w := (*uint32)(unsafe.Pointer(&a.bits[uintptr(s.page)*512+uintptr(idx/32)*4]))
 		if atomic.LoadUint32(w)&(1<<(idx%32)) == 0 {
 			panic(misuse("Realloc of %#x: the block was freed", uintptr(p)))
@@ -290,7 +347,7 @@ func NewSmall(class int, tag uint32) (*Span, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.class, s.size, s.objects, s.tag = uint8(class), cl.Size, cl.Objects, tag
+	s.class, s.size, s.objects, s.tag, s.magic = uint8(class), cl.Size, cl.Objects, tag, cl.Magic
 	return s, nil
 }
 

@@ -82,7 +82,8 @@ type Span struct {
 	full    atomic.Uint32
 	_       uint32
 	remote  atomic.Uint64 // offset+1 of the first block freed by another cache (lock-free stack)
-	_       [40]byte
+	magic   uint64        // the class's Magic: offset*magic>>MagicShift is the block index
+	_       [32]byte
 }
 
 var _ [128 - unsafe.Sizeof(Span{})]byte // Span must be exactly 128 bytes
@@ -133,25 +134,37 @@ func (s *Span) Pop() (p unsafe.Pointer, zero bool) {
 	if f := s.free; f != 0 {
 		p = unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(f-1))
 		next := *(*uint32)(p)
-		if next > uint32(s.npages)<<sizeclass.PageShift {
-			corruptList(s, p) // drops the rest of the list: leaks, but hands out nothing wrong
-			return nil, false
+		if next > s.npages<<sizeclass.PageShift {
+			return s.popCorrupt(p)
 		}
 		s.free = next
 		s.used++
 		*(*uint64)(unsafe.Add(p, 8)) = 0 // no longer free: wipe the key
 		return p, false
 	}
-	if s.carved < s.objects {
-		p = unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(s.carved)*uintptr(s.size))
-		s.carved++
-		s.used++
-		if s.flags&flagZero != 0 {
-			return p, true
-		}
-		*(*uint64)(unsafe.Add(p, 8)) = 0 // reused memory may hold a stale key
-		return p, false
+	return s.carve()
+}
+
+// carve hands out the next never-used block (Pop's second half, out of
+// line so that Pop inlines).
+func (s *Span) carve() (unsafe.Pointer, bool) {
+	if s.carved >= s.objects {
+		return nil, false
 	}
+	p := unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(s.carved)*uintptr(s.size))
+	s.carved++
+	s.used++
+	if s.flags&flagZero != 0 {
+		return p, true
+	}
+	*(*uint64)(unsafe.Add(p, 8)) = 0 // reused memory may hold a stale key
+	return p, false
+}
+
+//go:noinline
+func (s *Span) popCorrupt(p unsafe.Pointer) (unsafe.Pointer, bool) {
+	corruptList(s, p) // drops the rest of the list: leaks, but hands out nothing wrong
+	s.free = 0
 	return nil, false
 }
 
@@ -159,7 +172,7 @@ func (s *Span) Pop() (p unsafe.Pointer, zero bool) {
 // (cheap: a multiply and a compare).
 func (s *Span) offset(p unsafe.Pointer) (uint32, bool) {
 	off := uintptr(p) - uintptr(s.Start())
-	idx := (uint64(off) * sizeclass.Classes[s.class].Magic) >> sizeclass.MagicShift
+	idx := (uint64(off) * s.magic) >> sizeclass.MagicShift
 	if off >= uintptr(s.carved)*uintptr(s.size) || uintptr(idx)*uintptr(s.size) != off {
 		return 0, false
 	}

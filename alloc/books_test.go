@@ -1,0 +1,186 @@
+package alloc
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/tagalloc/tagalloc/tagtable"
+)
+
+// TestRegionMatchesTagStats: the books region, read back as tagalloc
+// top/snapshot read it, says what TagStats says.
+func TestRegionMatchesTagStats(t *testing.T) {
+	var bs [][]byte
+	for i, n := range []int{10, 300, 5000, 700 << 10, 33 << 20} {
+		for k := 0; k <= i; k++ {
+			bs = append(bs, Malloc(n, fmt.Sprintf("region-%d", k)))
+		}
+	}
+	Free(bs[0])
+	bs = bs[1:]
+	defer func() {
+		for _, b := range bs {
+			Free(b)
+		}
+	}()
+	r := Region()
+	if r == nil {
+		t.Fatal("no books region")
+	}
+	stats := TagStats()
+	snap, err := r.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc, err := tagtable.ReadProcess(os.Getpid())
+	if err != nil {
+		t.Fatalf("ReadProcess (as tagalloc top): %v", err)
+	}
+	for _, s := range []*tagtable.Snapshot{snap, proc} {
+		got := map[string]tagtable.TagTotals{}
+		for _, tt := range s.Tags {
+			got[tt.Name] = tt
+		}
+		for _, st := range stats {
+			g, ok := got[st.Name]
+			if !ok {
+				t.Fatalf("tag %s missing from the region", st.Name)
+			}
+			if g.LiveBytes != st.LiveBytes || g.LiveBlocks != st.LiveBlocks || g.AllocBytes != st.AllocBytes ||
+				g.AllocBlocks != st.AllocBlocks || g.PeakLiveBytes != st.PeakLiveBytes ||
+				g.LiveRequestedBytes == nil || *g.LiveRequestedBytes != st.LiveRequestedBytes {
+				t.Fatalf("tag %s: region %+v, TagStats %+v", st.Name, g, st)
+			}
+		}
+		if s.Allocator.HugeLive < 33<<20 || s.Allocator.SpansInUse == 0 {
+			t.Fatalf("allocator figures not published: %+v", s.Allocator)
+		}
+	}
+	if st := statOf(t, "region-0"); st.LiveBlocks != 4 {
+		t.Fatalf("region-0: %+v", st)
+	}
+}
+
+// child runs this test binary's test name in a child with env added, and
+// returns its output; the child sees ALLOC_CHILD=1.
+func child(t *testing.T, name string, env ...string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.v")
+	cmd.Env = append(append(os.Environ(), "ALLOC_CHILD=1"), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, out)
+	}
+	return string(out)
+}
+
+func TestDebugMode(t *testing.T) {
+	out := child(t, "TestDebugChild", "TAGALLOC_GO_DEBUG=1")
+	if !strings.Contains(out, "debug checks passed") {
+		t.Fatalf("child output:\n%s", out)
+	}
+}
+
+func TestDebugChild(t *testing.T) {
+	if os.Getenv("ALLOC_CHILD") == "" {
+		t.Skip("run by TestDebugMode")
+	}
+	if !Debug() {
+		t.Fatal("TAGALLOC_GO_DEBUG=1 did not turn debug mode on")
+	}
+	// A double free while other blocks of the span are in use and the
+	// freed block was reused meanwhile: only the bitmap sees it.
+	keep := Malloc(48, "debug")
+	b := Malloc(48, "debug")
+	Free(b)
+	c := Malloc(48, "debug") // b's block again (LIFO)
+	if &c[0] != &b[0] {
+		t.Fatal("LIFO reuse expected")
+	}
+	Free(c)
+	mustPanic(t, "double Free", func() { Free(b) })
+	// A write after free is caught when the block is handed out again.
+	d := Malloc(48, "debug")
+	Free(d)
+	d[30] = 1
+	mustPanic(t, "written 30 bytes in, after it was freed", func() { Malloc(48, "debug") })
+	Free(keep)
+	fmt.Println("debug checks passed")
+}
+
+func TestOverflowTag(t *testing.T) {
+	out := child(t, "TestOverflowChild")
+	if !strings.Contains(out, "overflow checks passed") {
+		t.Fatalf("child output:\n%s", out)
+	}
+}
+
+func TestOverflowChild(t *testing.T) {
+	if os.Getenv("ALLOC_CHILD") == "" {
+		t.Skip("run by TestOverflowTag")
+	}
+	var bs [][]byte
+	for i := 1; i <= tagtable.MaxTags+10; i++ {
+		bs = append(bs, Malloc(16, fmt.Sprintf("tag-%d", i)))
+	}
+	stats := TagStats()
+	var over *TagStat
+	for i := range stats {
+		if stats[i].Name == "overflow" {
+			over = &stats[i]
+		}
+	}
+	// ids 1..4096 hold names; the last 10 overflow.
+	if over == nil || over.LiveBlocks != 10 || over.LiveBytes != 160 || len(stats) != tagtable.MaxTags+1 {
+		t.Fatalf("%d tags, overflow %+v", len(stats), over)
+	}
+	if MustTag(fmt.Sprintf("tag-%d", tagtable.MaxTags+5)).Name() != "overflow" {
+		t.Fatal("a name past the limit should have the overflow handle")
+	}
+	snap, err := Region().Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range snap.Tags {
+		if tt.Name == "overflow" && tt.LiveBlocks != 10 {
+			t.Fatalf("region overflow: %+v", tt)
+		}
+	}
+	for _, b := range bs {
+		Free(b)
+	}
+	fmt.Println("overflow checks passed")
+}
+
+func TestBooksWithoutRegion(t *testing.T) {
+	out := child(t, "TestNoRegionChild", "TAGALLOC_DIR=/nonexistent/dir")
+	if !strings.Contains(out, "no-region checks passed") || strings.Count(out, "keeps its books privately") != 1 {
+		t.Fatalf("child output:\n%s", out)
+	}
+}
+
+func TestNoRegionChild(t *testing.T) {
+	if os.Getenv("ALLOC_CHILD") == "" {
+		t.Skip("run by TestBooksWithoutRegion")
+	}
+	if Region() != nil {
+		t.Fatal("a region under a missing TAGALLOC_DIR?")
+	}
+	var bs [][]byte
+	for _, n := range []int{10, 100, 1 << 20} {
+		bs = append(bs, Malloc(n, "private"), Malloc(n, "private"))
+	}
+	Free(bs[0])
+	st := statOf(t, "private")
+	want := 2*(usable(100)+usable(1<<20)) + usable(10)
+	if st.LiveBytes != want || st.LiveBlocks != 5 || st.AllocBlocks != 6 || st.PeakLiveBytes < want {
+		t.Fatalf("private books %+v, want live %d", st, want)
+	}
+	for _, b := range bs[1:] {
+		Free(b)
+	}
+	fmt.Println("no-region checks passed")
+}
