@@ -130,6 +130,14 @@ var buildMu sync.Mutex
 // first if the cache does not hold one for these sources.
 func Library() (string, error) { return Build(BuildOptions{}) }
 
+// SamplingFlags build the variant of the library that samples stacks
+// (cgo/src/sample.c); tagalloc run --stacks preloads it, so the ordinary
+// library pays nothing for sampling.
+var SamplingFlags = []string{"-DTA_SAMPLING=1"}
+
+// StacksLibrary is Library with SamplingFlags.
+func StacksLibrary() (string, error) { return Build(BuildOptions{Extra: SamplingFlags}) }
+
 // Build builds (or finds in the cache) the library with the given options.
 func Build(o BuildOptions) (string, error) {
 	buildMu.Lock()

@@ -34,6 +34,10 @@ var strictLib = sync.OnceValues(func() (string, error) {
 	return Build(BuildOptions{Strict: true})
 })
 
+var strictStacksLib = sync.OnceValues(func() (string, error) {
+	return Build(BuildOptions{Strict: true, Extra: SamplingFlags})
+})
+
 func lib(t *testing.T) string {
 	t.Helper()
 	p, err := strictLib()
@@ -177,6 +181,33 @@ func TestStress(t *testing.T) {
 		for _, seed := range []string{"1", "2", "3"} {
 			r := runProg(t, 3*time.Minute, []string{"LD_PRELOAD=" + lib(t)}, prog, seed, "4", ops, "2", "2")
 			requirePassed(t, "stress seed "+seed, r)
+		}
+	})
+	t.Run("shared-books", func(t *testing.T) {
+		// the books in a shared file, as under tagalloc run: a child forked
+		// while other threads allocate gets its books from a copy made
+		// before the fork (this hung or drifted when the child copied the
+		// file the parent kept writing)
+		prog := buildC(t, "stress_test", "plain")
+		for _, seed := range []string{"1", "4", "6"} {
+			r := runProg(t, 3*time.Minute, []string{"LD_PRELOAD=" + lib(t), "TAGALLOC_DIR=" + t.TempDir()}, prog, seed, "4", ops, "2", "2")
+			requirePassed(t, "stress with shared books, seed "+seed, r)
+		}
+	})
+	t.Run("stacks", func(t *testing.T) {
+		// the sampling build, recording every block: threads, cross-thread
+		// frees, reallocs and forks with the sampler and its ring in the way
+		// (nobody drains the ring: it fills, and drops are counted)
+		sl, err := strictStacksLib()
+		require.NoError(t, err)
+		prog := buildC(t, "stress_test", "plain")
+		for _, mode := range []string{"full", "sampled"} {
+			dir := t.TempDir()
+			r := runProg(t, 3*time.Minute, []string{"LD_PRELOAD=" + sl, "TAGALLOC_DIR=" + dir, "TAGALLOC_STACKS=" + mode, "TAGALLOC_SAMPLE_RATE=4K"},
+				prog, "9", "4", ops, "2", "2")
+			requirePassed(t, "stress with stacks "+mode, r)
+			ev, _ := filepath.Glob(filepath.Join(dir, "*.events"))
+			require.NotEmpty(t, ev, "no events file")
 		}
 	})
 	t.Run("core-debug", func(t *testing.T) {

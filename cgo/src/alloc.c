@@ -21,7 +21,7 @@ TA_NOINLINE static void *_ta_note_requested(_ta_heap_t *h, _ta_page_t *pg, unsig
   return b;
 }
 
-static inline void *_ta_malloc_class(unsigned c, size_t size) {
+static inline void *_ta_malloc_class_unsampled(unsigned c, size_t size) {
   _ta_heap_t *h = _ta_tls_heap;
   _ta_page_t *pg = h->dir[c].page;
   _ta_block_t *b = pg->free;
@@ -34,6 +34,12 @@ static inline void *_ta_malloc_class(unsigned c, size_t size) {
     return b;
   }
   return _ta_malloc_slow(h, c, size);
+}
+
+/* A small block of class c; with sampled stacks, counted down (sample.c). */
+static inline void *_ta_malloc_class(unsigned c, size_t size) {
+  void *p = _ta_malloc_class_unsampled(c, size);
+  return _ta_sample_alloc(p, size, _ta_tls_heap->tag);
 }
 
 /* Large: a span of whole pages, aligned to align (a power of two). */
@@ -59,8 +65,9 @@ static void *_ta_malloc_big(size_t size, size_t align, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
-  if (size >= _ta_opt.huge_threshold) return _ta_huge_alloc(size, align, zero, _ta_current_tag());
-  return _ta_malloc_large(size, align, zero);
+  void *p = size >= _ta_opt.huge_threshold ? _ta_huge_alloc(size, align, zero, _ta_current_tag())
+                                           : _ta_malloc_large(size, align, zero);
+  return _ta_sample_alloc(p, size, _ta_current_tag());
 }
 
 static inline void *_ta_malloc(size_t size) {
@@ -130,6 +137,7 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
   _ta_page_t *pg;
   switch (_ta_classify(p, &pg, NULL)) {
   case TA_PTR_SMALL: {
+    if (TA_SAMPLED(pg)) _ta_sample_free(p); /* before another thread can reuse it */
     /* counted before the block is given back (then it may be reused) */
     _ta_count_free(pg->tag, pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
     _ta_heap_t *h = _ta_tls_heap;
@@ -140,12 +148,14 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
     return;
   }
   case TA_PTR_LARGE:
+    if (TA_SAMPLED(pg)) _ta_sample_free(p);
     _ta_count_free(pg->tag, (size_t)pg->npages << TA_PAGE_SHIFT, pg->requested);
     _ta_span_free(pg);
     return;
   case TA_PTR_HUGE: {
     uint32_t tag;
     size_t mapped, requested;
+    _ta_sample_free(p); /* huge blocks are few: always look */
     if (_ta_huge_free(p, &tag, &mapped, &requested)) {
       _ta_count_free(tag, mapped, requested);
       return;
@@ -177,7 +187,7 @@ static inline __attribute__((always_inline)) void _ta_free(void *p) {
     pg->free = b;
     pg->used--;
     TA_HOT_ADD(h->dir[pg->sclass].nfree, 1);
-    if (ta_unlikely(pg->used == 0 || pg->slop != NULL || atomic_load_explicit(&pg->in_full, memory_order_relaxed)))
+    if (ta_unlikely(pg->used == 0 || pg->slop != NULL || atomic_load_explicit(&pg->in_full, memory_order_relaxed) || TA_SAMPLED(pg)))
       _ta_free_local_slow(h, pg, p);
     return;
   }
@@ -193,7 +203,7 @@ TA_NOINLINE static void _ta_free_suspect(_ta_page_t *pg, _ta_block_t *b) {
   _ta_free(b);
 }
 
-static void *_ta_realloc(void *p, size_t size) {
+static void *_ta_realloc_unsampled(void *p, size_t size) {
   if (!p) return _ta_malloc(size);
   if (size == 0) { /* glibc: free and return NULL */
     _ta_free(p);
@@ -298,6 +308,22 @@ static void *_ta_realloc(void *p, size_t size) {
   return q;
 }
 
+#if TA_SAMPLING
+/* With sampled stacks: a sampled block that realloc resizes or moves stays
+ * sampled (its free inside the move is not reported: the resize is). */
+static void *_ta_realloc(void *p, size_t size) {
+  _ta_page_t *pg = p ? _ta_page_of(p) : NULL;
+  if (!p || size == 0 || !_ta_ev || (pg && !TA_SAMPLED(pg))) return _ta_realloc_unsampled(p, size);
+  _ta_realloc_keep = p;
+  void *q = _ta_realloc_unsampled(p, size);
+  _ta_realloc_keep = NULL;
+  if (q) _ta_sample_resize(p, q, size); /* on failure p is as it was */
+  return q;
+}
+#else
+#define _ta_realloc _ta_realloc_unsampled
+#endif
+
 /* ---- the exported API ---------------------------------------------------------- */
 
 TA_EXPORT void *TA_NAME(malloc)(size_t size) { return _ta_malloc(size); }
@@ -380,6 +406,15 @@ TA_EXPORT void *TA_NAME(pvalloc)(size_t size) {
   size_t n = size ? _ta_align_up(size, ps) : ps;
   return _ta_malloc_aligned(ps, n);
 }
+
+#if TA_SAMPLING
+static size_t _ta_usable_of(void *p) {
+  _ta_page_t *pg = NULL;
+  size_t mapped = 0;
+  _ta_ptr_kind_t k = _ta_classify(p, &pg, &mapped);
+  return _ta_usable(k, pg, mapped);
+}
+#endif
 
 TA_EXPORT size_t TA_NAME(malloc_usable_size)(void *p) {
   if (!p) return 0;

@@ -205,15 +205,37 @@ static void *_ta_books_alloc_locked(size_t size) {
   return (uint8_t *)_ta_books + used;
 }
 
-/* In a forked child: the region is the parent's file; copy it into one of
- * our own at the same address, so every record stays where it is and the
- * parent's books are never written by the child. */
-static void _ta_books_fork_child(void) {
-  if (!_ta_books) return;
+/* fork, with the region in a shared file: the child must not write the
+ * parent's file, so it gets a file of its own at the same address, filled
+ * from a copy taken before the fork (in the parent, with every lock held,
+ * so every list in it is whole). Copying after the fork instead would race
+ * with the parent, which goes on writing the shared file. Counts that
+ * other threads changed between the copy and the fork are brought back in
+ * line by the child (_ta_books_resync). */
+static void *_ta_books_snap;
+static size_t _ta_books_snap_len;
+
+static void _ta_books_fork_prepare(void) {
+  _ta_books_snap = NULL;
+  if (!_ta_books || !_ta_books_shared) return;
+  size_t used = (size_t)atomic_load(&_ta_books->used);
+  _ta_books_snap = _ta_os_reserve(used, TA_OS_PAGE);
+  if (_ta_books_snap) memcpy(_ta_books_snap, _ta_books, used);
+  _ta_books_snap_len = used;
+}
+
+static void _ta_books_fork_parent(void) {
+  if (_ta_books_snap) _ta_os_release(_ta_books_snap, _ta_books_snap_len);
+  _ta_books_snap = NULL;
+}
+
+/* In a forked child, before anything else runs; true if its books must
+ * be resynchronized with its heap. */
+static bool _ta_books_fork_child(void) {
+  if (!_ta_books) return false;
+  bool resync = false;
   if (_ta_books_shared) {
-    size_t used = (size_t)atomic_load(&_ta_books->used);
-    void *tmp = _ta_os_reserve(used, TA_OS_PAGE);
-    if (tmp) memcpy(tmp, _ta_books, used);
+    void *tmp = _ta_books_snap;
     if (!tmp || !_ta_books_map_file(_ta_books)) {
       /* keep going with a private copy rather than write the parent's */
       void *priv = mmap(_ta_books, TA_BOOKS_SIZE, PROT_READ | PROT_WRITE,
@@ -224,14 +246,19 @@ static void _ta_books_fork_child(void) {
     if (tmp) {
       /* page by page, skipping pages of zeros: the file stays sparse */
       static const uint64_t zero[TA_OS_PAGE / 8];
-      for (size_t off = 0; off < used; off += TA_OS_PAGE) {
-        size_t n = used - off < TA_OS_PAGE ? used - off : TA_OS_PAGE;
+      for (size_t off = 0; off < _ta_books_snap_len; off += TA_OS_PAGE) {
+        size_t n = _ta_books_snap_len - off < TA_OS_PAGE ? _ta_books_snap_len - off : TA_OS_PAGE;
         if (memcmp((uint8_t *)tmp + off, zero, n) != 0) memcpy((uint8_t *)_ta_books + off, (uint8_t *)tmp + off, n);
       }
-      _ta_os_release(tmp, used);
+      _ta_os_release(tmp, _ta_books_snap_len);
+      _ta_books_snap = NULL;
+      resync = true;
+    } else {
+      _ta_warn("fork: no memory to copy the books: the child's may be off");
     }
   }
   _ta_books_identify(_ta_books);
+  return resync;
 }
 
 /* At exit() (not at a crash or kill): say so. */

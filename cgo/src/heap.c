@@ -131,6 +131,7 @@ static void _ta_page_unfull(_ta_heap_t *h, _ta_page_t *pg) {
 /* Local free of b hit a page that keeps requested sizes, is on the full
  * list, or became empty. */
 static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg, void *b) {
+  if (TA_SAMPLED(pg)) _ta_sample_free(b);
   if (pg->slop) TA_HOT_ADD(h->req[pg->sclass].freq, pg->block_size - _ta_slop_get(pg, _ta_block_index(pg, b)));
   if (pg->used == 0 && !_ta_page_keep_empty(h, pg)) {
     _ta_page_release(h, pg);
@@ -443,12 +444,19 @@ static void _ta_thread_done(void *arg) {
   if (!th) return;
   _ta_tls_heap = &_ta_heap_empty;
   _ta_tls_thread = NULL;
-  for (_ta_heap_t *h = th->heaps, *next; h; h = next) {
-    next = h->tnext;
+  /* Each heap leaves the record's list before it is given up, under the
+   * heaps lock (which fork holds): a child forked meanwhile never finds a
+   * heap that is already on the reuse list in a record a new thread of
+   * its may take over (that heap would be used twice). */
+  for (;;) {
+    pthread_mutex_lock(&_ta_heaps_lock);
+    _ta_heap_t *h = th->heaps;
+    if (h) th->heaps = h->tnext;
+    pthread_mutex_unlock(&_ta_heaps_lock);
+    if (!h) break;
     _ta_tag_note_peak(h->tag);
     _ta_heap_abandon(h);
   }
-  th->heaps = NULL;
   pthread_mutex_lock(&_ta_threads_lock);
   atomic_store_explicit(&th->live, false, memory_order_relaxed);
   pthread_mutex_unlock(&_ta_threads_lock);

@@ -34,6 +34,7 @@ static bool _ta_init_slow(void) {
       _ta_free_key_init();
       bool ok = _ta_books_init();
       if (ok) _ta_tags_init(_ta_opt.default_tag);
+      if (ok) _ta_sample_init();
       ok = ok && _ta_arena_init() && pthread_key_create(&_ta_key, _ta_thread_done) == 0;
       atomic_store_explicit(&_ta_init_state, ok ? 2 : 0, memory_order_release);
       _ta_in_init = false;
@@ -55,6 +56,7 @@ static bool _ta_init_slow(void) {
  * books. The child keeps the forking thread's heap; the other threads'
  * heaps stay as they were (their pages are freed into remotely). */
 static void _ta_fork_prepare(void) {
+  _ta_sample_fork_prepare();
   pthread_mutex_lock(&_ta_tags_lock);
   pthread_mutex_lock(&_ta_threads_lock);
   pthread_mutex_lock(&_ta_heaps_lock);
@@ -62,9 +64,11 @@ static void _ta_fork_prepare(void) {
   pthread_mutex_lock(&_ta_arena_lock);
   pthread_mutex_lock(&_ta_huge_lock);
   pthread_mutex_lock(&_ta_meta_lock);
+  _ta_books_fork_prepare(); /* every list whole: the child's books come from this copy */
 }
 
 static void _ta_fork_parent(void) {
+  _ta_books_fork_parent();
   pthread_mutex_unlock(&_ta_meta_lock);
   pthread_mutex_unlock(&_ta_huge_lock);
   pthread_mutex_unlock(&_ta_arena_lock);
@@ -72,10 +76,11 @@ static void _ta_fork_parent(void) {
   pthread_mutex_unlock(&_ta_heaps_lock);
   pthread_mutex_unlock(&_ta_threads_lock);
   pthread_mutex_unlock(&_ta_tags_lock);
+  _ta_sample_fork_parent();
 }
 
 static void _ta_fork_child(void) {
-  _ta_books_fork_child(); /* first: nothing may write the parent's books */
+  bool resync = _ta_books_fork_child(); /* first: nothing may write the parent's books */
   pthread_mutex_init(&_ta_meta_lock, NULL);
   pthread_mutex_init(&_ta_huge_lock, NULL);
   pthread_mutex_init(&_ta_arena_lock, NULL);
@@ -83,7 +88,9 @@ static void _ta_fork_child(void) {
   pthread_mutex_init(&_ta_heaps_lock, NULL);
   pthread_mutex_init(&_ta_threads_lock, NULL);
   pthread_mutex_init(&_ta_tags_lock, NULL);
+  _ta_sample_fork_child();
   /* Only the forking thread lives on: the others' records are free. */
   for (_ta_thread_t *t = _ta_threads_first(); t; t = t->next)
     if (t != _ta_tls_thread) atomic_store_explicit(&t->live, false, memory_order_relaxed);
+  if (resync) _ta_books_resync();
 }

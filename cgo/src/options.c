@@ -25,6 +25,8 @@ static const _ta_option_t _ta_options[] = {
     {"TAGALLOC_VERBOSE", &_ta_opt.verbose, 0, "print allocator decisions to stderr"},
     {"TAGALLOC_REQUESTED", &_ta_opt.requested, 0,
      "1: keep each block's requested size, so reports give live requested bytes (costs a little time)"},
+    {"TAGALLOC_SAMPLE_RATE", &_ta_opt.sample_rate, 512 * TA_KiB,
+     "with stacks: mean bytes allocated between two sampled blocks (Poisson)"},
     {"TAGALLOC_FAULT_EVERY", &_ta_opt.fault_every, 0,
      "testing: every Nth request for memory (a span, a mapping) fails as if memory were exhausted"},
     {"TAGALLOC_FAULT_COUNT", &_ta_opt.fault_count, 0,
@@ -68,6 +70,17 @@ static void _ta_options_parse(void) {
     else _ta_warn("ignoring %s=%s: not a size (%s)", o->env, v, o->doc);
   }
   _ta_opt.default_tag = getenv("TAGALLOC_TAG");
+  /* TAGALLOC_STACKS=off|sampled|full: in a library built with TA_SAMPLING */
+  const char *st = getenv("TAGALLOC_STACKS");
+  _ta_opt.stacks = 0;
+  if (st && strcmp(st, "sampled") == 0) _ta_opt.stacks = 1;
+  else if (st && strcmp(st, "full") == 0) _ta_opt.stacks = 2;
+  else if (st && strcmp(st, "off") != 0) _ta_warn("ignoring TAGALLOC_STACKS=%s: off, sampled or full", st);
+  if (_ta_opt.stacks && !TA_SAMPLING) {
+    _ta_warn("TAGALLOC_STACKS=%s: this build of the library has no stacks (tagalloc run --stacks builds one)", st);
+    _ta_opt.stacks = 0;
+  }
+  if (_ta_opt.sample_rate == 0) _ta_opt.sample_rate = 1;
   if (_ta_opt.huge_threshold <= TA_MAX_SMALL) _ta_opt.huge_threshold = TA_MAX_SMALL + 1;
   if (_ta_opt.arena_reserve < 64 * TA_MiB) _ta_opt.arena_reserve = 64 * TA_MiB;
 }

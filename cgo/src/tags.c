@@ -422,20 +422,19 @@ TA_EXPORT int TA_NAME(pthread_create)(pthread_t *t, const pthread_attr_t *attr, 
 
 /* ---- the accounting identity ------------------------------------------------------------ */
 
-/* Walk the heap and check that, for every tag, the live bytes and blocks
- * found in it equal the books (alloc - free over every thread): small spans
- * count their used blocks less those other threads freed and the owner has
- * not collected yet, large spans and huge blocks count whole. Only exact
- * when no other thread is allocating or freeing: a test calls it after
- * joining its threads. Aborts with the first tag that differs; returns the
- * number of tags checked. */
-TA_EXPORT size_t tagalloc_check_books(void) {
-  static uint64_t walk_bytes[TA_TAG_SLOTS], walk_blocks[TA_TAG_SLOTS], walk_req[TA_TAG_SLOTS]; /* one caller at a time */
+/* What the heap holds, per tag, found by walking it (the arena's page
+ * descriptors and the huge table, never the books): small spans count
+ * their used blocks less those other threads freed and the owner has not
+ * collected yet, large spans and huge blocks count whole. Requested bytes
+ * only with TAGALLOC_REQUESTED. Into the static arrays below (one caller
+ * at a time: check_books, or a forked child before it runs anything). */
+static uint64_t _ta_walk_bytes[TA_TAG_SLOTS], _ta_walk_blocks[TA_TAG_SLOTS], _ta_walk_req[TA_TAG_SLOTS];
+
+static void _ta_walk_heap(void) {
   static uint8_t freed[4096 / 8];
-  if (atomic_load(&_ta_init_state) < 2) return 0;
-  memset(walk_bytes, 0, sizeof walk_bytes);
-  memset(walk_blocks, 0, sizeof walk_blocks);
-  memset(walk_req, 0, sizeof walk_req);
+  memset(_ta_walk_bytes, 0, sizeof _ta_walk_bytes);
+  memset(_ta_walk_blocks, 0, sizeof _ta_walk_blocks);
+  memset(_ta_walk_req, 0, sizeof _ta_walk_req);
   pthread_mutex_lock(&_ta_arena_lock);
   size_t na = atomic_load(&_ta_narenas);
   for (size_t ai = 0; ai < na; ai++) {
@@ -447,8 +446,8 @@ TA_EXPORT size_t tagalloc_check_books(void) {
         size_t remote = 0;
         for (const _ta_block_t *b = (const _ta_block_t *)atomic_load(&h->xthread_free); b; b = b->next) remote++;
         size_t live = h->used - remote;
-        walk_bytes[h->tag] += live * h->block_size;
-        walk_blocks[h->tag] += live;
+        _ta_walk_bytes[h->tag] += live * h->block_size;
+        _ta_walk_blocks[h->tag] += live;
         if (h->slop) { /* requested bytes of the live blocks: carved, on no free list */
           memset(freed, 0, sizeof freed);
           const _ta_block_t *lists[2] = {h->free, (const _ta_block_t *)atomic_load(&h->xthread_free)};
@@ -458,12 +457,12 @@ TA_EXPORT size_t tagalloc_check_books(void) {
               freed[k / 8] |= (uint8_t)(1u << (k % 8));
             }
           for (size_t k = 0; k < h->capacity; k++)
-            if (!(freed[k / 8] & (1u << (k % 8)))) walk_req[h->tag] += h->block_size - _ta_slop_get(h, k);
+            if (!(freed[k / 8] & (1u << (k % 8)))) _ta_walk_req[h->tag] += h->block_size - _ta_slop_get(h, k);
         }
       } else if (h->kind == TA_KIND_LARGE) {
-        walk_bytes[h->tag] += np << TA_PAGE_SHIFT;
-        walk_blocks[h->tag]++;
-        walk_req[h->tag] += h->requested;
+        _ta_walk_bytes[h->tag] += np << TA_PAGE_SHIFT;
+        _ta_walk_blocks[h->tag]++;
+        _ta_walk_req[h->tag] += h->requested;
       }
       i += np;
     }
@@ -473,23 +472,57 @@ TA_EXPORT size_t tagalloc_check_books(void) {
   for (size_t i = 0; i < _ta_huge_cap; i++) {
     _ta_huge_t *e = &_ta_huge_tab[i];
     if (e->addr <= TA_HUGE_DELETED) continue;
-    walk_bytes[e->tag] += e->mapped;
-    walk_blocks[e->tag]++;
-    walk_req[e->tag] += e->requested;
+    _ta_walk_bytes[e->tag] += e->mapped;
+    _ta_walk_blocks[e->tag]++;
+    _ta_walk_req[e->tag] += e->requested;
   }
   pthread_mutex_unlock(&_ta_huge_lock);
+}
+
+/* In a child forked while other threads allocated: its books were copied
+ * before the fork, so other threads' counts may be a few operations off
+ * what the heap holds (the heap itself is exact: fork copied it at once).
+ * Bring every tag's live figures in line with a walk of the heap, through
+ * the fallback counters; cumulative figures keep the copy's. */
+static void _ta_books_resync(void) {
+  _ta_walk_heap();
+  uint32_t n = atomic_load(&_ta_books->tag_count);
+  for (uint32_t id = 0; id < TA_TAG_SLOTS; id++) {
+    if (id >= n && id != TA_TAG_OVERFLOW) continue;
+    _ta_sum_t s = _ta_tag_sum(id);
+    _ta_ctr_t *f = &_ta_ctr_fallback[id];
+    uint64_t live = s.alloc_bytes - s.free_bytes, blocks = s.alloc_blocks - s.free_blocks, req = s.alloc_req - s.free_req;
+    if (_ta_walk_bytes[id] > live) TA_CTR_ADD(f->alloc_bytes, _ta_walk_bytes[id] - live);
+    else TA_CTR_ADD(f->free_bytes, live - _ta_walk_bytes[id]);
+    if (_ta_walk_blocks[id] > blocks) TA_CTR_ADD(f->alloc_blocks, _ta_walk_blocks[id] - blocks);
+    else TA_CTR_ADD(f->free_blocks, blocks - _ta_walk_blocks[id]);
+    if (_ta_opt.requested) {
+      if (_ta_walk_req[id] > req) TA_CTR_ADD(f->alloc_req, _ta_walk_req[id] - req);
+      else TA_CTR_ADD(f->free_req, req - _ta_walk_req[id]);
+    }
+  }
+}
+
+/* Check that, for every tag, the live bytes and blocks found in the heap
+ * (_ta_walk_heap) equal the books (alloc - free over every thread). Only
+ * exact when no other thread is allocating or freeing: a test calls it
+ * after joining its threads. Aborts with the first tag that differs;
+ * returns the number of tags checked. */
+TA_EXPORT size_t tagalloc_check_books(void) {
+  if (atomic_load(&_ta_init_state) < 2) return 0;
+  _ta_walk_heap();
   size_t checked = 0;
   uint32_t n = atomic_load(&_ta_books->tag_count);
   for (uint32_t id = 0; id < TA_TAG_SLOTS; id++) {
     if (id >= n && id != TA_TAG_OVERFLOW) continue;
     _ta_sum_t s = _ta_tag_sum(id);
     uint64_t live = s.alloc_bytes - s.free_bytes, blocks = s.alloc_blocks - s.free_blocks;
-    if (live != walk_bytes[id] || blocks != walk_blocks[id])
+    if (live != _ta_walk_bytes[id] || blocks != _ta_walk_blocks[id])
       _ta_fatal("books of tag \"%s\": %zu bytes in %zu blocks, but the heap holds %zu bytes in %zu blocks",
-                _ta_tag_names[id].name, (size_t)live, (size_t)blocks, (size_t)walk_bytes[id], (size_t)walk_blocks[id]);
-    if (_ta_opt.requested && s.alloc_req - s.free_req != walk_req[id])
+                _ta_tag_names[id].name, (size_t)live, (size_t)blocks, (size_t)_ta_walk_bytes[id], (size_t)_ta_walk_blocks[id]);
+    if (_ta_opt.requested && s.alloc_req - s.free_req != _ta_walk_req[id])
       _ta_fatal("books of tag \"%s\": %zu requested bytes, but the heap's live blocks asked for %zu",
-                _ta_tag_names[id].name, (size_t)(s.alloc_req - s.free_req), (size_t)walk_req[id]);
+                _ta_tag_names[id].name, (size_t)(s.alloc_req - s.free_req), (size_t)_ta_walk_req[id]);
     checked++;
   }
   return checked;

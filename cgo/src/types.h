@@ -80,7 +80,11 @@
 
 #include "sizeclasses.h"
 
-#define TAGALLOC_BUILDING 1 /* tagalloc.h: we define its functions */
+#define TAGALLOC_BUILDING 1
+
+#ifndef TA_SAMPLING
+#define TA_SAMPLING 0 /* 1: sampled stacks (sample.c); tagalloc run builds both */
+#endif /* tagalloc.h: we define its functions */
 
 /* ---- build configuration ------------------------------------------------ */
 
@@ -194,7 +198,7 @@ typedef struct _ta_page_s {
   uint64_t freed_at_ms;       /* when the span became free (dirty list) */
   size_t requested;           /* large: bytes the caller asked for */
   uint32_t tag;               /* the tag its blocks are charged to */
-  uint32_t pad2;
+  _Atomic(uint32_t) sampled;  /* sampled live blocks in it (TA_SAMPLING builds) */
 } _ta_page_t;
 
 _Static_assert(sizeof(_ta_page_t) == 128, "page descriptor must be 128 bytes");
@@ -301,6 +305,8 @@ typedef struct _ta_options_s {
   size_t requested;         /* TAGALLOC_REQUESTED: keep every block's requested size */
   size_t fault_every;       /* TAGALLOC_FAULT_EVERY: testing, see _ta_fault */
   size_t fault_count;       /* TAGALLOC_FAULT_COUNT */
+  size_t stacks;            /* TAGALLOC_STACKS: 0 off, 1 sampled, 2 full (sample.c) */
+  size_t sample_rate;       /* TAGALLOC_SAMPLE_RATE: mean bytes between samples */
 } _ta_options_t;
 
 /* ---- globals --------------------------------------------------------------- */

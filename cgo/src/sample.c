@@ -1,0 +1,488 @@
+/* sample.c: who allocated it (DESIGN.md D7), in builds with TA_SAMPLING
+ * (tagalloc run --stacks sampled|full builds and preloads that variant, so
+ * the ordinary library pays nothing for it).
+ *
+ * Sampling is by bytes, as tcmalloc's and heapprofd's: each thread counts
+ * down an exponentially distributed number of bytes (mean
+ * TAGALLOC_SAMPLE_RATE) and the allocation that crosses zero is sampled;
+ * with TAGALLOC_STACKS=full every allocation is. A sampled block's stack is
+ * captured with the libgcc unwinder (DWARF CFI, so it works on distro
+ * binaries without frame pointers), deduplicated into a stack id, and an
+ * ALLOC event goes into the events ring; the block's address goes into the
+ * sampled set, so its free (or in-place resize) emits an event too. The
+ * pages holding sampled blocks count them (pg->sampled): frees into other
+ * pages never look at the set.
+ *
+ * The events ring is the file $TAGALLOC_DIR/PID.events, mapped shared, the
+ * heapprofd pattern: writers (any thread) reserve space with a CAS on head,
+ * write their record, then publish its first word (length and type) with a
+ * release store; the reader (tagalloc run) consumes committed records from
+ * tail, zeroes them and advances tail. A full ring never blocks: the event
+ * is counted in dropped. Layout (version 1; the Go reader is
+ * stacks/ring.go): the header below, then the ring. Records are multiples
+ * of 8 bytes; their first word is len | type << 32, and they may wrap
+ * around the end of the ring (the first word never does).
+ *   MODULE  u64 start, end, file offset, bias; u32 build-id len, path len; bytes
+ *   STACK   u32 id, depth; u64 pc[depth] (return addresses, innermost first)
+ *   ALLOC   u64 addr, usable, requested; u32 tag, stack
+ *   FREE    u64 addr
+ *   RESIZE  u64 old addr, new addr, usable, requested (realloc of a
+ *           sampled block: it stays sampled, in place or moved)
+ *
+ * Nothing here allocates through the allocator, and nothing is called with
+ * one of its locks held; a thread inside the sampler does not sample the
+ * allocations the unwinder or loader might make (_ta_in_sampler). */
+
+#if TA_SAMPLING
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <unwind.h>
+
+#define TA_EV_MAGIC "TAEVENTS"
+#define TA_EV_VERSION 1
+#define TA_EV_RING (64 * TA_MiB)
+#define TA_STACK_MAX 64
+
+enum { TA_EV_MODULE = 1, TA_EV_STACK = 2, TA_EV_ALLOC = 3, TA_EV_FREE = 4, TA_EV_RESIZE = 5 };
+
+typedef struct _ta_ev_hdr_s {
+  char magic[8];            /* "TAEVENTS" */
+  uint32_t version;         /* TA_EV_VERSION */
+  uint32_t header_size;     /* sizeof: the ring starts here */
+  uint64_t ring_size;       /* bytes, a power of two */
+  uint32_t pid, mode;       /* mode: 1 sampled, 2 full */
+  uint64_t sample_rate;     /* mean bytes between samples (1: every block) */
+  uint64_t pad0[3];
+  _Atomic(uint64_t) head;   /* bytes reserved by writers (own cache line) */
+  uint64_t pad1[7];
+  _Atomic(uint64_t) tail;   /* bytes consumed: written by the reader */
+  uint64_t pad2[7];
+  _Atomic(uint64_t) dropped;       /* events lost to a full ring */
+  _Atomic(uint64_t) dropped_bytes; /* usable bytes of the ALLOC events lost */
+  _Atomic(uint64_t) samples;       /* ALLOC events written */
+  uint64_t pad3[5];
+} _ta_ev_hdr_t;
+
+static _ta_ev_hdr_t *_ta_ev;
+static uint8_t *_ta_ev_ring;
+static __thread int64_t _ta_sample_left; /* bytes until the next sample */
+static __thread uint64_t _ta_sample_rng;
+static __thread bool _ta_in_sampler;
+static pthread_mutex_t _ta_sample_lock = PTHREAD_MUTEX_INITIALIZER; /* leaf */
+
+/* ---- the ring -------------------------------------------------------------- */
+
+/* Copy n bytes to ring position pos (wrapping). */
+static void _ta_ev_put(uint64_t pos, const void *src, size_t n) {
+  uint64_t mask = _ta_ev->ring_size - 1;
+  size_t off = (size_t)(pos & mask), first = n;
+  if (off + n > _ta_ev->ring_size) first = _ta_ev->ring_size - off;
+  memcpy(_ta_ev_ring + off, src, first);
+  if (first < n) memcpy(_ta_ev_ring, (const uint8_t *)src + first, n - first);
+}
+
+/* Write one record: its body (len - 8 bytes, len a multiple of 8), then
+ * its first word. False if the ring is full (counted). */
+static bool _ta_ev_write(uint32_t type, const void *body, size_t len) {
+  if (!_ta_ev) return false;
+  uint64_t h = atomic_load_explicit(&_ta_ev->head, memory_order_relaxed);
+  do {
+    uint64_t t = atomic_load_explicit(&_ta_ev->tail, memory_order_acquire);
+    if (h + len - t > _ta_ev->ring_size) {
+      atomic_fetch_add_explicit(&_ta_ev->dropped, 1, memory_order_relaxed);
+      return false;
+    }
+  } while (!atomic_compare_exchange_weak_explicit(&_ta_ev->head, &h, h + len, memory_order_relaxed, memory_order_relaxed));
+  _ta_ev_put(h + 8, body, len - 8);
+  uint64_t first = (uint64_t)len | (uint64_t)type << 32;
+  atomic_store_explicit((_Atomic(uint64_t) *)(_ta_ev_ring + (h & (_ta_ev->ring_size - 1))), first, memory_order_release);
+  return true;
+}
+
+/* ---- modules ---------------------------------------------------------------- */
+
+#define TA_MOD_MAX 4096
+typedef struct { uintptr_t start, end; } _ta_range_t;
+static _ta_range_t _ta_mods[TA_MOD_MAX]; /* executable ranges announced */
+static size_t _ta_nmods;
+static _ta_range_t _ta_self; /* our own code: frames in it are skipped */
+
+static bool _ta_mod_known(uintptr_t pc) {
+  for (size_t i = 0; i < _ta_nmods; i++)
+    if (pc >= _ta_mods[i].start && pc < _ta_mods[i].end) return true;
+  return false;
+}
+
+/* The GNU build-id of a loaded object, from its notes in memory. */
+static size_t _ta_build_id(struct dl_phdr_info *info, const uint8_t **out) {
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_NOTE) continue;
+    const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+      const uint8_t *name = p + sizeof(*n), *desc = name + ((n->n_namesz + 3) & ~3u);
+      if (desc + n->n_descsz > end) break;
+      if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+        *out = desc;
+        return n->n_descsz;
+      }
+      p = desc + ((n->n_descsz + 3) & ~3u);
+    }
+  }
+  return 0;
+}
+
+static int _ta_mod_visit(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  bool self = arg != NULL;
+  const char *path = info->dlpi_name;
+  char exe[512];
+  if (!path || !*path) { /* the main program */
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    path = exe;
+  }
+  const uint8_t *bid = NULL;
+  size_t bidlen = 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+    uintptr_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
+    if (self) {
+      if ((uintptr_t)&_ta_mod_visit >= start && (uintptr_t)&_ta_mod_visit < end) _ta_self = (_ta_range_t){start, end};
+      continue;
+    }
+    if (_ta_mod_known(start) || _ta_nmods == TA_MOD_MAX) continue;
+    _ta_mods[_ta_nmods++] = (_ta_range_t){start, end};
+    if (!bid) bidlen = _ta_build_id(info, &bid);
+    size_t plen = strnlen(path, 4096);
+    uint8_t rec[4096 + 64 + 48];
+    uint64_t f[4] = {start, end, ph->p_offset, info->dlpi_addr};
+    uint32_t lens[2] = {(uint32_t)bidlen, (uint32_t)plen};
+    size_t n = 0;
+    memcpy(rec + n, f, sizeof f), n += sizeof f;
+    memcpy(rec + n, lens, sizeof lens), n += sizeof lens;
+    if (bidlen > 64) bidlen = 64;
+    memcpy(rec + n, bid, bidlen), n += bidlen;
+    memcpy(rec + n, path, plen), n += plen;
+    size_t len = _ta_align_up(n + 8, 8);
+    memset(rec + n, 0, len - 8 - n);
+    _ta_ev_write(TA_EV_MODULE, rec, len);
+  }
+  return 0;
+}
+
+/* Announce the objects loaded since the last look (sample lock held). */
+static void _ta_mods_scan(void) { dl_iterate_phdr(_ta_mod_visit, NULL); }
+
+/* ---- stacks ------------------------------------------------------------------- */
+
+#define TA_STACK_TAB (1u << 16) /* slots; ids past it are not deduplicated */
+typedef struct { uint64_t hash; uint32_t id; uint32_t used; } _ta_stack_slot_t;
+static _ta_stack_slot_t *_ta_stacks; /* open addressing, never shrinks */
+static uint32_t _ta_stack_count;
+
+typedef struct { uintptr_t *pc; int n; } _ta_unwind_t;
+
+static _Unwind_Reason_Code _ta_unwind_cb(struct _Unwind_Context *ctx, void *arg) {
+  _ta_unwind_t *u = arg;
+  uintptr_t pc = (uintptr_t)_Unwind_GetIP(ctx);
+  if (!pc) return _URC_END_OF_STACK;
+  if (u->n == 0 && pc >= _ta_self.start && pc < _ta_self.end) return _URC_NO_REASON; /* ours */
+  u->pc[u->n++] = pc;
+  return u->n == TA_STACK_MAX ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+/* The calling thread's stack, innermost first, without our own frames. */
+static int _ta_stack_capture(uintptr_t *pc) {
+  _ta_unwind_t u = {pc, 0};
+  _Unwind_Backtrace(_ta_unwind_cb, &u);
+  return u.n;
+}
+
+/* The id of stack pc[0..n), written to the ring the first time it is seen
+ * (sample lock held). */
+static uint32_t _ta_stack_id(const uintptr_t *pc, int n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < n; i++) {
+    h ^= pc[i];
+    h *= 0x100000001b3ull;
+    if (!_ta_mod_known(pc[i])) _ta_mods_scan();
+  }
+  h |= 1;
+  uint32_t mask = TA_STACK_TAB - 1, i = (uint32_t)(h ^ (h >> 32)) & mask;
+  if (_ta_stacks) {
+    for (uint32_t probe = 0; probe < 64; probe++, i = (i + 1) & mask) {
+      if (_ta_stacks[i].hash == h) return _ta_stacks[i].id;
+      if (!_ta_stacks[i].used) break;
+    }
+  }
+  uint32_t id = ++_ta_stack_count;
+  if (_ta_stacks && !_ta_stacks[i].used) _ta_stacks[i] = (_ta_stack_slot_t){h, id, 1};
+  uint64_t rec[1 + TA_STACK_MAX];
+  uint32_t head[2] = {id, (uint32_t)n};
+  memcpy(rec, head, 8);
+  for (int k = 0; k < n; k++) rec[1 + k] = pc[k];
+  _ta_ev_write(TA_EV_STACK, rec, 8 + 8 + 8 * (size_t)n);
+  return id;
+}
+
+/* ---- the sampled set --------------------------------------------------------- */
+
+/* Addresses of live sampled blocks: open addressing with tombstones, grown
+ * (rehashed into a new mapping) at half full. */
+#define TA_SET_EMPTY 0
+#define TA_SET_TOMB 1
+static uintptr_t *_ta_set;
+static size_t _ta_set_cap, _ta_set_used, _ta_set_live;
+
+static size_t _ta_set_slot(uintptr_t a) { return (size_t)((a >> 4) * 0x9E3779B97F4A7C15ull >> 20) & (_ta_set_cap - 1); }
+
+static bool _ta_set_grow(void) {
+  size_t cap = _ta_set_cap ? _ta_set_cap * 2 : 4096;
+  if (_ta_set_live * 4 < _ta_set_cap) cap = _ta_set_cap; /* tombstones: rehash in place */
+  uintptr_t *old = _ta_set, *nt = _ta_os_map(cap * sizeof(uintptr_t), TA_OS_PAGE);
+  if (!nt) return false;
+  size_t oldcap = _ta_set_cap;
+  _ta_set = nt, _ta_set_cap = cap, _ta_set_used = _ta_set_live = 0;
+  for (size_t i = 0; i < oldcap; i++) {
+    if (old[i] <= TA_SET_TOMB) continue;
+    size_t j = _ta_set_slot(old[i]);
+    while (_ta_set[j] != TA_SET_EMPTY) j = (j + 1) & (cap - 1);
+    _ta_set[j] = old[i], _ta_set_used++, _ta_set_live++;
+  }
+  if (old) _ta_os_release(old, oldcap * sizeof(uintptr_t));
+  return true;
+}
+
+static bool _ta_set_add(uintptr_t a) {
+  if ((_ta_set_used + 1) * 2 > _ta_set_cap && !_ta_set_grow()) return false;
+  size_t j = _ta_set_slot(a);
+  while (_ta_set[j] > TA_SET_TOMB) {
+    if (_ta_set[j] == a) return true;
+    j = (j + 1) & (_ta_set_cap - 1);
+  }
+  if (_ta_set[j] == TA_SET_EMPTY) _ta_set_used++;
+  _ta_set[j] = a, _ta_set_live++;
+  return true;
+}
+
+static bool _ta_set_has(uintptr_t a) {
+  if (!_ta_set_cap) return false;
+  for (size_t j = _ta_set_slot(a); _ta_set[j] != TA_SET_EMPTY; j = (j + 1) & (_ta_set_cap - 1))
+    if (_ta_set[j] == a) return true;
+  return false;
+}
+
+static bool _ta_set_remove(uintptr_t a) {
+  if (!_ta_set_cap) return false;
+  for (size_t j = _ta_set_slot(a);; j = (j + 1) & (_ta_set_cap - 1)) {
+    if (_ta_set[j] == TA_SET_EMPTY) return false;
+    if (_ta_set[j] == a) {
+      _ta_set[j] = TA_SET_TOMB, _ta_set_live--;
+      return true;
+    }
+  }
+}
+
+/* ---- the countdown -------------------------------------------------------------- */
+
+/* -ln(u) for u in (0, 1], to about 1e-5, without libm. */
+static double _ta_neg_ln(double u) {
+  int e = 0;
+  while (u < 1.0) u *= 2, e--; /* u in [1, 2) after at most 53 steps */
+  double z = (u - 1) / (u + 1), z2 = z * z;
+  double ln = 2 * z * (1 + z2 * (1.0 / 3 + z2 * (1.0 / 5 + z2 * (1.0 / 7 + z2 / 9))));
+  return -(ln + e * 0.6931471805599453);
+}
+
+/* The bytes to the next sample: exponential with mean rate. */
+static int64_t _ta_sample_next(void) {
+  if (_ta_opt.sample_rate <= 1) return 0;
+  uint64_t x = _ta_sample_rng;
+  if (!x) x = (uintptr_t)&x ^ _ta_free_key ^ (uint64_t)_ta_now_ms(); /* per thread */
+  x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+  _ta_sample_rng = x;
+  double u = (double)((x * 0x2545F4914F6CDD1Dull) >> 11 | 1) / 9007199254740992.0;
+  double n = _ta_neg_ln(u) * (double)_ta_opt.sample_rate;
+  return n > 1e15 ? (int64_t)1e15 : (int64_t)n;
+}
+
+/* ---- set up ---------------------------------------------------------------------------- */
+
+/* Map the events file (at initialization and in a forked child). */
+static void _ta_sample_open(void) {
+  _ta_ev = NULL;
+  if (!_ta_opt.stacks || !_ta_books_shared) return; /* no reader: nothing to sample for */
+  /* DIR/PID.events, made as DIR/PID.events.new and renamed into place, so
+   * a reader of the file of a process that exec'd keeps its own */
+  char path[600], tmp[620];
+  if (!_ta_books_path(path, sizeof path - 8, getpid())) return;
+  memcpy(path + strlen(path) - strlen(".tagalloc"), ".events", 8);
+  size_t pn = strlen(path);
+  memcpy(tmp, path, pn);
+  memcpy(tmp + pn, ".new", 5);
+  int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
+  size_t bytes = sizeof(_ta_ev_hdr_t) + TA_EV_RING;
+  void *p = MAP_FAILED;
+  if (ftruncate(fd, (off_t)bytes) == 0) p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p != MAP_FAILED) {
+    _ta_ev_hdr_t *h = p; /* whole before it has its name */
+    h->version = TA_EV_VERSION;
+    h->header_size = sizeof(_ta_ev_hdr_t);
+    h->ring_size = TA_EV_RING;
+    h->pid = (uint32_t)getpid();
+    h->mode = (uint32_t)_ta_opt.stacks;
+    h->sample_rate = _ta_opt.stacks == 2 ? 1 : _ta_opt.sample_rate;
+    memcpy(h->magic, TA_EV_MAGIC, 8);
+    if (rename(tmp, path) != 0) {
+      munmap(p, bytes);
+      p = MAP_FAILED;
+    }
+  }
+  if (p == MAP_FAILED) {
+    unlink(tmp);
+    _ta_warn("cannot map %s (errno %d): no stacks", path, errno);
+    return;
+  }
+  _ta_ev_hdr_t *h = p;
+  _ta_ev_ring = (uint8_t *)p + sizeof(_ta_ev_hdr_t);
+  _ta_ev = h;
+  _ta_nmods = 0;
+  _ta_stack_count = 0;
+  if (_ta_stacks) memset(_ta_stacks, 0, TA_STACK_TAB * sizeof(_ta_stack_slot_t));
+}
+
+static void _ta_sample_init(void) {
+  if (_ta_opt.stacks == 2) _ta_opt.sample_rate = 1;
+  _ta_sample_open();
+  if (!_ta_ev) return;
+  _ta_stacks = _ta_os_map(TA_STACK_TAB * sizeof(_ta_stack_slot_t), TA_OS_PAGE);
+}
+
+/* ---- the hooks ------------------------------------------------------------------------- */
+
+static size_t _ta_usable_of(void *p); /* alloc.c */
+
+/* Mark p sampled (sample lock held). */
+static void _ta_sample_mark(void *p) {
+  if (!_ta_set_add((uintptr_t)p)) return;
+  _ta_page_t *pg = _ta_page_of(p);
+  if (pg) atomic_fetch_add_explicit(&pg->sampled, 1, memory_order_relaxed);
+}
+
+static void _ta_sample_unmark(void *p) {
+  if (!_ta_set_remove((uintptr_t)p)) return;
+  _ta_page_t *pg = _ta_page_of(p);
+  if (pg) atomic_fetch_sub_explicit(&pg->sampled, 1, memory_order_relaxed);
+}
+
+/* The countdown crossed zero at block p (requested bytes req, charged to
+ * tag): record it, and start the next countdown. */
+TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
+  if (!_ta_sample_rng && _ta_ev) { /* the thread's first countdown: drawn, not 0 */
+    _ta_sample_left = _ta_sample_next() - (int64_t)(req ? req : 1);
+    if (_ta_sample_left >= 0) return p;
+  }
+  if (!p || _ta_in_sampler || !_ta_ev) {
+    _ta_sample_left = _ta_ev ? _ta_sample_next() : INT64_MAX / 2;
+    return p;
+  }
+  _ta_in_sampler = true;
+  int e = errno;
+  if (ta_unlikely(!_ta_self.start)) { /* our code's range, to leave our frames out */
+    pthread_mutex_lock(&_ta_sample_lock);
+    if (!_ta_self.start) dl_iterate_phdr(_ta_mod_visit, (void *)1);
+    pthread_mutex_unlock(&_ta_sample_lock);
+  }
+  uintptr_t pc[TA_STACK_MAX];
+  int n = _ta_stack_capture(pc); /* no lock held: the unwinder may take the loader's */
+  size_t usable = _ta_usable_of(p);
+  pthread_mutex_lock(&_ta_sample_lock);
+  uint32_t stack = _ta_stack_id(pc, n);
+  uint64_t rec[4] = {(uintptr_t)p, usable, req, (uint64_t)tag | (uint64_t)stack << 32};
+  if (_ta_ev_write(TA_EV_ALLOC, rec, 8 + sizeof rec)) {
+    atomic_fetch_add_explicit(&_ta_ev->samples, 1, memory_order_relaxed);
+    _ta_sample_mark(p);
+  } else {
+    atomic_fetch_add_explicit(&_ta_ev->dropped_bytes, usable, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&_ta_sample_lock);
+  errno = e;
+  _ta_sample_left = _ta_sample_next();
+  _ta_in_sampler = false;
+  return p;
+}
+
+/* Called by the allocation paths with block p just handed out: count it
+ * down, and sample it when the count crosses zero. */
+static inline void *_ta_sample_alloc(void *p, size_t req, uint32_t tag) {
+  if (ta_likely((_ta_sample_left -= (int64_t)(req ? req : 1)) >= 0)) return p;
+  return _ta_sample_take(p, req, tag);
+}
+
+/* Block p, about to be freed, may be sampled (its page counts some, or it
+ * is large or huge): if it is, say it is freed. */
+static __thread void *_ta_realloc_keep; /* alloc.c: the block realloc is moving */
+
+TA_NOINLINE static void _ta_sample_free(void *p) {
+  if (!_ta_ev || p == _ta_realloc_keep) return;
+  pthread_mutex_lock(&_ta_sample_lock);
+  if (_ta_set_has((uintptr_t)p)) {
+    _ta_sample_unmark(p);
+    uint64_t rec[1] = {(uintptr_t)p};
+    _ta_ev_write(TA_EV_FREE, rec, 16);
+  }
+  pthread_mutex_unlock(&_ta_sample_lock);
+}
+
+/* realloc moved or resized block p to q (maybe p itself): a sampled block
+ * stays sampled at its new place (one chain, for the growth diagnosis),
+ * unless q was sampled on its own, which ends p's chain. */
+TA_NOINLINE static void _ta_sample_resize(void *p, void *q, size_t req) {
+  if (!_ta_ev) return;
+  pthread_mutex_lock(&_ta_sample_lock);
+  if (_ta_set_has((uintptr_t)p)) {
+    _ta_sample_unmark(p);
+    if (p != q && _ta_set_has((uintptr_t)q)) {
+      uint64_t rec[1] = {(uintptr_t)p};
+      _ta_ev_write(TA_EV_FREE, rec, 16);
+    } else {
+      _ta_sample_mark(q);
+      uint64_t rec[4] = {(uintptr_t)p, (uintptr_t)q, _ta_usable_of(q), req};
+      _ta_ev_write(TA_EV_RESIZE, rec, 8 + sizeof rec);
+    }
+  }
+  pthread_mutex_unlock(&_ta_sample_lock);
+}
+
+static void _ta_sample_fork_prepare(void) { pthread_mutex_lock(&_ta_sample_lock); }
+static void _ta_sample_fork_parent(void) { pthread_mutex_unlock(&_ta_sample_lock); }
+/* The child gets an events file of its own; stack ids and modules start
+ * over there (its reader knows none). Blocks sampled in the parent stay in
+ * the set: their frees are reported, to a reader that ignores them. */
+static void _ta_sample_fork_child(void) {
+  pthread_mutex_init(&_ta_sample_lock, NULL);
+  if (_ta_ev) _ta_sample_open();
+}
+
+#define TA_SAMPLED(pg) (atomic_load_explicit(&(pg)->sampled, memory_order_relaxed) != 0)
+
+#else /* !TA_SAMPLING: no cost, no code */
+
+#define _ta_sample_alloc(p, req, tag) (p)
+#define _ta_sample_free(p) ((void)0)
+#define _ta_sample_resize(p, q, req) ((void)0)
+#define _ta_sample_init() ((void)0)
+#define _ta_sample_fork_prepare() ((void)0)
+#define _ta_sample_fork_parent() ((void)0)
+#define _ta_sample_fork_child() ((void)0)
+#define TA_SAMPLED(pg) false
+
+#endif
