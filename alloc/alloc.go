@@ -9,6 +9,7 @@ import (
 
 	"github.com/tagalloc/tagalloc/arena"
 	"github.com/tagalloc/tagalloc/sizeclass"
+	"github.com/tagalloc/tagalloc/tagtable"
 )
 
 // empty is what a zero-byte request returns: non-nil, len and cap 0, not
@@ -39,9 +40,9 @@ func (t *Tag) Malloc(n int) []byte {
 			if st := s.tags[t.id].Load(); st != nil {
 				if p, _ := st.bins.Pop(c); p != nil {
 					ctr := st.ctr
-					add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
-					add(&ctr.AllocBlocks, 1)
-					add(&ctr.AllocReq, uint64(n))
+					tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
+					tagtable.Add(&ctr.AllocBlocks, 1)
+					tagtable.Add(&ctr.AllocReq, uint64(n))
 					raceRelease(unsafe.Pointer(s))
 					procUnpin()
 					return unsafe.Slice((*byte)(p), n)
@@ -65,9 +66,9 @@ func (t *Tag) Calloc(n int) []byte {
 			if st := s.tags[t.id].Load(); st != nil {
 				if p, zero := st.bins.Pop(c); p != nil {
 					ctr := st.ctr
-					add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
-					add(&ctr.AllocBlocks, 1)
-					add(&ctr.AllocReq, uint64(n))
+					tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
+					tagtable.Add(&ctr.AllocBlocks, 1)
+					tagtable.Add(&ctr.AllocReq, uint64(n))
 					raceRelease(unsafe.Pointer(s))
 					procUnpin()
 					b := unsafe.Slice((*byte)(p), n)
@@ -122,9 +123,9 @@ func (t *Tag) alloc(n int) (unsafe.Pointer, bool) {
 // and publishes the arena's figures.
 func (t *Tag) count(usable, req uint64) {
 	s, ctr := acquireFor(t.id)
-	add(&ctr.AllocBytes, usable)
-	add(&ctr.AllocBlocks, 1)
-	add(&ctr.AllocReq, req)
+	tagtable.Add(&ctr.AllocBytes, usable)
+	tagtable.Add(&ctr.AllocBlocks, 1)
+	tagtable.Add(&ctr.AllocReq, req)
 	s.release()
 	samplePeak(t.id)
 	publish()
@@ -149,9 +150,9 @@ func (t *Tag) allocSmall(n int) (unsafe.Pointer, bool) {
 			p, zero = s.cache.Refill(t.id, c)
 		}
 		if p != nil {
-			add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
-			add(&ctr.AllocBlocks, 1)
-			add(&ctr.AllocReq, uint64(n))
+			tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
+			tagtable.Add(&ctr.AllocBlocks, 1)
+			tagtable.Add(&ctr.AllocReq, uint64(n))
 		}
 		rel := s.cache.TakeRelease()
 		s.release()
@@ -192,9 +193,9 @@ func Free(b []byte) {
 		raceAcquire(unsafe.Pointer(s))
 		if st := s.tags[id].Load(); st != nil && s.cache.FreeFast(sp, p, uintptr(cap(b))) {
 			ctr := st.ctr
-			add(&ctr.FreeBytes, uint64(sp.BlockSize()))
-			add(&ctr.FreeBlocks, 1)
-			add(&ctr.FreeReq, uint64(cap(b)))
+			tagtable.Add(&ctr.FreeBytes, uint64(sp.BlockSize()))
+			tagtable.Add(&ctr.FreeBlocks, 1)
+			tagtable.Add(&ctr.FreeReq, uint64(cap(b)))
 			raceRelease(unsafe.Pointer(s))
 			procUnpin()
 			return
@@ -213,9 +214,9 @@ func freeSmallSlow(sp *arena.Span, p unsafe.Pointer, req uint64) {
 	s, ctr := acquireFor(sp.Tag())
 	ok := s.cache.Free(sp, p, off)
 	if ok {
-		add(&ctr.FreeBytes, uint64(sp.BlockSize()))
-		add(&ctr.FreeBlocks, 1)
-		add(&ctr.FreeReq, req)
+		tagtable.Add(&ctr.FreeBytes, uint64(sp.BlockSize()))
+		tagtable.Add(&ctr.FreeBlocks, 1)
+		tagtable.Add(&ctr.FreeReq, req)
 	}
 	rel := s.cache.TakeRelease()
 	s.release()
@@ -247,9 +248,9 @@ func freeBig(sp *arena.Span, p unsafe.Pointer, req uint64) {
 		usable, id = uint64(u), tag
 	}
 	s, ctr := acquireFor(id)
-	add(&ctr.FreeBytes, usable)
-	add(&ctr.FreeBlocks, 1)
-	add(&ctr.FreeReq, req)
+	tagtable.Add(&ctr.FreeBytes, usable)
+	tagtable.Add(&ctr.FreeBlocks, 1)
+	tagtable.Add(&ctr.FreeReq, req)
 	s.release()
 	publish()
 }
@@ -298,8 +299,8 @@ func Realloc(b []byte, n int) []byte {
 	}
 	if inPlace {
 		s, ctr := acquireFor(id)
-		add(&ctr.AllocReq, uint64(n))
-		add(&ctr.FreeReq, uint64(old))
+		tagtable.Add(&ctr.AllocReq, uint64(n))
+		tagtable.Add(&ctr.FreeReq, uint64(old))
 		s.release()
 		return unsafe.Slice((*byte)(p), n)
 	}

@@ -41,6 +41,8 @@ type Process struct {
 	Reports  []Item `json:"reports"`
 	// Torn: read from a running process while it changed; figures may be off.
 	Torn bool `json:"torn,omitempty"`
+	// Stacks: who allocated what, from sampled stacks (tagalloc run --stacks).
+	Stacks *Stacks `json:"stacks,omitempty"`
 }
 
 // Tag is one tag's exact books; bytes are usable bytes.

@@ -112,7 +112,9 @@ type Snapshot struct {
 	// process); the figures are then off by what changed meanwhile.
 	Torn      bool
 	Allocator Allocator
-	native    bool // written by the native library (it has heap records)
+	// TagNames are the registered tags by id (events name tags by id).
+	TagNames map[uint32]string
+	native   bool // written by the native library (it has heap records)
 }
 
 func fail(format string, args ...any) error {
@@ -311,6 +313,10 @@ func Parse(b []byte) (*Snapshot, error) {
 		if n <= 0 {
 			return nil, fail("tag %d has no name", t)
 		}
+		if s.TagNames == nil {
+			s.TagNames = map[uint32]string{}
+		}
+		s.TagNames[uint32(t)] = string(slot[:n])
 		tt := TagTotals{Name: string(slot[:n]), AllocBytes: alloc[t], AllocBlocks: allocN[t]}
 		if free[t] > alloc[t] || freeN[t] > allocN[t] || freeR[t] > allocR[t] {
 			s.Torn = true

@@ -47,10 +47,6 @@ type Counters struct {
 	AllocReq, FreeReq       atomic.Uint64
 }
 
-// Add adds n to a counter only the caller writes: a load and a store, no
-// locked instruction.
-func Add(c *atomic.Uint64, n uint64) { c.Store(c.Load() + n) }
-
 // Region is a books region this process writes. Its memory is a shared
 // mapping outside the Go heap: a file DIR/PID.NAME.tagalloc when
 // $TAGALLOC_DIR is set (tagalloc run sets it), else a memfd named

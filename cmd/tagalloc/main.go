@@ -23,7 +23,7 @@ import (
 
 const usage = `usage:
   tagalloc lib                           print the path of the preload library (building it if needed)
-  tagalloc run [-o FILE.json] [--stacks off] [--] PROG [ARGS...]
+  tagalloc run [-o FILE.json] [--stacks off|sampled|full] [--] PROG [ARGS...]
                                          run PROG with the library preloaded (children too), print
                                          its per-tag memory tree when it ends, exit with its status
   tagalloc report FILE.json [--format tree|json] [-o OUT]
@@ -80,20 +80,24 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("o", "", "write the JSON report to `FILE`")
-	stacks := fs.String("stacks", "off", "stack capture: off (sampled and full are not built yet)")
+	stacks := fs.String("stacks", "off", "who allocated it: off, sampled (by bytes, see TAGALLOC_SAMPLE_RATE) or full (every block)")
 	quiet := fs.Bool("q", false, "do not print the tree")
 	if err := fs.Parse(args); err != nil {
 		return 2, err
 	}
-	if *stacks != "off" {
-		return 2, fmt.Errorf("run: --stacks %s: only off works in this version (stack sampling is not built yet)", *stacks)
+	if *stacks != "off" && *stacks != "sampled" && *stacks != "full" {
+		return 2, fmt.Errorf("run: --stacks %s: off, sampled or full", *stacks)
 	}
 	prog := fs.Args()
 	if len(prog) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2, errors.New("run: no program given (tagalloc run -- PROG [ARGS...])")
 	}
-	lib, err := cgo.Library()
+	build := cgo.Library
+	if *stacks != "off" {
+		build = cgo.StacksLibrary
+	}
+	lib, err := build()
 	if err != nil {
 		return 1, err
 	}
@@ -109,7 +113,7 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	cmd := exec.Command(path, prog[1:]...)
 	cmd.Args[0] = prog[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(preloadEnv(os.Environ(), lib), "TAGALLOC_DIR="+books)
+	cmd.Env = append(preloadEnv(os.Environ(), lib), "TAGALLOC_DIR="+books, "TAGALLOC_STACKS="+*stacks)
 
 	// The child shares our terminal's process group, so ^C reaches it
 	// directly; we only forward what is sent to us alone.
@@ -118,6 +122,10 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
 		return 126, fmt.Errorf("run: %w", err)
+	}
+	var dr *drainer
+	if *stacks != "off" {
+		dr = startDrainer(books, 20*time.Millisecond)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -133,7 +141,15 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	err = cmd.Wait()
 	close(done)
 	code, werr := exitStatus(cmd.ProcessState, err)
-	rep, rerr := collect(books, cmd.ProcessState)
+	var profiles map[int]*tagtable.Profile
+	if dr != nil {
+		var errs []error
+		profiles, errs = dr.finish()
+		for _, e := range errs {
+			fmt.Fprintf(stderr, "tagalloc: stacks: %v\n", e)
+		}
+	}
+	rep, rerr := collect(books, cmd.ProcessState, profiles)
 	if rerr != nil {
 		return code, fmt.Errorf("run: reading the books: %w", rerr)
 	}
@@ -149,13 +165,18 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	return code, werr
 }
 
-// collect reads every region in the books directory into a report; the
-// launched process gets its exit status.
-func collect(dir string, ps *os.ProcessState) (*reporter.Report, error) {
+// collect reads every region in the books directory into a report, with
+// the stacks of the processes that have a profile; the launched process
+// gets its exit status.
+func collect(dir string, ps *os.ProcessState, profiles map[int]*tagtable.Profile) (*reporter.Report, error) {
 	snaps, err := tagtable.ReadDir(dir) // the others are reported all the same
 	rep := &reporter.Report{Schema: reporter.Schema, Processes: []reporter.Process{}}
+	sym := newSymbolizer()
 	for _, s := range snaps {
 		p := reporter.FromSnapshot(s)
+		if prof := profiles[s.PID]; prof != nil {
+			p.Stacks = reporter.FromProfile(prof, s.TagNames, sym)
+		}
 		if ps != nil && s.PID == ps.Pid() {
 			if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 				p.Signal = unix.SignalName(ws.Signal())

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -405,4 +406,111 @@ func TestSnapshotOfAGoProgram(t *testing.T) {
 	top, se, code := cli(t, "top", "-n", "1", pid)
 	require.Equal(t, 0, code, se)
 	require.Contains(t, top, "go-cache")
+}
+
+// buildStacksProg compiles testdata/stacks.c (-g, no frame pointers).
+func buildStacksProg(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "stacksprog")
+	b, err := exec.Command("cc", "-O1", "-g", "-fomit-frame-pointer", "-fno-builtin", "-o", out,
+		filepath.Join("testdata", "stacks.c")).CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	return out
+}
+
+// funcAt names the function of ELF file path holding file offset off.
+func funcAt(t *testing.T, path string, off uint64) string {
+	t.Helper()
+	f, err := elf.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	addr := off
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && off >= p.Off && off < p.Off+p.Filesz {
+			addr = off - p.Off + p.Vaddr
+		}
+	}
+	syms, err := f.Symbols()
+	require.NoError(t, err)
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && addr >= s.Value && addr < s.Value+s.Size {
+			return s.Name
+		}
+	}
+	return ""
+}
+
+// runStacks runs testdata/stacks.c under --stacks mode and returns the
+// program's own books and its process in the report.
+func runStacks(t *testing.T, mode string, env ...string) (string, map[string][4]uint64, reporter.Process) {
+	t.Helper()
+	prog := buildStacksProg(t)
+	bin, err := tagallocBin()
+	require.NoError(t, err)
+	out := filepath.Join(t.TempDir(), "report.json")
+	cmd := exec.Command(bin, "run", "-q", "--stacks", mode, "-o", out, "--", prog)
+	cmd.Env = append(os.Environ(), env...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	require.NoError(t, cmd.Run(), se.String())
+	rep, err := reporter.ReadFile(out)
+	require.NoError(t, err)
+	require.Len(t, rep.Processes, 1)
+	p := rep.Processes[0]
+	require.NotNil(t, p.Stacks, "no stacks section")
+	return prog, parseBooks(t, so.String()), p
+}
+
+// With every block recorded, the stacks' live figures per tag are exact,
+// and the frames name the functions that allocated.
+func TestRunStacksFull(t *testing.T) {
+	prog, want, p := runStacks(t, "full")
+	st := p.Stacks
+	require.Equal(t, "full", st.Mode)
+	require.Zero(t, st.Dropped)
+	live := map[string][2]uint64{}
+	sites := map[string]bool{}
+	for _, r := range st.Records {
+		v := live[r.Tag]
+		live[r.Tag] = [2]uint64{v[0] + r.LiveBytes, v[1] + r.LiveBlocks}
+		var names []string
+		for _, f := range r.Frames {
+			if f.Module == filepath.Base(prog) {
+				names = append(names, funcAt(t, prog, f.Offset))
+			}
+		}
+		require.NotEmpty(t, names, "record of tag %s has no frame in the program: %+v", r.Tag, r.Frames)
+		sites[r.Tag+":"+strings.Join(names, "<")] = true
+		require.Equal(t, filepath.Base(prog), r.Library, "%+v", r)
+	}
+	for _, tag := range []string{"gpu", "config", "grow"} {
+		require.Equal(t, [2]uint64{want[tag][0], want[tag][1]}, live[tag], "tag %s: stacks vs books", tag)
+	}
+	require.True(t, sites["gpu:make_texture<make_textures<main<_start"], "sites: %v", sites)
+	require.True(t, sites["config:parse_config<main<_start"], "sites: %v", sites)
+	require.True(t, sites["grow:grow_buffer<main<_start"], "sites: %v", sites)
+	for _, r := range st.Records {
+		if r.Tag == "grow" {
+			require.Greater(t, r.Reallocs, uint64(10000), "the realloc chain is one sampled block")
+		}
+	}
+	require.Equal(t, filepath.Base(prog), st.Libraries[0].Name)
+}
+
+// Sampled by bytes, the estimates are unbiased: within 20% of the exact
+// books at a rate giving a few hundred samples.
+func TestRunStacksSampled(t *testing.T) {
+	_, want, p := runStacks(t, "sampled", "TAGALLOC_SAMPLE_RATE=16K")
+	st := p.Stacks
+	require.Equal(t, "sampled", st.Mode)
+	require.Equal(t, uint64(16384), st.SampleRate)
+	var gpu float64
+	for _, r := range st.Records {
+		if r.Tag == "gpu" {
+			gpu += float64(r.LiveBytes)
+		}
+	}
+	exact := float64(want["gpu"][0])
+	require.InDelta(t, exact, gpu, 0.2*exact, "estimate %.0f, exact %.0f (%d samples)", gpu, exact, st.Samples)
+	require.Less(t, st.Samples, uint64(4000), "sampled, not every block")
 }

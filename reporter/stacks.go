@@ -1,0 +1,157 @@
+// Who allocated it: the "stacks" section of a process's report (DESIGN.md
+// D7), from the sampled profile of its events: one record per (stack,
+// tag), innermost frame first, and totals per shared library.
+
+package reporter
+
+import (
+	"math"
+	"path/filepath"
+	"sort"
+
+	"github.com/tagalloc/tagalloc/tagtable"
+)
+
+// Stacks is what the sampled stacks say. Bytes and blocks are estimates
+// (each sample weighed by the inverse of its probability; exact with
+// mode "full"), unlike the tags' figures, which are always exact.
+type Stacks struct {
+	Mode         string `json:"mode"`        // sampled or full
+	SampleRate   uint64 `json:"sample_rate"` // mean bytes between samples (1: every block)
+	Samples      uint64 `json:"samples"`
+	Dropped      uint64 `json:"dropped_events,omitempty"` // lost to a full ring
+	DroppedBytes uint64 `json:"dropped_bytes,omitempty"`
+	// UnknownFrees are frees of blocks the profile never saw (sampled in
+	// a parent before fork, or lost).
+	UnknownFrees uint64          `json:"unknown_frees,omitempty"`
+	Records      []StackRecord   `json:"records"`
+	Libraries    []LibraryTotals `json:"libraries"`
+}
+
+// StackRecord is what blocks allocated from one stack, under one tag,
+// hold and have held.
+type StackRecord struct {
+	Tag                string  `json:"tag"`
+	Library            string  `json:"library"` // the first frame outside libc and the allocator
+	Frames             []Frame `json:"frames"`  // innermost first
+	Samples            uint64  `json:"samples"`
+	LiveBytes          uint64  `json:"live_bytes"`
+	LiveRequestedBytes uint64  `json:"live_requested_bytes"`
+	LiveBlocks         uint64  `json:"live_blocks"`
+	AllocBytes         uint64  `json:"alloc_bytes"`
+	AllocBlocks        uint64  `json:"alloc_blocks"`
+	Reallocs           uint64  `json:"reallocs,omitempty"` // of the sampled blocks
+	BytesCopied        uint64  `json:"bytes_copied,omitempty"`
+}
+
+// Frame is one return address: its module and offset in it, and what it
+// symbolizes to (empty when nothing is known).
+type Frame struct {
+	PC       uint64 `json:"pc"`
+	Module   string `json:"module,omitempty"`
+	Offset   uint64 `json:"offset"` // in the module's file
+	Function string `json:"function,omitempty"`
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+}
+
+// LibraryTotals roll the records up by library.
+type LibraryTotals struct {
+	Name        string `json:"name"`
+	LiveBytes   uint64 `json:"live_bytes"`
+	LiveBlocks  uint64 `json:"live_blocks"`
+	AllocBytes  uint64 `json:"alloc_bytes"`
+	AllocBlocks uint64 `json:"alloc_blocks"`
+}
+
+// Symbolize names the code at a return address of module m: function,
+// file and line, or empty strings.
+type Symbolize func(m *tagtable.Module, pc uint64) (function, file string, line int)
+
+// systemLibs never name a library in the roll-up: the C and C++ runtimes,
+// the loader and the allocator itself.
+var systemLibs = []string{"libc.so*", "libc-*", "ld-linux*", "libstdc++.so*", "libgcc_s.so*", "libm.so*",
+	"libpthread.so*", "libtagalloc.so", "linux-vdso.so*"}
+
+func isSystem(base string) bool {
+	for _, g := range systemLibs {
+		if ok, _ := filepath.Match(g, base); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func round(f float64) uint64 {
+	if f <= 0 {
+		return 0
+	}
+	return uint64(math.Round(f))
+}
+
+// FromProfile builds the stacks section of a process from its profile;
+// tag ids are named by names (a snapshot's TagNames), sym (may be nil)
+// symbolizes frames.
+func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *Stacks {
+	st := &Stacks{Mode: p.Mode, SampleRate: p.SampleRate, Dropped: p.Dropped, DroppedBytes: p.DroppedBytes,
+		UnknownFrees: p.UnknownFrees, Records: []StackRecord{}, Libraries: []LibraryTotals{}}
+	frames := map[uint32][]Frame{}
+	libs := map[string]*LibraryTotals{}
+	for _, s := range p.SortedSites() {
+		st.Samples += s.Samples
+		fr, ok := frames[s.Stack]
+		if !ok {
+			for _, pc := range p.Stacks[s.Stack] {
+				f := Frame{PC: pc}
+				if m, ok := p.ModuleOf(pc); ok {
+					f.Module = filepath.Base(m.Path)
+					f.Offset = pc - m.Start + m.Offset
+					if sym != nil {
+						f.Function, f.File, f.Line = sym(m, pc)
+					}
+				}
+				fr = append(fr, f)
+			}
+			frames[s.Stack] = fr
+		}
+		lib := "unknown"
+		for _, f := range fr {
+			if f.Module != "" && !isSystem(f.Module) {
+				lib = f.Module
+				break
+			}
+		}
+		tag, ok := names[s.Tag]
+		if !ok {
+			tag = "untagged"
+		}
+		r := StackRecord{Tag: tag, Library: lib, Frames: fr, Samples: s.Samples,
+			LiveBytes: round(s.EstLiveBytes), LiveRequestedBytes: round(s.EstLiveRequested), LiveBlocks: round(s.EstLiveBlocks),
+			AllocBytes: round(s.EstAllocBytes), AllocBlocks: round(s.EstAllocBlocks),
+			Reallocs: s.Reallocs, BytesCopied: round(s.EstBytesCopied)}
+		st.Records = append(st.Records, r)
+		l := libs[lib]
+		if l == nil {
+			l = &LibraryTotals{Name: lib}
+			libs[lib] = l
+		}
+		l.LiveBytes += r.LiveBytes
+		l.LiveBlocks += r.LiveBlocks
+		l.AllocBytes += r.AllocBytes
+		l.AllocBlocks += r.AllocBlocks
+	}
+	for _, l := range libs {
+		st.Libraries = append(st.Libraries, *l)
+	}
+	sort.Slice(st.Libraries, func(i, j int) bool {
+		a, b := st.Libraries[i], st.Libraries[j]
+		if a.LiveBytes != b.LiveBytes {
+			return a.LiveBytes > b.LiveBytes
+		}
+		if a.AllocBytes != b.AllocBytes {
+			return a.AllocBytes > b.AllocBytes
+		}
+		return a.Name < b.Name
+	})
+	return st
+}

@@ -1,0 +1,115 @@
+// The events ring: sampled allocations with their stacks, their frees and
+// resizes, and the modules the stacks run through (the writer is
+// cgo/src/sample.c, whose comment documents the layout). tagalloc run maps
+// each process's PID.events file read-write, drains the committed records
+// while the process runs and once more after it ends, and hands them to a
+// Profile.
+
+package tagtable
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+)
+
+// The events layout this reader knows.
+const (
+	EventsMagic   = "TAEVENTS"
+	EventsVersion = 1
+	evHeaderSize  = 256
+	evStackMax    = 64
+)
+
+// Event types.
+const (
+	EvModule = 1
+	EvStack  = 2
+	EvAlloc  = 3
+	EvFree   = 4
+	EvResize = 5
+)
+
+// evHeader mirrors _ta_ev_hdr_t.
+type evHeader struct {
+	Magic        [8]byte
+	Version      uint32
+	HeaderSize   uint32
+	RingSize     uint64
+	PID, Mode    uint32
+	SampleRate   uint64
+	_            [3]uint64
+	Head         uint64
+	_            [7]uint64
+	Tail         uint64
+	_            [7]uint64
+	Dropped      uint64
+	DroppedBytes uint64
+	Samples      uint64
+	_            [5]uint64
+}
+
+// Module is one executable mapping of a loaded object, as the process
+// announced it: addresses [Start, End) map file offset Offset of Path;
+// Bias is the object's load bias (address minus ELF virtual address).
+type Module struct {
+	Start, End, Offset, Bias uint64
+	BuildID                  string // hex
+	Path                     string
+}
+
+// EventSink receives decoded events in ring order.
+type EventSink interface {
+	Module(m Module)
+	Stack(id uint32, pcs []uint64)
+	Alloc(addr, usable, requested uint64, tag, stack uint32)
+	Free(addr uint64)
+	Resize(old, new, usable, requested uint64)
+}
+
+func decode(typ uint64, b []byte, sink EventSink) error {
+	u64 := func(i int) uint64 { return binary.LittleEndian.Uint64(b[8*i:]) }
+	switch typ {
+	case EvModule:
+		if len(b) < 40 {
+			return fail("module record of %d bytes", len(b))
+		}
+		bl, pl := uint64(binary.LittleEndian.Uint32(b[32:])), uint64(binary.LittleEndian.Uint32(b[36:]))
+		if bl > 64 || 40+bl+pl > uint64(len(b)) {
+			return fail("module record: build-id %d and path %d bytes in %d", bl, pl, len(b))
+		}
+		sink.Module(Module{Start: u64(0), End: u64(1), Offset: u64(2), Bias: u64(3),
+			BuildID: hex.EncodeToString(b[40 : 40+bl]), Path: string(b[40+bl : 40+bl+pl])})
+	case EvStack:
+		if len(b) < 8 {
+			return fail("stack record of %d bytes", len(b))
+		}
+		id, depth := binary.LittleEndian.Uint32(b), uint64(binary.LittleEndian.Uint32(b[4:]))
+		if depth > evStackMax || 8+8*depth > uint64(len(b)) {
+			return fail("stack record: depth %d in %d bytes", depth, len(b))
+		}
+		pcs := make([]uint64, depth)
+		for i := range pcs {
+			pcs[i] = u64(1 + i)
+		}
+		sink.Stack(id, pcs)
+	case EvAlloc:
+		if len(b) < 32 {
+			return fail("alloc record of %d bytes", len(b))
+		}
+		ts := u64(3)
+		sink.Alloc(u64(0), u64(1), u64(2), uint32(ts), uint32(ts>>32))
+	case EvFree:
+		if len(b) < 8 {
+			return fail("free record of %d bytes", len(b))
+		}
+		sink.Free(u64(0))
+	case EvResize:
+		if len(b) < 32 {
+			return fail("resize record of %d bytes", len(b))
+		}
+		sink.Resize(u64(0), u64(1), u64(2), u64(3))
+	default:
+		return fail("unknown event type %d", typ)
+	}
+	return nil
+}

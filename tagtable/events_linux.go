@@ -1,0 +1,141 @@
+package tagtable
+
+import (
+	"fmt"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Events is a process's mapped events file.
+type Events struct {
+	f    *os.File
+	mem  []byte
+	hdr  *evHeader
+	ring []byte
+	mask uint64
+}
+
+// OpenEvents maps an events file read-write (the reader advances the
+// tail, so the writer can reuse the space). Everything in the header is
+// checked before use.
+func OpenEvents(path string) (*Events, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if st.Size() < evHeaderSize {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w: %d bytes, too short for an events header", path, ErrFormat, st.Size())
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	e := &Events{f: f, mem: mem, hdr: (*evHeader)(unsafe.Pointer(&mem[0]))}
+	if err := e.validate(uint64(st.Size())); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	e.ring = mem[evHeaderSize : evHeaderSize+e.hdr.RingSize]
+	e.mask = e.hdr.RingSize - 1
+	return e, nil
+}
+
+func (e *Events) validate(size uint64) error {
+	h := e.hdr
+	if string(h.Magic[:]) != EventsMagic {
+		return fail("events magic %q, want %q", h.Magic[:], EventsMagic)
+	}
+	if h.Version != EventsVersion {
+		return fail("events layout version %d; this tagalloc reads version %d", h.Version, EventsVersion)
+	}
+	if h.HeaderSize != evHeaderSize || unsafe.Sizeof(evHeader{}) != evHeaderSize {
+		return fail("events header size %d, want %d", h.HeaderSize, evHeaderSize)
+	}
+	if r := h.RingSize; r < 4096 || r&(r-1) != 0 || r > size-evHeaderSize {
+		return fail("events ring of %d bytes in a file of %d", r, size)
+	}
+	return nil
+}
+
+// Close unmaps the file.
+func (e *Events) Close() error {
+	if e.mem != nil {
+		unix.Munmap(e.mem)
+		e.mem = nil
+	}
+	return e.f.Close()
+}
+
+// PID is the process that writes the ring.
+func (e *Events) PID() int { return int(e.hdr.PID) }
+
+// Mode is "sampled" or "full".
+func (e *Events) Mode() string {
+	if e.hdr.Mode == 2 {
+		return "full"
+	}
+	return "sampled"
+}
+
+// SampleRate is the mean number of bytes between samples (1: every block).
+func (e *Events) SampleRate() uint64 { return max(e.hdr.SampleRate, 1) }
+
+// Dropped is what the writer could not put in a full ring: events, and
+// the usable bytes of the sampled blocks among them.
+func (e *Events) Dropped() (events, bytes uint64) {
+	return atomic.LoadUint64(&e.hdr.Dropped), atomic.LoadUint64(&e.hdr.DroppedBytes)
+}
+
+// copyOut reads n bytes at ring position pos (wrapping).
+func (e *Events) copyOut(dst []byte, pos uint64) {
+	off := pos & e.mask
+	k := copy(dst, e.ring[off:])
+	copy(dst[k:], e.ring)
+}
+
+// Drain decodes every committed record into sink, frees their space for
+// the writer, and returns how many it read. A malformed record stops the
+// drain with an error (the rest of the ring is not trusted).
+func (e *Events) Drain(sink EventSink) (int, error) {
+	h := e.hdr
+	tail := atomic.LoadUint64(&h.Tail)
+	head := atomic.LoadUint64(&h.Head)
+	var buf [8 + 4096 + 64 + 48]byte
+	n := 0
+	for tail < head {
+		word := (*uint64)(unsafe.Pointer(&e.ring[tail&e.mask]))
+		first := atomic.LoadUint64(word)
+		if first == 0 {
+			break // reserved, not yet written
+		}
+		size, typ := first&0xffffffff, first>>32
+		if size < 8 || size%8 != 0 || size > uint64(len(buf)) || size > head-tail {
+			return n, fail("event at %d: length %d (type %d)", tail, size, typ)
+		}
+		rec := buf[:size]
+		e.copyOut(rec, tail)
+		if err := decode(typ, rec[8:], sink); err != nil {
+			return n, fmt.Errorf("event at %d: %w", tail, err)
+		}
+		// Zero the record so the writer's next lap finds uncommitted words,
+		// then hand the space back.
+		off := tail & e.mask
+		end := min(off+size, uint64(len(e.ring)))
+		clear(e.ring[off:end])
+		clear(e.ring[:size-(end-off)])
+		tail += size
+		atomic.StoreUint64(&h.Tail, tail)
+		n++
+	}
+	return n, nil
+}
