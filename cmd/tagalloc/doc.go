@@ -3,7 +3,7 @@
 //
 //	tagalloc lib                                 print the path of libtagalloc.so (built if needed)
 //	tagalloc run [-o FILE.json] [-q] -- PROG ARGS run PROG preloaded; print its tree; exit with its status
-//	tagalloc report FILE.json [--format tree|json] [-o OUT]
+//	tagalloc report FILE.json [--format tree|json|dmd|pprof] [-o OUT]
 //	tagalloc snapshot PID [-o FILE.json] [--format json|tree]
 //	tagalloc top [-n N] [-interval D] PID
 //

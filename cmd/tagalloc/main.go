@@ -26,7 +26,7 @@ const usage = `usage:
   tagalloc run [-o FILE.json] [--stacks off|sampled|full] [--] PROG [ARGS...]
                                          run PROG with the library preloaded (children too), print
                                          its per-tag memory tree when it ends, exit with its status
-  tagalloc report FILE.json [--format tree|json] [-o OUT]
+  tagalloc report FILE.json [--format tree|json|dmd|pprof] [-o OUT]
                                          re-render a saved report
   tagalloc snapshot PID [-o FILE.json]   the report of a running process started by tagalloc run
   tagalloc top [-n N] [-interval D] PID  its tags, refreshed (until interrupted, or N times)
@@ -200,7 +200,7 @@ func collect(dir string, ps *os.ProcessState, profiles map[int]*tagtable.Profile
 func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	format := fs.String("format", "tree", "tree or json")
+	format := fs.String("format", "tree", "tree, json, dmd (stack records, with --stacks) or pprof (with --stacks)")
 	out := fs.String("o", "", "write to `FILE` instead of standard output")
 	file, rest := splitFirst(args)
 	if err := fs.Parse(rest); err != nil {
@@ -209,7 +209,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if file == "" && fs.NArg() == 1 {
 		file = fs.Arg(0)
 	} else if fs.NArg() != 0 || file == "" {
-		return 2, errors.New("report: give one report file (tagalloc report FILE.json [--format tree|json])")
+		return 2, errors.New("report: give one report file (tagalloc report FILE.json [--format tree|json|dmd|pprof])")
 	}
 	rep, err := reporter.ReadFile(file)
 	if err != nil {
@@ -225,8 +225,12 @@ func render(rep *reporter.Report, format, out string, stdout io.Writer) (int, er
 		write = rep.WriteTree
 	case "json":
 		write = rep.WriteJSON
+	case "dmd":
+		write = rep.WriteDMD
+	case "pprof":
+		write = func(w io.Writer) error { return rep.WritePprof(w, 0) }
 	default:
-		return 2, fmt.Errorf("unknown format %q (tree or json; pprof and dmd come with stack sampling)", format)
+		return 2, fmt.Errorf("unknown format %q (tree, json, dmd or pprof)", format)
 	}
 	if out == "" {
 		return 0, write(stdout)

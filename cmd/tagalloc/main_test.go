@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tagalloc/tagalloc/reporter"
@@ -334,9 +335,9 @@ func TestReportRejectsBadFiles(t *testing.T) {
 	_, se, code := cli(t, "report", filepath.Join(dir, "missing.json"))
 	require.Equal(t, 1, code)
 	require.Contains(t, se, "no such file")
-	_, se, code = cli(t, "run", "--stacks", "full", "--", "true")
+	_, se, code = cli(t, "run", "--stacks", "most", "--", "true")
 	require.Equal(t, 2, code)
-	require.Contains(t, se, "only off works")
+	require.Contains(t, se, "off, sampled or full")
 }
 
 // buildGoProg builds testdata/goprog (cgo, package alloc, tagcgo).
@@ -495,6 +496,37 @@ func TestRunStacksFull(t *testing.T) {
 		}
 	}
 	require.Equal(t, filepath.Base(prog), st.Libraries[0].Name)
+}
+
+// The saved report renders as DMD records and as a pprof profile.
+func TestReportDMDAndPprof(t *testing.T) {
+	prog := buildStacksProg(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "report.json")
+	_, se, code := cli(t, "run", "-q", "--stacks", "full", "-o", out, "--", prog)
+	require.Equal(t, 0, code, se)
+	dmd, se, code := cli(t, "report", out, "--format", "dmd")
+	require.Equal(t, 0, code, se)
+	require.Contains(t, dmd, "2,000 blocks in heap block record 1 of")
+	require.Contains(t, dmd, "8,192,000 bytes")
+	pb := filepath.Join(dir, "heap.pb.gz")
+	_, se, code = cli(t, "report", out, "--format", "pprof", "-o", pb)
+	require.Equal(t, 0, code, se)
+	f, err := os.Open(pb)
+	require.NoError(t, err)
+	defer f.Close()
+	prof, err := profile.Parse(f)
+	require.NoError(t, err)
+	var gpu int64
+	for _, s := range prof.Sample {
+		if s.Label["tag"][0] == "gpu" {
+			gpu += s.Value[3]
+		}
+	}
+	require.Equal(t, int64(2000*4096), gpu)
+	_, se, code = cli(t, "report", out, "--format", "nope")
+	require.Equal(t, 2, code)
+	require.Contains(t, se, "unknown format")
 }
 
 // Sampled by bytes, the estimates are unbiased: within 20% of the exact

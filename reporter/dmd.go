@@ -1,0 +1,143 @@
+// DMD-style reports of the stacks section: live and cumulative records,
+// as Firefox's DMD prints them (records sorted by size, requested and slop
+// bytes, each record's share of the heap and the running share), then
+// per-library totals.
+
+package reporter
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+)
+
+// WriteDMD writes, for every process with stacks, its live and cumulative
+// DMD-style reports.
+func (r *Report) WriteDMD(w io.Writer) error {
+	any := false
+	for _, p := range r.Processes {
+		if p.Stacks == nil {
+			continue
+		}
+		any = true
+		if err := p.writeDMD(w); err != nil {
+			return err
+		}
+	}
+	if !any {
+		_, err := fmt.Fprintln(w, "# no stacks in this report: run with tagalloc run --stacks sampled (or full)")
+		return err
+	}
+	return nil
+}
+
+func comma(n uint64) string { return humanize.Comma(int64(n)) }
+
+func (p Process) writeDMD(w io.Writer) error {
+	st := p.Stacks
+	tilde := "~" // estimates, unless every block was recorded
+	if st.Mode == "full" {
+		tilde = ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "#-----------------------------------------------------------------\n")
+	fmt.Fprintf(&b, "# tagalloc DMD-style report: process %d (%s)\n", p.PID, strings.Join(p.Command, " "))
+	fmt.Fprintf(&b, "# stacks: %s", st.Mode)
+	if st.Mode != "full" {
+		fmt.Fprintf(&b, ", one sample per ~%s allocated (figures marked ~ are estimates)", humanize.IBytes(st.SampleRate))
+	}
+	fmt.Fprintf(&b, "; %s samples", comma(st.Samples))
+	if st.Dropped > 0 {
+		fmt.Fprintf(&b, "; %s events LOST to a full ring", comma(st.Dropped))
+	}
+	b.WriteString("\n\n")
+	for _, kind := range []string{"Live", "Cumulative"} {
+		recs := append([]StackRecord(nil), st.Records...)
+		size := func(r StackRecord) uint64 { return r.LiveBytes }
+		blocks := func(r StackRecord) uint64 { return r.LiveBlocks }
+		if kind == "Cumulative" {
+			size = func(r StackRecord) uint64 { return r.AllocBytes }
+			blocks = func(r StackRecord) uint64 { return r.AllocBlocks }
+		}
+		sort.SliceStable(recs, func(i, j int) bool { return size(recs[i]) > size(recs[j]) })
+		var total uint64
+		n := 0
+		for _, r := range recs {
+			if size(r) > 0 {
+				total += size(r)
+				n++
+			}
+		}
+		fmt.Fprintf(&b, "#-----------------------------------------------------------------\n# %s records: %s\n\n", kind, comma(uint64(n)))
+		var run uint64
+		i := 0
+		for _, r := range recs {
+			if size(r) == 0 {
+				continue
+			}
+			i++
+			run += size(r)
+			blk := "blocks"
+			if blocks(r) == 1 {
+				blk = "block"
+			}
+			fmt.Fprintf(&b, "%s {\n", kind)
+			fmt.Fprintf(&b, "  %s%s %s in heap block record %s of %s (tag %s)\n", tilde, comma(blocks(r)), blk, comma(uint64(i)), comma(uint64(n)), r.Tag)
+			if kind == "Live" {
+				slop := uint64(0)
+				if r.LiveBytes > r.LiveRequestedBytes {
+					slop = r.LiveBytes - r.LiveRequestedBytes
+				}
+				fmt.Fprintf(&b, "  %s%s bytes (%s%s requested / %s%s slop)\n", tilde, comma(r.LiveBytes), tilde, comma(r.LiveRequestedBytes), tilde, comma(slop))
+			} else {
+				fmt.Fprintf(&b, "  %s%s bytes\n", tilde, comma(r.AllocBytes))
+				if r.Reallocs > 0 {
+					fmt.Fprintf(&b, "  %s reallocs of sampled blocks, %s%s bytes copied\n", comma(r.Reallocs), tilde, comma(r.BytesCopied))
+				}
+			}
+			fmt.Fprintf(&b, "  %.2f%% of the heap (%.2f%% cumulative)\n", pctf(size(r), total), pctf(run, total))
+			fmt.Fprintf(&b, "  Allocated at {\n")
+			for k, f := range r.Frames {
+				fmt.Fprintf(&b, "    #%02d: %s\n", k+1, f.String())
+			}
+			fmt.Fprintf(&b, "  }\n}\n\n")
+		}
+	}
+	fmt.Fprintf(&b, "#-----------------------------------------------------------------\n# Libraries (the first frame outside libc and the allocator)\n\n")
+	for _, l := range st.Libraries {
+		fmt.Fprintf(&b, "  %s%10s live in %s%s blocks, %s%10s allocated in all  %s\n", tilde, humanize.IBytes(l.LiveBytes),
+			tilde, comma(l.LiveBlocks), tilde, humanize.IBytes(l.AllocBytes), l.Name)
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func pctf(a, total uint64) float64 {
+	if total == 0 {
+		return 0
+	}
+	return 100 * float64(a) / float64(total)
+}
+
+// String is a frame as DMD prints one: function (file:line) [module +offset].
+func (f Frame) String() string {
+	var b strings.Builder
+	if f.Function != "" {
+		b.WriteString(f.Function)
+	} else {
+		fmt.Fprintf(&b, "???")
+	}
+	if f.File != "" {
+		fmt.Fprintf(&b, " (%s:%d)", f.File, f.Line)
+	}
+	if f.Module != "" {
+		fmt.Fprintf(&b, " [%s +0x%x]", f.Module, f.Offset)
+	} else {
+		fmt.Fprintf(&b, " [0x%x]", f.PC)
+	}
+	return b.String()
+}

@@ -1,0 +1,81 @@
+package reporter
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/google/pprof/profile"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tagalloc/tagalloc/tagtable"
+)
+
+// A profile with two stacks through a program and a library, three tags.
+func sampleProfile() (*tagtable.Profile, map[uint32]string) {
+	p := tagtable.NewProfile(7, "full", 1)
+	p.Module(tagtable.Module{Start: 0x1000, End: 0x2000, Offset: 0x1000, Path: "/usr/bin/prog"})
+	p.Module(tagtable.Module{Start: 0x5000, End: 0x6000, Offset: 0, Path: "/usr/lib/libGLESv2.so.2"})
+	p.Module(tagtable.Module{Start: 0x9000, End: 0xa000, Offset: 0, Path: "/lib/x86_64-linux-gnu/libc.so.6"})
+	p.Stack(1, []uint64{0x9010, 0x5010, 0x1010})
+	p.Stack(2, []uint64{0x1020, 0x1030})
+	for i := uint64(0); i < 10; i++ {
+		p.Alloc(0x100000+i*64, 64, 60, 1, 1)
+	}
+	p.Alloc(0x200000, 4096, 4096, 2, 2)
+	p.Alloc(0x300000, 128, 100, 2, 2)
+	p.Free(0x300000)
+	return p, map[uint32]string{1: "gpu", 2: "parser"}
+}
+
+func TestFromProfile(t *testing.T) {
+	p, names := sampleProfile()
+	sym := func(m *tagtable.Module, pc uint64) (string, string, int) {
+		if pc == 0x1010 {
+			return "main", "main.c", 12
+		}
+		return "", "", 0
+	}
+	st := FromProfile(p, names, sym)
+	require.Equal(t, uint64(12), st.Samples)
+	require.Len(t, st.Records, 2)
+	require.Equal(t, "parser", st.Records[0].Tag, "most live bytes first")
+	gpu := st.Records[1]
+	require.Equal(t, "gpu", gpu.Tag)
+	require.Equal(t, "libGLESv2.so.2", gpu.Library, "libc is skipped, the library named")
+	require.Equal(t, uint64(640), gpu.LiveBytes)
+	require.Equal(t, uint64(600), gpu.LiveRequestedBytes)
+	require.Equal(t, "main", gpu.Frames[2].Function)
+	require.Equal(t, uint64(0x1010), gpu.Frames[2].Offset, "file offset: pc - start + offset")
+	require.Equal(t, "prog", st.Records[0].Library)
+	require.Equal(t, uint64(4096+128), st.Records[0].AllocBytes)
+	require.Equal(t, "prog", st.Libraries[0].Name)
+}
+
+func TestDMDAndPprof(t *testing.T) {
+	p, names := sampleProfile()
+	rep := &Report{Schema: Schema, Processes: []Process{{PID: 7, Command: []string{"prog"}, Stacks: FromProfile(p, names, nil)}}}
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteDMD(&b))
+	out := b.String()
+	require.Contains(t, out, "1 block in heap block record 1 of 2 (tag parser)")
+	require.Contains(t, out, "10 blocks in heap block record 2 of 2 (tag gpu)")
+	require.Contains(t, out, "640 bytes (600 requested / 40 slop)")
+	require.Contains(t, out, "13.51% of the heap (100.00% cumulative)")
+	require.Contains(t, out, "[libGLESv2.so.2 +0x10]")
+	require.NotContains(t, out, "~", "full mode: exact, no estimates marked")
+
+	b.Reset()
+	require.NoError(t, rep.WritePprof(&b, 0))
+	prof, err := profile.Parse(&b)
+	require.NoError(t, err)
+	require.Len(t, prof.Sample, 2)
+	var inuse int64
+	tags := map[string]bool{}
+	for _, s := range prof.Sample {
+		inuse += s.Value[3]
+		tags[s.Label["tag"][0]] = true
+	}
+	require.Equal(t, int64(640+4096), inuse)
+	require.Equal(t, map[string]bool{"gpu": true, "parser": true}, tags)
+	require.Error(t, (&Report{Processes: []Process{{PID: 1}}}).WritePprof(&b, 0), "no stacks: an error, not an empty profile")
+}
