@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/dustin/go-humanize v1.1.0
 	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
+	github.com/ianlancetaylor/demangle v0.0.0-20250417193237-f615e6bd150b
 	github.com/stretchr/testify v1.11.1
 	golang.org/x/sys v0.49.0
 )

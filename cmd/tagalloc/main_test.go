@@ -477,7 +477,13 @@ func TestRunStacksFull(t *testing.T) {
 		var names []string
 		for _, f := range r.Frames {
 			if f.Module == filepath.Base(prog) {
-				names = append(names, funcAt(t, prog, f.Offset))
+				name := funcAt(t, prog, f.Offset)
+				names = append(names, name)
+				if name != "_start" { // the symbolizer agrees, with the source line
+					require.Equal(t, name, f.Function, "%+v", f)
+					require.Equal(t, "stacks.c", f.File, "%+v", f)
+					require.NotZero(t, f.Line, "%+v", f)
+				}
 			}
 		}
 		require.NotEmpty(t, names, "record of tag %s has no frame in the program: %+v", r.Tag, r.Frames)

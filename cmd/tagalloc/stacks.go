@@ -104,6 +104,5 @@ func (d *drainer) finish() (map[int]*tagtable.Profile, []error) {
 	return out, d.errs
 }
 
-// newSymbolizer names frames (nil until the symbolizer lands: frames keep
-// their module and offset).
-func newSymbolizer() reporter.Symbolize { return nil }
+// newSymbolizer names frames from the modules' ELF and DWARF tables.
+func newSymbolizer() reporter.Symbolize { return reporter.NewELFSymbols().Symbolize }
