@@ -231,7 +231,7 @@ func Parse(b []byte) (*Snapshot, error) {
 	nchunks := (slots + uint64(h.CtrChunk) - 1) / uint64(h.CtrChunk)
 	chunkBytes := uint64(h.CtrChunk) * uint64(h.CtrSize)
 	maxSteps := used/uint64(max(h.ThreadSize, 64)) + 1
-	seenHeap := map[uint64]bool{}
+	seenHeap, seenChunk := map[uint64]bool{}, map[uint64]bool{}
 	for a, steps := h.ThreadsHead, uint64(0); a != 0; steps++ {
 		if steps > maxSteps {
 			return nil, fail("the thread list does not end (a cycle?)")
@@ -249,6 +249,13 @@ func Parse(b []byte) (*Snapshot, error) {
 			if err != nil {
 				return nil, err
 			}
+			// Every chunk belongs to one record: one shared between records
+			// (or listed twice) would count twice, and would let a hostile
+			// region make this loop quadratic.
+			if seenChunk[coff] {
+				return nil, fail("counter chunk at %#x is listed twice", ca)
+			}
+			seenChunk[coff] = true
 			for k := uint64(0); k < uint64(h.CtrChunk) && i*uint64(h.CtrChunk)+k < slots; k++ {
 				addCtr(i*uint64(h.CtrChunk)+k, coff+k*uint64(h.CtrSize))
 			}
