@@ -27,6 +27,7 @@ const (
 	EvAlloc  = 3
 	EvFree   = 4
 	EvResize = 5
+	EvFork   = 6
 )
 
 // evHeader mirrors _ta_ev_hdr_t.
@@ -37,7 +38,10 @@ type evHeader struct {
 	RingSize     uint64
 	PID, Mode    uint32
 	SampleRate   uint64
-	_            [3]uint64
+	ForkPPID     uint32
+	_            uint32
+	ForkSeq      uint64
+	_            uint64
 	Head         uint64
 	_            [7]uint64
 	Tail         uint64
@@ -64,6 +68,7 @@ type EventSink interface {
 	Alloc(addr, usable, requested uint64, tag, stack uint32)
 	Free(addr uint64)
 	Resize(old, new, usable, requested uint64)
+	Fork(seq uint64) // the process forked here (the child's ring names seq)
 }
 
 func decode(typ uint64, b []byte, sink EventSink) error {
@@ -108,6 +113,11 @@ func decode(typ uint64, b []byte, sink EventSink) error {
 			return fail("resize record of %d bytes", len(b))
 		}
 		sink.Resize(u64(0), u64(1), u64(2), u64(3))
+	case EvFork:
+		if len(b) < 8 {
+			return fail("fork record of %d bytes", len(b))
+		}
+		sink.Fork(u64(0))
 	default:
 		return fail("unknown event type %d", typ)
 	}

@@ -87,6 +87,10 @@ func (e *Events) Mode() string {
 	return "sampled"
 }
 
+// ForkedFrom names the FORK event in the parent's ring at which this
+// process was forked without exec (ppid 0: it was not).
+func (e *Events) ForkedFrom() (ppid int, seq uint64) { return int(e.hdr.ForkPPID), e.hdr.ForkSeq }
+
 // SampleRate is the mean number of bytes between samples (1: every block).
 func (e *Events) SampleRate() uint64 { return max(e.hdr.SampleRate, 1) }
 

@@ -27,3 +27,6 @@ func (e *Events) Dropped() (events, bytes uint64) { return 0, 0 }
 
 // Drain reads nothing.
 func (e *Events) Drain(sink EventSink) (int, error) { return 0, nil }
+
+// ForkedFrom is (0, 0).
+func (e *Events) ForkedFrom() (ppid int, seq uint64) { return 0, 0 }

@@ -47,12 +47,53 @@ type Profile struct {
 	// UnknownFrees the frees of blocks this profile never saw (sampled
 	// before a fork, or in dropped events).
 	Dropped, DroppedBytes, UnknownFrees uint64
+	// Parent is set on a forked child's profile that could not start from
+	// its parent's at the fork (the blocks it inherited are unknown).
+	Parent int
+	// Forks are copies of the profile where the process forked (FORK
+	// events), by sequence number, until a child's profile takes its own.
+	Forks map[uint64]*Profile
 }
 
 // NewProfile starts an empty profile for a ring's process.
 func NewProfile(pid int, mode string, rate uint64) *Profile {
 	return &Profile{PID: pid, Mode: mode, SampleRate: max(rate, 1),
-		Stacks: map[uint32][]uint64{}, Live: map[uint64]*LiveBlock{}, Sites: map[SiteKey]*Site{}}
+		Stacks: map[uint32][]uint64{}, Live: map[uint64]*LiveBlock{}, Sites: map[SiteKey]*Site{}, Forks: map[uint64]*Profile{}}
+}
+
+// Fork keeps a copy of the profile as it is at the process's fork seq:
+// the start of the child's (which inherits the heap, its sampled blocks,
+// and the stack ids and modules).
+func (p *Profile) Fork(seq uint64) { p.Forks[seq] = p.Clone() }
+
+// Clone is a deep copy of the profile (without its fork copies).
+func (p *Profile) Clone() *Profile {
+	c := NewProfile(p.PID, p.Mode, p.SampleRate)
+	c.Modules = append([]Module(nil), p.Modules...)
+	for id, s := range p.Stacks {
+		c.Stacks[id] = s // never modified once recorded
+	}
+	for a, b := range p.Live {
+		v := *b
+		c.Live[a] = &v
+	}
+	for k, s := range p.Sites {
+		v := *s
+		c.Sites[k] = &v
+	}
+	c.Dropped, c.DroppedBytes, c.UnknownFrees = p.Dropped, p.DroppedBytes, p.UnknownFrees
+	return c
+}
+
+// Inherit fills in what a forked child's profile refers to but never saw:
+// its parent's stacks and modules (the child keeps the parent's ids).
+func (p *Profile) Inherit(parent *Profile) {
+	for id, s := range parent.Stacks {
+		if _, ok := p.Stacks[id]; !ok {
+			p.Stacks[id] = s
+		}
+	}
+	p.Modules = append(p.Modules, parent.Modules...)
 }
 
 // Weight is the number of blocks of requested size req that one sample

@@ -28,6 +28,10 @@
  *   FREE    u64 addr
  *   RESIZE  u64 old addr, new addr, usable, requested (realloc of a
  *           sampled block: it stays sampled, in place or moved)
+ *   FORK    u64 seq: the process is forking; the child's ring header names
+ *           this parent and seq, so the reader starts the child's profile
+ *           from the parent's at this point (its inherited blocks), and the
+ *           child goes on with the parent's stack ids and modules
  *
  * Nothing here allocates through the allocator, and nothing is called with
  * one of its locks held; a thread inside the sampler does not sample the
@@ -46,7 +50,7 @@
 #define TA_EV_RING (64 * TA_MiB)
 #define TA_STACK_MAX 64
 
-enum { TA_EV_MODULE = 1, TA_EV_STACK = 2, TA_EV_ALLOC = 3, TA_EV_FREE = 4, TA_EV_RESIZE = 5 };
+enum { TA_EV_MODULE = 1, TA_EV_STACK = 2, TA_EV_ALLOC = 3, TA_EV_FREE = 4, TA_EV_RESIZE = 5, TA_EV_FORK = 6 };
 
 typedef struct _ta_ev_hdr_s {
   char magic[8];            /* "TAEVENTS" */
@@ -55,7 +59,10 @@ typedef struct _ta_ev_hdr_s {
   uint64_t ring_size;       /* bytes, a power of two */
   uint32_t pid, mode;       /* mode: 1 sampled, 2 full */
   uint64_t sample_rate;     /* mean bytes between samples (1: every block) */
-  uint64_t pad0[3];
+  uint32_t fork_ppid;       /* forked without exec: the parent, whose ring */
+  uint32_t pad0;
+  uint64_t fork_seq;        /* holds FORK fork_seq where this child's heap began */
+  uint64_t pad0b;
   _Atomic(uint64_t) head;   /* bytes reserved by writers (own cache line) */
   uint64_t pad1[7];
   _Atomic(uint64_t) tail;   /* bytes consumed: written by the reader */
@@ -314,8 +321,11 @@ static int64_t _ta_sample_next(void) {
 
 /* ---- set up ---------------------------------------------------------------------------- */
 
-/* Map the events file (at initialization and in a forked child). */
-static void _ta_sample_open(void) {
+static uint64_t _ta_fork_seq; /* FORK events written by this process */
+
+/* Map the events file (at initialization, and in a forked child: then
+ * ppid and seq name the parent's FORK event). */
+static void _ta_sample_open(uint32_t ppid, uint64_t seq) {
   _ta_ev = NULL;
   if (!_ta_opt.stacks || !_ta_books_shared) return; /* no reader: nothing to sample for */
   /* DIR/PID.events, made as DIR/PID.events.new and renamed into place, so
@@ -340,6 +350,8 @@ static void _ta_sample_open(void) {
     h->pid = (uint32_t)getpid();
     h->mode = (uint32_t)_ta_opt.stacks;
     h->sample_rate = _ta_opt.stacks == 2 ? 1 : _ta_opt.sample_rate;
+    h->fork_ppid = ppid;
+    h->fork_seq = seq;
     memcpy(h->magic, TA_EV_MAGIC, 8);
     if (rename(tmp, path) != 0) {
       munmap(p, bytes);
@@ -354,14 +366,11 @@ static void _ta_sample_open(void) {
   _ta_ev_hdr_t *h = p;
   _ta_ev_ring = (uint8_t *)p + sizeof(_ta_ev_hdr_t);
   _ta_ev = h;
-  _ta_nmods = 0;
-  _ta_stack_count = 0;
-  if (_ta_stacks) memset(_ta_stacks, 0, TA_STACK_TAB * sizeof(_ta_stack_slot_t));
 }
 
 static void _ta_sample_init(void) {
   if (_ta_opt.stacks == 2) _ta_opt.sample_rate = 1;
-  _ta_sample_open();
+  _ta_sample_open(0, 0);
   if (!_ta_ev) return;
   _ta_stacks = _ta_os_map(TA_STACK_TAB * sizeof(_ta_stack_slot_t), TA_OS_PAGE);
 }
@@ -462,14 +471,25 @@ TA_NOINLINE static void _ta_sample_resize(void *p, void *q, size_t req) {
   pthread_mutex_unlock(&_ta_sample_lock);
 }
 
-static void _ta_sample_fork_prepare(void) { pthread_mutex_lock(&_ta_sample_lock); }
+/* fork: the parent marks the point in its ring; the child gets an events
+ * file of its own whose header points at that mark, and keeps the parent's
+ * stack ids, modules and sampled set (its reader starts from a copy of the
+ * parent's profile at the mark). */
+static void _ta_sample_fork_prepare(void) {
+  pthread_mutex_lock(&_ta_sample_lock);
+  if (_ta_ev) {
+    uint64_t rec[1] = {++_ta_fork_seq};
+    _ta_ev_write(TA_EV_FORK, rec, 16);
+  }
+}
 static void _ta_sample_fork_parent(void) { pthread_mutex_unlock(&_ta_sample_lock); }
-/* The child gets an events file of its own; stack ids and modules start
- * over there (its reader knows none). Blocks sampled in the parent stay in
- * the set: their frees are reported, to a reader that ignores them. */
 static void _ta_sample_fork_child(void) {
   pthread_mutex_init(&_ta_sample_lock, NULL);
-  if (_ta_ev) _ta_sample_open();
+  if (_ta_ev) {
+    uint32_t ppid = _ta_ev->pid;
+    _ta_sample_open(ppid, _ta_fork_seq);
+    _ta_fork_seq = 0;
+  }
 }
 
 #define TA_SAMPLED(pg) (atomic_load_explicit(&(pg)->sampled, memory_order_relaxed) != 0)

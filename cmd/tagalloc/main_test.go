@@ -535,6 +535,47 @@ func TestReportDMDAndPprof(t *testing.T) {
 	require.Contains(t, se, "unknown format")
 }
 
+// A child forked without exec starts from its parent's profile at the
+// fork: with every block recorded, each process's stacks equal its books.
+func TestRunStacksFork(t *testing.T) {
+	prog := buildStacksProg(t)
+	bin, err := tagallocBin()
+	require.NoError(t, err)
+	out := filepath.Join(t.TempDir(), "report.json")
+	cmd := exec.Command(bin, "run", "-q", "--stacks", "full", "-o", out, "--", prog, "fork")
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	require.NoError(t, cmd.Run(), se.String())
+	// the program prints "parent PID" / "child PID", each followed by its books
+	want := map[int]map[string][4]uint64{}
+	var cur int
+	for _, l := range strings.Split(so.String(), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 2 && (f[0] == "parent" || f[0] == "child") {
+			cur, _ = strconv.Atoi(f[1])
+			want[cur] = map[string][4]uint64{}
+			continue
+		}
+		if len(f) == 5 && cur != 0 {
+			want[cur][f[0]] = parseBooks(t, l)[f[0]]
+		}
+	}
+	require.Len(t, want, 2, "%s", so.String())
+	rep, err := reporter.ReadFile(out)
+	require.NoError(t, err)
+	require.Len(t, rep.Processes, 2)
+	for _, p := range rep.Processes {
+		require.NotNil(t, p.Stacks, "pid %d", p.PID)
+		live := map[string]uint64{}
+		for _, r := range p.Stacks.Records {
+			live[r.Tag] += r.LiveBytes
+		}
+		for tag, w := range want[p.PID] {
+			require.Equal(t, w[0], live[tag], "pid %d tag %s: stacks vs books", p.PID, tag)
+		}
+	}
+}
+
 // Sampled by bytes, the estimates are unbiased: within 20% of the exact
 // books at a rate giving a few hundred samples.
 func TestRunStacksSampled(t *testing.T) {

@@ -42,17 +42,22 @@ func startDrainer(dir string, every time.Duration) *drainer {
 			case <-d.stop:
 				return
 			case <-t.C:
-				d.pass()
+				d.pass(false)
 			}
 		}
 	}()
 	return d
 }
 
-// pass drains every events file once.
-func (d *drainer) pass() {
+// pass drains every events file once; it reports whether it read anything
+// or started a profile. A child forked without exec starts from a copy
+// of its parent's profile at the fork (the FORK event its ring names): it
+// waits until the parent's ring has been drained that far, or, on the
+// last pass (final), starts empty and borrows the parent's stacks.
+func (d *drainer) pass(final bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	progress := false
 	files, _ := filepath.Glob(filepath.Join(d.dir, "*.events"))
 	for _, f := range files {
 		fi, err := os.Stat(f)
@@ -62,7 +67,9 @@ func (d *drainer) pass() {
 		ino := fi.Sys().(*syscall.Stat_t).Ino
 		o := d.open[f]
 		if o != nil && o.ino != ino { // exec'd: the new image's file
-			o.ev.Close()
+			if o.ev != nil {
+				o.ev.Close()
+			}
 			o = nil
 		}
 		if o == nil {
@@ -72,26 +79,63 @@ func (d *drainer) pass() {
 				d.open[f] = &drained{ino: ino, bad: true}
 				continue
 			}
-			o = &drained{ev: ev, ino: ino, prof: tagtable.NewProfile(ev.PID(), ev.Mode(), ev.SampleRate())}
+			prof, ok := d.start(ev, final)
+			if !ok {
+				ev.Close() // the parent's ring is not there yet
+				continue
+			}
+			o = &drained{ev: ev, ino: ino, prof: prof}
 			d.open[f] = o
+			progress = true
 		}
 		if o.bad || o.ev == nil {
 			continue
 		}
-		if _, err := o.ev.Drain(o.prof); err != nil {
+		n, err := o.ev.Drain(o.prof)
+		if err != nil {
 			d.errs = append(d.errs, err)
 			o.bad = true
 		}
+		progress = progress || n > 0
 		o.prof.Dropped, o.prof.DroppedBytes = o.ev.Dropped()
 	}
+	return progress
 }
 
-// finish stops the ticker, drains once more and returns the profiles by
-// pid (and what went wrong on the way).
+// start makes the profile a ring feeds: empty, or for a forked child a
+// copy of the parent's at the fork; false means wait for the parent.
+func (d *drainer) start(ev *tagtable.Events, final bool) (*tagtable.Profile, bool) {
+	fresh := func() *tagtable.Profile { return tagtable.NewProfile(ev.PID(), ev.Mode(), ev.SampleRate()) }
+	ppid, seq := ev.ForkedFrom()
+	if ppid == 0 {
+		return fresh(), true
+	}
+	for _, o := range d.open {
+		if o.prof == nil || o.prof.PID != ppid {
+			continue
+		}
+		if base := o.prof.Forks[seq]; base != nil {
+			delete(o.prof.Forks, seq)
+			base.PID = ev.PID()
+			return base, true
+		}
+	}
+	if !final {
+		return nil, false
+	}
+	p := fresh()
+	p.Parent = ppid // its inherited blocks are unknown; its parent's stacks are borrowed
+	return p, true
+}
+
+// finish stops the ticker, drains until nothing moves, and returns the
+// profiles by pid (and what went wrong on the way).
 func (d *drainer) finish() (map[int]*tagtable.Profile, []error) {
 	close(d.stop)
 	<-d.done
-	d.pass()
+	for d.pass(false) {
+	}
+	d.pass(true)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := map[int]*tagtable.Profile{}
@@ -99,6 +143,12 @@ func (d *drainer) finish() (map[int]*tagtable.Profile, []error) {
 		if o.ev != nil {
 			out[o.prof.PID] = o.prof
 			o.ev.Close()
+		}
+	}
+	for _, p := range out {
+		p.Forks = nil
+		if par := out[p.Parent]; p.Parent != 0 && par != nil {
+			p.Inherit(par)
 		}
 	}
 	return out, d.errs

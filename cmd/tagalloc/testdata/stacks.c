@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "../../../cgo/include/tagalloc.h"
 
 #define N 2000
@@ -35,7 +37,7 @@ static void print(const char *tag) {
            (unsigned long long)s.alloc_bytes, (unsigned long long)s.alloc_blocks);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   printf("stacks\n");
   fflush(stdout);
   tagalloc_weak_set("gpu");
@@ -47,6 +49,24 @@ int main(void) {
   tagalloc_weak_set("grow");
   char *b = grow_buffer();
   tagalloc_weak_clear();
+  if (argc > 1 && strcmp(argv[1], "fork") == 0) {
+    /* a child forked without exec: frees some blocks it inherited and
+     * allocates more; its report is its own, inherited blocks included */
+    pid_t pid = fork();
+    if (pid == 0) {
+      for (int i = 0; i < N; i += 4) free(textures[i]), textures[i] = NULL;
+      tagalloc_weak_set("config");
+      parse_config();
+      tagalloc_weak_clear();
+      printf("child %d\n", (int)getpid());
+      print("gpu");
+      print("config");
+      fflush(stdout);
+      _exit(0);
+    }
+    waitpid(pid, NULL, 0);
+  }
+  printf("parent %d\n", (int)getpid());
   print("gpu");
   print("config");
   print("grow");
