@@ -3,7 +3,9 @@
 //
 //	tagalloc lib                                 print the path of libtagalloc.so (built if needed)
 //	tagalloc run [-o FILE.json] [-q] -- PROG ARGS run PROG preloaded; print its tree; exit with its status
-//	tagalloc report FILE.json [--format tree|json|dmd|pprof] [-o OUT]
+//	tagalloc run [--stacks off|sampled|full] ...  the same, with who allocated it (DMD, pprof)
+//	tagalloc report FILE.json [--format tree|json|dmd|pprof|firefox] [-o OUT]
+//	tagalloc diff A.json B.json [--format tree|json] [-o OUT]
 //	tagalloc snapshot PID [-o FILE.json] [--format json|tree]
 //	tagalloc top [-n N] [-interval D] PID
 //

@@ -26,8 +26,11 @@ const usage = `usage:
   tagalloc run [-o FILE.json] [--stacks off|sampled|full] [--] PROG [ARGS...]
                                          run PROG with the library preloaded (children too), print
                                          its per-tag memory tree when it ends, exit with its status
-  tagalloc report FILE.json [--format tree|json|dmd|pprof] [-o OUT]
-                                         re-render a saved report
+  tagalloc report FILE.json [--format tree|json|dmd|pprof|firefox] [-o OUT]
+                                         re-render a saved report (firefox: memory-report JSON for
+                                         about:memory's Load; gzipped if OUT ends in .gz)
+  tagalloc diff A.json B.json [--format tree|json] [-o OUT]
+                                         what changed from A to B, per process and tag
   tagalloc snapshot PID [-o FILE.json]   the report of a running process started by tagalloc run
   tagalloc top [-n N] [-interval D] PID  its tags, refreshed (until interrupted, or N times)
 `
@@ -67,6 +70,8 @@ func run(args []string, stdout, stderr io.Writer) (int, error) {
 		return snapshotCmd(args[1:], stdout, stderr)
 	case "top":
 		return topCmd(args[1:], stdout, stderr)
+	case "diff":
+		return diffCmd(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0, nil
@@ -200,7 +205,7 @@ func collect(dir string, ps *os.ProcessState, profiles map[int]*tagtable.Profile
 func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	format := fs.String("format", "tree", "tree, json, dmd (stack records, with --stacks) or pprof (with --stacks)")
+	format := fs.String("format", "tree", "tree, json, dmd (stack records, with --stacks), pprof (with --stacks) or firefox (about:memory)")
 	out := fs.String("o", "", "write to `FILE` instead of standard output")
 	file, rest := splitFirst(args)
 	if err := fs.Parse(rest); err != nil {
@@ -209,7 +214,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if file == "" && fs.NArg() == 1 {
 		file = fs.Arg(0)
 	} else if fs.NArg() != 0 || file == "" {
-		return 2, errors.New("report: give one report file (tagalloc report FILE.json [--format tree|json|dmd|pprof])")
+		return 2, errors.New("report: give one report file (tagalloc report FILE.json [--format tree|json|dmd|pprof|firefox])")
 	}
 	rep, err := reporter.ReadFile(file)
 	if err != nil {
@@ -229,8 +234,13 @@ func render(rep *reporter.Report, format, out string, stdout io.Writer) (int, er
 		write = rep.WriteDMD
 	case "pprof":
 		write = func(w io.Writer) error { return rep.WritePprof(w, 0) }
+	case "firefox":
+		write = rep.WriteFirefox
+		if strings.HasSuffix(out, ".gz") {
+			write = rep.WriteFirefoxGzip
+		}
 	default:
-		return 2, fmt.Errorf("unknown format %q (tree, json, dmd or pprof)", format)
+		return 2, fmt.Errorf("unknown format %q (tree, json, dmd, pprof or firefox)", format)
 	}
 	if out == "" {
 		return 0, write(stdout)
@@ -366,4 +376,45 @@ func preloadEnv(env []string, lib string) []string {
 		out = append(out, kv)
 	}
 	return append(out, "LD_PRELOAD="+pre)
+}
+
+func diffCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	format := fs.String("format", "tree", "tree or json")
+	out := fs.String("o", "", "write to `FILE` instead of standard output")
+	var files []string
+	rest := args
+	for len(rest) > 0 && len(files) < 2 && !strings.HasPrefix(rest[0], "-") {
+		files, rest = append(files, rest[0]), rest[1:]
+	}
+	if err := fs.Parse(rest); err != nil {
+		return 2, err
+	}
+	files = append(files, fs.Args()...)
+	if len(files) != 2 {
+		return 2, errors.New("diff: give two report files (tagalloc diff A.json B.json [--format tree|json])")
+	}
+	var reps [2]*reporter.Report
+	for i, f := range files {
+		r, err := reporter.ReadFile(f)
+		if err != nil {
+			return 1, err
+		}
+		reps[i] = r
+	}
+	d := reporter.Compare(reps[0], reps[1])
+	var write func(io.Writer) error
+	switch *format {
+	case "tree":
+		write = d.WriteText
+	case "json":
+		write = d.WriteJSON
+	default:
+		return 2, fmt.Errorf("diff: unknown format %q (tree or json)", *format)
+	}
+	if *out == "" {
+		return 0, write(stdout)
+	}
+	return 0, reporter.WriteFileAtomic(*out, write)
 }

@@ -593,3 +593,35 @@ func TestRunStacksSampled(t *testing.T) {
 	require.InDelta(t, exact, gpu, 0.2*exact, "estimate %.0f, exact %.0f (%d samples)", gpu, exact, st.Samples)
 	require.Less(t, st.Samples, uint64(4000), "sampled, not every block")
 }
+
+// diff compares two saved reports; report --format firefox writes
+// about:memory's JSON.
+func TestDiffAndFirefox(t *testing.T) {
+	prog := buildStacksProg(t)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
+	_, se, code := cli(t, "run", "-q", "-o", a, "--", prog)
+	require.Equal(t, 0, code, se)
+	_, se, code = cli(t, "run", "-q", "-o", b, "--", prog, "fork")
+	require.Equal(t, 0, code, se)
+	txt, se, code := cli(t, "diff", a, b)
+	require.Equal(t, 0, code, se)
+	require.Contains(t, txt, " -> ", "the program matched by its command line")
+	require.Contains(t, txt, "added (pid", "the forked child only in B")
+	js, _, code := cli(t, "diff", a, b, "--format", "json")
+	require.Equal(t, 0, code)
+	require.Contains(t, js, `"schema": "tagalloc.diff/v1"`)
+	_, se, code = cli(t, "diff", a)
+	require.Equal(t, 2, code)
+	require.Contains(t, se, "give two report files")
+	_, se, code = cli(t, "diff", a, filepath.Join(dir, "missing.json"))
+	require.Equal(t, 1, code)
+	require.Contains(t, se, "no such file")
+
+	gz := filepath.Join(dir, "memory-report.json.gz")
+	_, se, code = cli(t, "report", a, "--format", "firefox", "-o", gz)
+	require.Equal(t, 0, code, se)
+	raw, err := os.ReadFile(gz)
+	require.NoError(t, err)
+	require.Equal(t, []byte{0x1f, 0x8b}, raw[:2], "gzipped")
+}
