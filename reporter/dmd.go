@@ -106,6 +106,20 @@ func (p Process) writeDMD(w io.Writer) error {
 			fmt.Fprintf(&b, "  }\n}\n\n")
 		}
 	}
+	if len(st.Growth) > 0 {
+		fmt.Fprintf(&b, "#-----------------------------------------------------------------\n# Growth of realloc chains, by call site\n\n")
+		for _, f := range st.Growth {
+			mark := "  "
+			if f.Flagged {
+				mark = "! "
+			}
+			fmt.Fprintf(&b, "%s%-12s %s: %s growth reallocs of %.3fx, ~%s copied\n", mark, f.Verdict, f.Name, comma(f.GrowSteps), f.MeanRatio, humanize.IBytes(f.BytesCopied))
+			if f.Fix != "" {
+				fmt.Fprintf(&b, "    fix: %s\n", f.Fix)
+			}
+		}
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "#-----------------------------------------------------------------\n# Libraries (the first frame outside libc and the allocator)\n\n")
 	for _, l := range st.Libraries {
 		fmt.Fprintf(&b, "  %s%10s live in %s%s blocks, %s%10s allocated in all  %s\n", tilde, humanize.IBytes(l.LiveBytes),

@@ -5,10 +5,12 @@
 package reporter
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"sort"
 
+	"github.com/tagalloc/tagalloc/growth"
 	"github.com/tagalloc/tagalloc/tagtable"
 )
 
@@ -26,6 +28,8 @@ type Stacks struct {
 	UnknownFrees uint64          `json:"unknown_frees,omitempty"`
 	Records      []StackRecord   `json:"records"`
 	Libraries    []LibraryTotals `json:"libraries"`
+	// Growth judges the realloc chains per call site (package growth).
+	Growth []growth.Finding `json:"growth"`
 }
 
 // StackRecord is what blocks allocated from one stack, under one tag,
@@ -42,6 +46,10 @@ type StackRecord struct {
 	AllocBlocks        uint64  `json:"alloc_blocks"`
 	Reallocs           uint64  `json:"reallocs,omitempty"` // of the sampled blocks
 	BytesCopied        uint64  `json:"bytes_copied,omitempty"`
+	// GrowSteps are the reallocs that asked for more; GrowthRatio their
+	// geometric mean new/old (requested sizes): ~1 is just-enough growth.
+	GrowSteps   uint64  `json:"grow_steps,omitempty"`
+	GrowthRatio float64 `json:"growth_ratio,omitempty"`
 }
 
 // Frame is one return address: its module and offset in it, and what it
@@ -128,7 +136,10 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 		r := StackRecord{Tag: tag, Library: lib, Frames: fr, Samples: s.Samples,
 			LiveBytes: round(s.EstLiveBytes), LiveRequestedBytes: round(s.EstLiveRequested), LiveBlocks: round(s.EstLiveBlocks),
 			AllocBytes: round(s.EstAllocBytes), AllocBlocks: round(s.EstAllocBlocks),
-			Reallocs: s.Reallocs, BytesCopied: round(s.EstBytesCopied)}
+			Reallocs: s.Reallocs, BytesCopied: round(s.EstBytesCopied), GrowSteps: s.GrowSteps}
+		if s.GrowSteps > 0 {
+			r.GrowthRatio = math.Exp(s.SumLogGrowth / float64(s.GrowSteps))
+		}
 		st.Records = append(st.Records, r)
 		l := libs[lib]
 		if l == nil {
@@ -143,6 +154,7 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 	for _, l := range libs {
 		st.Libraries = append(st.Libraries, *l)
 	}
+	st.Growth = diagnoseGrowth(st.Records)
 	sort.Slice(st.Libraries, func(i, j int) bool {
 		a, b := st.Libraries[i], st.Libraries[j]
 		if a.LiveBytes != b.LiveBytes {
@@ -154,4 +166,29 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 		return a.Name < b.Name
 	})
 	return st
+}
+
+// diagnoseGrowth judges each record's realloc chains; a record's site is
+// its first frame outside libc and the allocator (the code that called
+// realloc), named by function if known.
+func diagnoseGrowth(recs []StackRecord) []growth.Finding {
+	var sites []growth.Site
+	for _, r := range recs {
+		if r.GrowSteps == 0 {
+			continue
+		}
+		name := "unknown"
+		for _, f := range r.Frames {
+			if f.Module != "" && !isSystem(f.Module) {
+				name = f.Function
+				if name == "" {
+					name = fmt.Sprintf("%s+0x%x", f.Module, f.Offset)
+				}
+				break
+			}
+		}
+		sites = append(sites, growth.Site{Name: name, Library: r.Library, Reallocs: r.Reallocs, GrowSteps: r.GrowSteps,
+			MeanRatio: r.GrowthRatio, BytesCopied: r.BytesCopied, FinalBytes: r.LiveBytes})
+	}
+	return growth.Diagnose(sites)
 }

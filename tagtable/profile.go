@@ -31,6 +31,10 @@ type Site struct {
 	EstLiveRequested              float64
 	Reallocs, Moves               uint64
 	EstBytesCopied                float64
+	// Growth of the sampled blocks' requested sizes by realloc: how many
+	// reallocs asked for more, and the sum of log(new/old) over them.
+	GrowSteps    uint64
+	SumLogGrowth float64
 }
 
 // Profile is a process's sampled heap, as its events tell it.
@@ -168,6 +172,10 @@ func (p *Profile) Resize(old, new, usable, req uint64) {
 	}
 	s := p.site(SiteKey{b.Stack, b.Tag})
 	s.Reallocs++
+	if req > b.Requested && b.Requested > 0 {
+		s.GrowSteps++
+		s.SumLogGrowth += math.Log(float64(req) / float64(b.Requested))
+	}
 	if new != old {
 		s.Moves++
 		s.EstBytesCopied += b.Weight * float64(min(b.Usable, usable))

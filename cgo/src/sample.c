@@ -76,6 +76,7 @@ typedef struct _ta_ev_hdr_s {
 static _ta_ev_hdr_t *_ta_ev;
 static uint8_t *_ta_ev_ring;
 static __thread int64_t _ta_sample_left; /* bytes until the next sample */
+static __thread void *_ta_realloc_keep;   /* alloc.c: the sampled block realloc is moving */
 static __thread uint64_t _ta_sample_rng;
 static __thread bool _ta_in_sampler;
 static pthread_mutex_t _ta_sample_lock = PTHREAD_MUTEX_INITIALIZER; /* leaf */
@@ -403,6 +404,10 @@ TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
     _ta_sample_left = _ta_ev ? _ta_sample_next() : INT64_MAX / 2;
     return p;
   }
+  /* The new place of a block realloc is moving, which stays sampled if
+   * the old one was (one chain): not sampled on its own. The countdown
+   * stays below zero, so the next allocation is sampled instead. */
+  if (_ta_realloc_keep) return p;
   _ta_in_sampler = true;
   int e = errno;
   if (ta_unlikely(!_ta_self.start)) { /* our code's range, to leave our frames out */
@@ -438,8 +443,6 @@ static inline void *_ta_sample_alloc(void *p, size_t req, uint32_t tag) {
 
 /* Block p, about to be freed, may be sampled (its page counts some, or it
  * is large or huge): if it is, say it is freed. */
-static __thread void *_ta_realloc_keep; /* alloc.c: the block realloc is moving */
-
 TA_NOINLINE static void _ta_sample_free(void *p) {
   if (!_ta_ev || p == _ta_realloc_keep) return;
   pthread_mutex_lock(&_ta_sample_lock);

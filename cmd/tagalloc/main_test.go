@@ -496,8 +496,19 @@ func TestRunStacksFull(t *testing.T) {
 	require.True(t, sites["gpu:make_texture<make_textures<main<_start"], "sites: %v", sites)
 	require.True(t, sites["config:parse_config<main<_start"], "sites: %v", sites)
 	require.True(t, sites["grow:grow_buffer<main<_start"], "sites: %v", sites)
+	require.True(t, sites["grow:grow_doubling<main<_start"], "sites: %v", sites)
+	// the growth diagnosis flags the just-enough loop by name, not the doubling one
+	var flagged, judged []string
+	for _, f := range st.Growth {
+		judged = append(judged, f.Name+":"+f.Verdict)
+		if f.Flagged {
+			flagged = append(flagged, f.Name)
+		}
+	}
+	require.Equal(t, []string{"grow_buffer"}, flagged, "%v", judged)
+	require.Contains(t, judged, "grow_doubling:exponential")
 	for _, r := range st.Records {
-		if r.Tag == "grow" {
+		if r.Tag == "grow" && r.Frames[0].Function == "grow_buffer" {
 			require.Greater(t, r.Reallocs, uint64(10000), "the realloc chain is one sampled block")
 		}
 	}
