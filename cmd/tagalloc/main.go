@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -31,6 +32,10 @@ const usage = `usage:
                                          about:memory's Load; gzipped if OUT ends in .gz)
   tagalloc diff A.json B.json [--format tree|json] [-o OUT]
                                          what changed from A to B, per process and tag
+  tagalloc serve [-addr 127.0.0.1:6060] PID
+                                         a running process's tags over time in a browser, with
+                                         /metrics (Prometheus); tagalloc run --serve ADDR does the
+                                         same for PROG and its children, with /debug/pprof/heap
   tagalloc snapshot PID [-o FILE.json]   the report of a running process started by tagalloc run
   tagalloc top [-n N] [-interval D] PID  its tags, refreshed (until interrupted, or N times)
 `
@@ -72,6 +77,8 @@ func run(args []string, stdout, stderr io.Writer) (int, error) {
 		return topCmd(args[1:], stdout, stderr)
 	case "diff":
 		return diffCmd(args[1:], stdout, stderr)
+	case "serve":
+		return serveCmd(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0, nil
@@ -85,6 +92,7 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("o", "", "write the JSON report to `FILE`")
+	serveAddr := fs.String("serve", "", "serve a live view on `ADDRESS` (e.g. 127.0.0.1:6060) while PROG runs")
 	stacks := fs.String("stacks", "off", "who allocated it: off, sampled (by bytes, see TAGALLOC_SAMPLE_RATE) or full (every block)")
 	quiet := fs.Bool("q", false, "do not print the tree")
 	if err := fs.Parse(args); err != nil {
@@ -131,6 +139,34 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	var dr *drainer
 	if *stacks != "off" {
 		dr = startDrainer(books, 20*time.Millisecond)
+	}
+	if *serveAddr != "" {
+		stopServe := make(chan struct{})
+		defer close(stopServe)
+		srv := &server{snap: func() (*reporter.Report, error) {
+			if dr == nil {
+				return collect(books, nil, nil)
+			}
+			var rep *reporter.Report
+			var err error
+			dr.with(func(profiles map[int]*tagtable.Profile) { rep, err = collect(books, nil, profiles) })
+			return rep, err
+		}}
+		ready := make(chan error, 1)
+		go func() {
+			err := srv.serve(*serveAddr, time.Second, stopServe, func(a net.Addr) {
+				fmt.Fprintf(stderr, "tagalloc: serving on http://%s/\n", a)
+				ready <- nil
+			})
+			if err != nil {
+				ready <- err
+			}
+		}()
+		if err := <-ready; err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return 1, fmt.Errorf("run: --serve: %w", err)
+		}
 	}
 	done := make(chan struct{})
 	go func() {

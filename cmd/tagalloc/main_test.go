@@ -3,13 +3,17 @@ package main
 import (
 	"bytes"
 	"debug/elf"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/require"
@@ -635,4 +639,85 @@ func TestDiffAndFirefox(t *testing.T) {
 	raw, err := os.ReadFile(gz)
 	require.NoError(t, err)
 	require.Equal(t, []byte{0x1f, 0x8b}, raw[:2], "gzipped")
+}
+
+// get fetches url and returns its body.
+func get(t *testing.T, url string) []byte {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", url, b)
+	return b
+}
+
+// run --serve: metrics, the report, a pprof profile and the page, live.
+func TestRunServe(t *testing.T) {
+	prog := buildTagged(t)
+	bin, err := tagallocBin()
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "run", "-q", "--stacks", "sampled", "--serve", "127.0.0.1:0", "--", prog, "wait")
+	cmd.Env = append(os.Environ(), "TAGALLOC_SAMPLE_RATE=4K")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	var addr string
+	acc, buf := "", make([]byte, 4096)
+	for addr == "" {
+		n, err := stderr.Read(buf)
+		require.NoError(t, err, acc)
+		acc += string(buf[:n])
+		if i := strings.Index(acc, "serving on http://"); i >= 0 && strings.Contains(acc[i:], "/\n") {
+			addr = strings.TrimSuffix(strings.Fields(acc[i:])[2], "/")
+		}
+	}
+	var metrics string
+	for i := 0; i < 100 && !strings.Contains(metrics, `tag="webgl-contexts"`); i++ {
+		time.Sleep(50 * time.Millisecond) // until the program has tagged its blocks
+		metrics = string(get(t, addr+"/metrics"))
+	}
+	require.Contains(t, metrics, "tagalloc_tag_live_bytes{")
+	require.Contains(t, metrics, `tag="webgl-contexts"`)
+	rep, err := reporter.Read(bytes.NewReader(get(t, addr+"/api/report")))
+	require.NoError(t, err)
+	require.NotEmpty(t, rep.Processes)
+	prof, err := profile.Parse(bytes.NewReader(get(t, addr+"/debug/pprof/heap")))
+	require.NoError(t, err)
+	require.NotEmpty(t, prof.Sample)
+	require.Contains(t, string(get(t, addr+"/")), "<svg")
+	require.Contains(t, string(get(t, addr+"/api/history")), "webgl-contexts")
+}
+
+// serve PID: a running Go program's tags, with bad arguments refused.
+func TestServePID(t *testing.T) {
+	prog := buildGoProg(t)
+	acc := startWaiting(t, exec.Command(prog, "wait"))
+	var pid string
+	for _, l := range strings.Split(acc, "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "ready" {
+			pid = f[1]
+		}
+	}
+	bin, err := tagallocBin()
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "serve", "-addr", "127.0.0.1:0", pid)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+	line := make([]byte, 512)
+	n, err := stdout.Read(line)
+	require.NoError(t, err)
+	f := strings.Fields(string(line[:n]))
+	require.GreaterOrEqual(t, len(f), 6, "%q", line[:n])
+	addr := strings.TrimSuffix(f[5], "/")
+	require.Contains(t, string(get(t, addr+"/metrics")), `tag="go-cache"`)
+	_, se, code := cli(t, "serve", "not-a-pid")
+	require.Equal(t, 2, code)
+	require.Contains(t, se, "not a process id")
 }

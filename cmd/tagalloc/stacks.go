@@ -156,3 +156,17 @@ func (d *drainer) finish() (map[int]*tagtable.Profile, []error) {
 
 // newSymbolizer names frames from the modules' ELF and DWARF tables.
 func newSymbolizer() reporter.Symbolize { return reporter.NewELFSymbols().Symbolize }
+
+// with calls f with the profiles so far, by pid, while nothing drains
+// into them.
+func (d *drainer) with(f func(map[int]*tagtable.Profile)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := map[int]*tagtable.Profile{}
+	for _, o := range d.open {
+		if o.prof != nil && o.ev != nil {
+			m[o.prof.PID] = o.prof
+		}
+	}
+	f(m)
+}
