@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"debug/elf"
+	"image/png"
 	"io"
 	"net/http"
 	"os"
@@ -720,4 +721,68 @@ func TestServePID(t *testing.T) {
 	_, se, code := cli(t, "serve", "not-a-pid")
 	require.Equal(t, 2, code)
 	require.Contains(t, se, "not a process id")
+}
+
+// The live page, rendered by headless Chromium: its chart and table are
+// drawn (by the page's script, from /api/history) in the tags' colours.
+func TestServePageInChromium(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("chromium is not installed (.ci/run installs it)")
+		}
+		t.Skip("no chromium")
+	}
+	prog := buildGoProg(t)
+	acc := startWaiting(t, exec.Command(prog, "wait"))
+	var pid string
+	for _, l := range strings.Split(acc, "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "ready" {
+			pid = f[1]
+		}
+	}
+	bin, err := tagallocBin()
+	require.NoError(t, err)
+	srv := exec.Command(bin, "serve", "-addr", "127.0.0.1:0", "-interval", "100ms", pid)
+	stdout, err := srv.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, srv.Start())
+	t.Cleanup(func() { _ = srv.Process.Signal(syscall.SIGTERM); _ = srv.Wait() })
+	line := make([]byte, 512)
+	n, err := stdout.Read(line)
+	require.NoError(t, err)
+	addr := strings.Fields(string(line[:n]))[5]
+	time.Sleep(300 * time.Millisecond) // a few history points
+	shot := filepath.Join(t.TempDir(), "page.png")
+	out, err := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1000,700",
+		"--virtual-time-budget=4000", "--screenshot="+shot, addr).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	f, err := os.Open(shot)
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	// pixels in the first two series colours (#1f77b4, #ff7f0e)
+	count := func(r0, g0, b0 int) int {
+		n := 0
+		b := img.Bounds()
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			for x := b.Min.X; x < b.Max.X; x++ {
+				r, g, bl, _ := img.At(x, y).RGBA()
+				if abs(int(r>>8)-r0) < 40 && abs(int(g>>8)-g0) < 40 && abs(int(bl>>8)-b0) < 40 {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	require.Greater(t, count(0x1f, 0x77, 0xb4), 300, "the first series' line and label are drawn")
+	require.Greater(t, count(0xff, 0x7f, 0x0e), 300, "the second series' line and label are drawn")
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
 }
