@@ -691,7 +691,12 @@ func TestRunServe(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, prof.Sample)
 	require.Contains(t, string(get(t, addr+"/")), "<svg")
-	require.Contains(t, string(get(t, addr+"/api/history")), "webgl-contexts")
+	var hist string
+	for i := 0; i < 100 && !strings.Contains(hist, "webgl-contexts"); i++ {
+		time.Sleep(50 * time.Millisecond) // sampled every second
+		hist = string(get(t, addr+"/api/history"))
+	}
+	require.Contains(t, hist, "webgl-contexts")
 }
 
 // serve PID: a running Go program's tags, with bad arguments refused.
