@@ -121,6 +121,16 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// readyPID is the PID a waiting program printed ("ready PID").
+func readyPID(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "ready" {
+			return f[1]
+		}
+	}
+	return ""
+}
+
 // startWaiting starts a tagged program in "wait" mode and returns what it
 // printed up to "ready"; it ends (its stdin closed) when the test does.
 func startWaiting(t *testing.T, cmd *exec.Cmd) string {
@@ -266,14 +276,8 @@ func TestSnapshotAndTopOfARunningProcess(t *testing.T) {
 	bin, err := tagallocBin()
 	require.NoError(t, err)
 	acc := startWaiting(t, exec.Command(bin, "run", "-q", "--", prog, "wait"))
-	lines := strings.Split(acc, "\n")
-	want := parseBooks(t, strings.Join(lines, "\n"))
-	var pid string
-	for _, l := range lines {
-		if f := strings.Fields(l); len(f) == 2 && f[0] == "ready" {
-			pid = f[1]
-		}
-	}
+	want := parseBooks(t, acc)
+	pid := readyPID(acc)
 	require.NotEmpty(t, pid)
 
 	out := filepath.Join(t.TempDir(), "snap.json")
@@ -396,12 +400,7 @@ func TestSnapshotOfAGoProgram(t *testing.T) {
 	acc := startWaiting(t, exec.Command(prog, "wait"))
 	want := parseBooks(t, acc)
 	delete(want, "c-side") // not preloaded: the C side is untracked
-	var pid string
-	for _, l := range strings.Split(acc, "\n") {
-		if f := strings.Fields(l); len(f) == 2 && f[0] == "ready" {
-			pid = f[1]
-		}
-	}
+	pid := readyPID(acc)
 	require.NotEmpty(t, pid)
 	out := filepath.Join(t.TempDir(), "snap.json")
 	_, se, code := cli(t, "snapshot", pid, "-o", out)
@@ -703,12 +702,7 @@ func TestRunServe(t *testing.T) {
 func TestServePID(t *testing.T) {
 	prog := buildGoProg(t)
 	acc := startWaiting(t, exec.Command(prog, "wait"))
-	var pid string
-	for _, l := range strings.Split(acc, "\n") {
-		if f := strings.Fields(l); len(f) == 2 && f[0] == "ready" {
-			pid = f[1]
-		}
-	}
+	pid := readyPID(acc)
 	bin, err := tagallocBin()
 	require.NoError(t, err)
 	cmd := exec.Command(bin, "serve", "-addr", "127.0.0.1:0", pid)
@@ -740,12 +734,7 @@ func TestServePageInChromium(t *testing.T) {
 	}
 	prog := buildGoProg(t)
 	acc := startWaiting(t, exec.Command(prog, "wait"))
-	var pid string
-	for _, l := range strings.Split(acc, "\n") {
-		if f := strings.Fields(l); len(f) == 2 && f[0] == "ready" {
-			pid = f[1]
-		}
-	}
+	pid := readyPID(acc)
 	bin, err := tagallocBin()
 	require.NoError(t, err)
 	srv := exec.Command(bin, "serve", "-addr", "127.0.0.1:0", "-interval", "100ms", pid)
