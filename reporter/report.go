@@ -117,8 +117,27 @@ func FromSnapshot(s *tagtable.Snapshot) Process {
 		p.Heap.SpanFreeBytes = inBlocks - p.Heap.LiveBytes
 	}
 	p.Heap.BookkeepingBytes = a.Bookkeeping
-	p.Reports = items(p)
+	p.Reports = append(items(p), reported(s.Reports)...)
 	return p
+}
+
+// The memory-report names of a report's kind and units.
+var (
+	kindNames  = []string{"nonheap", "heap", "other"}
+	unitsNames = []string{"bytes", "count", "count-cumulative", "percentage"}
+)
+
+// reported turns what the process's memory reporters published (Go's
+// runtime figures, for one) into items.
+func reported(reps []tagtable.Report) []Item {
+	var out []Item
+	for _, r := range reps {
+		if int(r.Kind) >= len(kindNames) || int(r.Units) >= len(unitsNames) {
+			continue // the reader checked; never here
+		}
+		out = append(out, Item{Path: r.Path, Kind: kindNames[r.Kind], Units: unitsNames[r.Units], Amount: r.Amount, Description: r.Description})
+	}
+	return out
 }
 
 func items(p Process) []Item {

@@ -77,8 +77,28 @@ func (p Process) WriteTree(w io.Writer) error {
 	fmt.Fprintln(w, "Explicit Allocations")
 	h := p.Heap
 	overhead := h.FreeCachedBytes + h.BookkeepingBytes
-	total := h.LiveBytes + overhead
+	// what reporters in the process said (Go's runtime), besides the books
+	own := map[string]bool{}
+	for _, it := range items(p) {
+		own[it.Path] = true
+	}
+	var explicit, other []Item
+	var reported uint64
+	for _, it := range p.Reports {
+		switch {
+		case own[it.Path]:
+		case strings.HasPrefix(it.Path, "explicit/") && it.Units == "bytes":
+			explicit = append(explicit, it)
+			reported += it.Amount
+		default:
+			other = append(other, it)
+		}
+	}
+	total := h.LiveBytes + overhead + reported
 	fmt.Fprintf(w, "%s (100.00%%) -- explicit\n", humanize.IBytes(total))
+	for _, it := range explicit {
+		fmt.Fprintf(w, "├──%s (%s) ── %s\n", humanize.IBytes(it.Amount), pct(it.Amount, total), strings.TrimPrefix(it.Path, "explicit/"))
+	}
 	for _, t := range p.Tags {
 		name := "heap/" + t.Name
 		if t.Name == DefaultTag {
@@ -99,5 +119,12 @@ func (p Process) WriteTree(w io.Writer) error {
 	fmt.Fprintf(w, "%s -- heap-mapped\n", humanize.IBytes(h.MappedBytes))
 	fmt.Fprintf(w, "%s -- heap-span-free (free blocks and never-touched room in spans in use)\n", humanize.IBytes(h.SpanFreeBytes))
 	fmt.Fprintf(w, "%s blocks -- heap-live-blocks\n", humanize.Comma(int64(p.Heap.LiveBlocks)))
+	for _, it := range other {
+		if it.Units == "bytes" {
+			fmt.Fprintf(w, "%s -- %s\n", humanize.IBytes(it.Amount), it.Path)
+		} else {
+			fmt.Fprintf(w, "%s -- %s (%s)\n", humanize.Comma(int64(it.Amount)), it.Path, it.Units)
+		}
+	}
 	return nil
 }

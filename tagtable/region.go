@@ -17,9 +17,11 @@ import (
 )
 
 // Magic and Version identify the layouts this reader knows.
+// Version 1 is the native library's; version 2 (package alloc's writer)
+// adds a table of reports (memory reporters: Go's runtime figures).
 const (
 	Magic   = "TAGALLOC"
-	Version = 1
+	Version = 2
 )
 
 // ErrFormat wraps every complaint about a region's contents.
@@ -72,7 +74,29 @@ type header struct {
 	HugeLive          uint64
 	HugeCached        uint64
 	Descriptors       uint64
+	// version 2
+	ReportsOff, ReportsCount uint32
 }
+
+// headerV1 is the size of a version-1 header (without the reports).
+const headerV1 = 248
+
+// Report is one measurement a process's reporter published (about:memory's
+// model): a path, a kind (0 nonheap, 1 heap, 2 other), units (0 bytes,
+// 1 count, 2 cumulative count, 3 percentage), an amount, a description.
+type Report struct {
+	Path, Description string
+	Kind, Units       uint8
+	Amount            uint64
+}
+
+// The reports table: slots of reportSize bytes.
+const (
+	reportSize    = 256
+	reportPathMax = 111 // bytes, then a NUL
+	reportDescMax = 127
+	MaxReports    = 64
+)
 
 // Allocator is the allocator's own view of its memory, in bytes: the
 // spans that hold blocks, free memory kept resident for reuse, the
@@ -112,6 +136,8 @@ type Snapshot struct {
 	// process); the figures are then off by what changed meanwhile.
 	Torn      bool
 	Allocator Allocator
+	// Reports are what the process's memory reporters published.
+	Reports []Report
 	// TagNames are the registered tags by id (events name tags by id).
 	TagNames map[uint32]string
 	native   bool // written by the native library (it has heap records)
@@ -156,20 +182,25 @@ func (r reader) addr(what string, a, base, size uint64) (uint64, error) {
 func Parse(b []byte) (*Snapshot, error) {
 	var h header
 	hs := uint64(binary.Size(h))
-	if uint64(len(b)) < hs {
-		return nil, fail("%d bytes: too short for a header (%d)", len(b), hs)
+	if uint64(len(b)) < headerV1 {
+		return nil, fail("%d bytes: too short for a header (%d)", len(b), headerV1)
 	}
-	if err := binary.Read(bytes.NewReader(b[:hs]), binary.LittleEndian, &h); err != nil {
+	hb := make([]byte, hs) // a version-1 header reads with no reports
+	copy(hb, b[:min(uint64(len(b)), hs)])
+	if err := binary.Read(bytes.NewReader(hb), binary.LittleEndian, &h); err != nil {
 		return nil, fail("header: %v", err)
 	}
 	if string(h.Magic[:]) != Magic {
 		return nil, fail("magic %q, want %q", h.Magic[:], Magic)
 	}
-	if h.Version != Version {
-		return nil, fail("layout version %d; this tagalloc reads version %d (use the tagalloc that ran the program)", h.Version, Version)
-	}
-	if uint64(h.HeaderSize) != hs {
-		return nil, fail("header size %d, version %d has %d", h.HeaderSize, Version, hs)
+	switch {
+	case h.Version == 1 && h.HeaderSize == headerV1:
+		h.ReportsOff, h.ReportsCount = 0, 0
+	case h.Version == 2 && uint64(h.HeaderSize) == hs:
+	case h.Version < 1 || h.Version > Version:
+		return nil, fail("layout version %d; this tagalloc reads versions 1 to %d (use the tagalloc that ran the program)", h.Version, Version)
+	default:
+		return nil, fail("header size %d does not fit version %d", h.HeaderSize, h.Version)
 	}
 	used := h.Used
 	if used > uint64(len(b)) || used > h.RegionSize {
@@ -293,6 +324,21 @@ func Parse(b []byte) (*Snapshot, error) {
 	}
 
 	s := &Snapshot{PID: int(h.PID), PPID: int(h.PPID), StartNS: h.StartNS, Exited: h.State == 1, native: h.HeapTag != 0}
+	if h.ReportsCount > 0 {
+		if h.ReportsCount > MaxReports {
+			return nil, fail("%d reports, at most %d", h.ReportsCount, MaxReports)
+		}
+		if err := r.span("reports", uint64(h.ReportsOff), uint64(h.ReportsCount)*reportSize); err != nil {
+			return nil, err
+		}
+		for i := uint64(0); i < uint64(h.ReportsCount); i++ {
+			rep, err := parseReport(b[uint64(h.ReportsOff)+i*reportSize:][:reportSize])
+			if err != nil {
+				return nil, fail("report %d: %v", i, err)
+			}
+			s.Reports = append(s.Reports, rep)
+		}
+	}
 	s.Allocator = Allocator{SpansInUse: h.SpansInUse, SpansFreeResident: h.SpansFreeResident, ArenaTouched: h.ArenaTouched,
 		HugeLive: h.HugeLive, HugeCached: h.HugeCached, Bookkeeping: h.Descriptors + used}
 	if h.CmdlineLen > 0 {
@@ -480,6 +526,7 @@ func Merge(snaps ...*Snapshot) *Snapshot {
 	idx := map[string]int{}
 	for _, s := range snaps {
 		if s != snaps[0] {
+			out.Reports = append(append([]Report(nil), out.Reports...), s.Reports...)
 			out.Torn = out.Torn || s.Torn
 			a := &out.Allocator
 			a.SpansInUse += s.Allocator.SpansInUse
@@ -602,4 +649,35 @@ func readRegion(f io.ReaderAt) (*Snapshot, error) {
 		return nil, err
 	}
 	return Parse(buf[:m])
+}
+
+// parseReport reads one slot of the reports table: u8 kind, u8 units, six
+// bytes of padding, u64 amount, the path (NUL-terminated, 112 bytes), the
+// description (NUL-terminated, 128 bytes).
+func parseReport(b []byte) (Report, error) {
+	str := func(f []byte, what string) (string, error) {
+		n := bytes.IndexByte(f, 0)
+		if n < 0 {
+			return "", fmt.Errorf("%s is not terminated", what)
+		}
+		for _, c := range f[:n] {
+			if c < 0x20 || c == 0x7f {
+				return "", fmt.Errorf("%s holds a control byte", what)
+			}
+		}
+		return string(f[:n]), nil
+	}
+	rep := Report{Kind: b[0], Units: b[1], Amount: binary.LittleEndian.Uint64(b[8:])}
+	if rep.Kind > 2 || rep.Units > 3 {
+		return rep, fmt.Errorf("kind %d, units %d", rep.Kind, rep.Units)
+	}
+	var err error
+	if rep.Path, err = str(b[16:16+reportPathMax+1], "path"); err != nil {
+		return rep, err
+	}
+	if rep.Path == "" {
+		return rep, errors.New("empty path")
+	}
+	rep.Description, err = str(b[16+reportPathMax+1:], "description")
+	return rep, err
 }

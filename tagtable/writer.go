@@ -122,6 +122,9 @@ func (r *Region) format() {
 	put(&h.FallbackOff, tagSlots*uint64(h.CtrSize))
 	put(&h.PeaksOff, tagSlots*8)
 	put(&h.ClassSizesOff, uint64(h.NClasses)*4)
+	var rep uint64
+	put(&rep, MaxReports*reportSize)
+	h.ReportsOff = uint32(rep)
 	for c, cl := range sizeclass.Classes {
 		*(*uint32)(unsafe.Pointer(&r.mem[h.ClassSizesOff+uint64(c)*4])) = uint32(cl.Size)
 	}
@@ -305,4 +308,37 @@ func (r *Region) Snapshot() (*Snapshot, error) {
 	copy(b, r.mem[:used]) // counters race with their writers: word loads, Torn catches the rest
 	r.mu.Unlock()
 	return Parse(b)
+}
+
+// SetReports publishes the process's memory reports (at most MaxReports;
+// paths and descriptions cut to fit). A reader copying the table while it
+// changes may see a mix of two sets, as with any counter.
+func (r *Region) SetReports(reps []Report) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mem == nil {
+		return
+	}
+	n := min(len(reps), MaxReports)
+	for i, rep := range reps[:n] {
+		slot := r.mem[uint64(r.hdr.ReportsOff)+uint64(i)*reportSize:][:reportSize]
+		clear(slot)
+		slot[0], slot[1] = rep.Kind, rep.Units
+		*(*uint64)(unsafe.Pointer(&slot[8])) = rep.Amount
+		copy(slot[16:16+reportPathMax], clean(rep.Path))
+		copy(slot[16+reportPathMax+1:16+reportPathMax+1+reportDescMax], clean(rep.Description))
+	}
+	atomic.StoreUint32(&r.hdr.ReportsCount, uint32(n))
+}
+
+// clean drops the bytes a report may not hold.
+func clean(s string) string {
+	b := []byte(s)
+	out := b[:0]
+	for _, c := range b {
+		if c >= 0x20 && c != 0x7f {
+			out = append(out, c)
+		}
+	}
+	return string(out)
 }

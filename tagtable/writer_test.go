@@ -173,3 +173,31 @@ func TestMergeSumsTagsByName(t *testing.T) {
 	require.Equal(t, "y", m.Tags[0].Name, "sorted by live bytes")
 	require.Equal(t, uint64(5), req, "inputs untouched")
 }
+
+func TestWriterReports(t *testing.T) {
+	t.Setenv("TAGALLOC_DIR", "")
+	r, err := Create("go")
+	require.NoError(t, err)
+	defer r.Close()
+	r.SetReports([]Report{
+		{Path: "explicit/go/heap/objects", Description: "Go heap objects.", Kind: 0, Units: 0, Amount: 123456},
+		{Path: "go/gc-cycles", Description: "bad\x01byte dropped", Kind: 2, Units: 2, Amount: 7},
+	})
+	s, err := r.Snapshot()
+	require.NoError(t, err)
+	require.Equal(t, []Report{
+		{Path: "explicit/go/heap/objects", Description: "Go heap objects.", Amount: 123456},
+		{Path: "go/gc-cycles", Description: "badbyte dropped", Kind: 2, Units: 2, Amount: 7},
+	}, s.Reports)
+	// a slot scribbled over is an error, not a crash
+	off := uint64(r.hdr.ReportsOff)
+	r.mem[off] = 9
+	_, err = r.Snapshot()
+	require.ErrorIs(t, err, ErrFormat)
+	r.mem[off] = 0
+	for i := off + 16; i < off+reportSize; i++ {
+		r.mem[i] = 'x' // no NUL
+	}
+	_, err = r.Snapshot()
+	require.ErrorIs(t, err, ErrFormat)
+}

@@ -391,6 +391,14 @@ func TestRunGoAndCTagsInOneReport(t *testing.T) {
 	requireTags(t, rep.Processes[0], want)
 	require.Contains(t, se, "go-cache")
 	require.Contains(t, se, "c-side")
+	// the Go runtime's own memory, in the same picture
+	paths := map[string]uint64{}
+	for _, it := range rep.Processes[0].Reports {
+		paths[it.Path] = it.Amount
+	}
+	require.Contains(t, paths, "explicit/go/heap/objects")
+	require.NotZero(t, paths["go/total"])
+	require.Contains(t, se, "── go/stacks")
 }
 
 // snapshot and top read a Go program's books from its memfd, without
