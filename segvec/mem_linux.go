@@ -1,0 +1,50 @@
+// OS memory, Linux: the only file of segvec that calls mmap, madvise and
+// munmap. States: mapped (anonymous, private; untouched pages cost
+// nothing) -> in use (touched: resident) -> purged (MADV_DONTNEED: not
+// resident, reads as zero) -> released (munmap).
+
+//go:build linux
+
+package segvec
+
+import (
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// osMap maps size bytes of zeroed memory outside the Go heap. With
+// noReserve the kernel does not count it against overcommit until
+// touched (the history ring: its whole limit is mapped up front). The
+// mapping is named so /proc/PID/maps shows what it holds.
+func osMap(size int, name string, noReserve bool) ([]byte, error) {
+	flags := unix.MAP_PRIVATE | unix.MAP_ANON
+	if noReserve {
+		flags |= unix.MAP_NORESERVE
+	}
+	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, flags)
+	if err != nil {
+		return nil, err
+	}
+	osName(b, name)
+	return b, nil
+}
+
+// osUnmap releases a mapping from osMap.
+func osUnmap(b []byte) error { return unix.Munmap(b) }
+
+// osPurge gives a range's pages back to the OS; it stays mapped and reads
+// as zero.
+func osPurge(b []byte) { _ = unix.Madvise(b, unix.MADV_DONTNEED) }
+
+// osName labels an anonymous mapping (Linux 5.17+; nothing before).
+func osName(b []byte, name string) {
+	n := append([]byte(name), 0)
+	_ = unix.Prctl(unix.PR_SET_VMA, unix.PR_SET_VMA_ANON_NAME,
+		uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&n[0])))
+	runtime.KeepAlive(n)
+}
+
+// offHeap reports that memory from this file is outside the Go heap.
+const offHeap = true

@@ -1,0 +1,22 @@
+// OS memory elsewhere: a fallback backed by the Go heap, so the package
+// builds and works on every platform. The memory is then on the Go heap:
+// the GC counts it, though it never scans it (it is allocated as
+// []uint64, which holds no pointers, and that also gives 8-byte
+// alignment); purging only zeroes it.
+
+//go:build !linux
+
+package segvec
+
+import "unsafe"
+
+func osMap(size int, name string, noReserve bool) ([]byte, error) {
+	w := make([]uint64, (size+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), size), nil
+}
+
+func osUnmap(b []byte) error { return nil }
+
+func osPurge(b []byte) { clear(b) }
+
+const offHeap = false
