@@ -33,8 +33,9 @@
 //	seq        an entry's sequence number, from 0 in append order.
 //
 // Append, Vec
-//  1. If the last segment is full, map one (the only system call).
-//  2. Store the element at segs[i>>shift] + (i&mask)*size; n++.
+//  1. If the current segment is full, move to the next one, mapping it
+//     if need be (the only system call).
+//  2. Store the element at the next-slot pointer and bump it; n++.
 //
 // Append, Chunked
 //  1. Encoded size e = uvarint length + payload; refuse e > Cap.

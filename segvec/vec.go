@@ -19,10 +19,11 @@ var pageSize = os.Getpagesize()
 // Vec is a growable array of T kept outside the Go heap, in segments of
 // a power-of-two number of elements (at least SegmentBytes, default
 // 64 KiB, each its own mapping). Element i lives in segment i>>shift at
-// slot i&mask, so At is a shift, a mask, a load and a multiply-add;
-// appending maps a new segment when the last is full and never moves an
-// element, so a *T from At or AppendZero stays valid until Truncate
-// below it, Shrink or Close.
+// slot i&mask, so At is a shift, a mask, a load and a multiply-add.
+// Append stores through a next-slot pointer and bumps it, mapping a new
+// segment when the last is full; it never moves an element, so a *T
+// from At or AppendZero stays valid until Truncate below it, Shrink or
+// Close.
 //
 // T must hold no Go pointers (New checks). The zero Vec is not usable:
 // call New.
@@ -37,6 +38,8 @@ var pageSize = os.Getpagesize()
 type Vec[T any] struct {
 	// Writer-owned.
 	n        int              // elements in use; 0 <= n <= cap
+	free     int              // slots left in n's segment: n+free == cap or a segment boundary
+	next     unsafe.Pointer   // where element n goes (if free > 0)
 	cap      int              // == len(segs) << shift
 	segs     []unsafe.Pointer // base of each segment; len(segs) == len(maps)
 	maps     [][]byte         // the mappings behind segs, in order, for munmap
@@ -97,27 +100,30 @@ func MustNew[T any](opts ...Option) *Vec[T] {
 // ErrOutOfMemory error if the OS refuses a new segment (use Grow first
 // to get an error instead), and after Close.
 func (v *Vec[T]) Append(x T) int {
-	i := v.n
-	if i == v.cap {
+	if v.free == 0 {
 		v.grow()
 	}
-	*(*T)(unsafe.Add(v.segs[i>>v.shift], uintptr(i&v.mask)*v.size)) = x
-	v.n = i + 1
-	return i
+	p := v.next
+	v.next = unsafe.Add(p, v.size)
+	v.free--
+	*(*T)(p) = x
+	v.n++
+	return v.n - 1
 }
 
 // AppendZero adds a zero element and returns a pointer to it (to fill
 // in place: no copy of T) and its index.
 func (v *Vec[T]) AppendZero() (*T, int) {
-	i := v.n
-	if i == v.cap {
+	if v.free == 0 {
 		v.grow()
 	}
-	p := (*T)(unsafe.Add(v.segs[i>>v.shift], uintptr(i&v.mask)*v.size))
+	p := (*T)(v.next)
+	v.next = unsafe.Add(v.next, v.size)
+	v.free--
 	var zero T
 	*p = zero // a slot below a Truncate holds old data
-	v.n = i + 1
-	return p, i
+	v.n++
+	return p, v.n - 1
 }
 
 // At returns a pointer to element i, valid until Truncate below i+1,
@@ -186,6 +192,7 @@ func (v *Vec[T]) Grow(n int) error {
 			return err
 		}
 	}
+	v.seek()
 	return nil
 }
 
@@ -197,6 +204,7 @@ func (v *Vec[T]) Truncate(n int) {
 		panic(fmt.Sprintf("segvec: Truncate(%d) with length %d", n, v.n))
 	}
 	v.n = n
+	v.seek()
 	if int64(n) < v.pubLen.Load() {
 		v.pubLen.Store(int64(n))
 	}
@@ -223,6 +231,7 @@ func (v *Vec[T]) Shrink() error {
 	v.cap = keep << v.shift
 	snap := v.segs
 	v.pubSegs.Store(&snap)
+	v.seek()
 	return first
 }
 
@@ -261,13 +270,28 @@ func (v *Vec[T]) AtShared(i int) *T {
 	return (*T)(unsafe.Add(segs[i>>v.shift], uintptr(i&v.mask)*v.size))
 }
 
+// grow makes room for element n: the next segment, mapped if need be.
 func (v *Vec[T]) grow() {
 	if v.closed {
 		v.useAfterClose()
 	}
-	if err := v.addSegment(); err != nil {
-		panic(err)
+	if v.n == v.cap {
+		if err := v.addSegment(); err != nil {
+			panic(err)
+		}
 	}
+	v.seek()
+}
+
+// seek points next and free at element n's slot.
+func (v *Vec[T]) seek() {
+	if v.n == v.cap {
+		v.next, v.free = nil, 0
+		return
+	}
+	off := v.n & v.mask
+	v.next = unsafe.Add(v.segs[v.n>>v.shift], uintptr(off)*v.size)
+	v.free = v.mask + 1 - off
 }
 
 // addSegment maps one segment at the end and publishes the new table.
@@ -304,6 +328,10 @@ func (v *Vec[T]) check() error {
 		return fmt.Errorf("segvec: cap %d != %d segments << %d", v.cap, len(v.segs), v.shift)
 	case v.n < 0 || v.n > v.cap:
 		return fmt.Errorf("segvec: length %d outside [0, cap %d]", v.n, v.cap)
+	case v.free < 0 || v.free > v.mask+1 || v.free > v.cap-v.n || v.free > 0 && (v.n+v.free)&v.mask != 0:
+		return fmt.Errorf("segvec: %d free slots at length %d (cap %d, %d per segment)", v.free, v.n, v.cap, v.mask+1)
+	case v.free > 0 && v.next != unsafe.Add(v.segs[v.n>>v.shift], uintptr(v.n&v.mask)*v.size):
+		return fmt.Errorf("segvec: next slot %p is not element %d's", v.next, v.n)
 	case v.pubLen.Load() > int64(v.n):
 		return fmt.Errorf("segvec: published length %d > length %d", v.pubLen.Load(), v.n)
 	case len(*v.pubSegs.Load()) < (int(v.pubLen.Load())+v.mask)>>v.shift:
