@@ -1,0 +1,370 @@
+// DWARF: which compile unit holds an address (indexed once per object),
+// and per unit, built the first time one of its addresses is asked for, a
+// sorted line table and the tree of functions and their inlined calls.
+
+package symbolizer
+
+import (
+	"debug/dwarf"
+	"errors"
+	"io"
+	"sort"
+	"sync"
+)
+
+// dwarfIndex maps addresses to compile units.
+type dwarfIndex struct {
+	d      *dwarf.Data
+	ranges []unitRange // sorted by lo
+
+	nameMu sync.Mutex
+	names  map[dwarf.Offset]string // function DIE -> demangled name
+}
+
+type unitRange struct {
+	lo, hi uint64
+	u      *unit
+}
+
+// unit is one compile unit; lines and scopes are built on first use.
+type unit struct {
+	entry *dwarf.Entry
+	once  sync.Once
+	err   error
+	lines []lineRow
+	files []*dwarf.LineFile // the line program's file table, by DWARF file index
+	top   []scopeRange      // the unit's functions, sorted by lo
+}
+
+// lineRow is one row of a line program: from addr to the next row's addr
+// the code came from file:line. end marks the end of a sequence (no code).
+type lineRow struct {
+	addr uint64
+	file *dwarf.LineFile
+	line int32
+	end  bool
+}
+
+// scope is a function (DW_TAG_subprogram) or an inlined call of one
+// (DW_TAG_inlined_subroutine) with the addresses it covers.
+type scope struct {
+	ranges   [][2]uint64
+	die      dwarf.Offset // where the name is found (directly or through abstract_origin/specification)
+	callFile int          // for an inlined call: where, in the caller, the call was
+	callLine int
+	children []*scope // inlined calls inside it
+}
+
+type scopeRange struct {
+	lo, hi uint64
+	s      *scope
+}
+
+// attrMIPSLinkageName is DW_AT_MIPS_linkage_name, the linkage name of
+// compilers from before DWARF 4 named one.
+const attrMIPSLinkageName dwarf.Attr = 0x2007
+
+// maxTopLevelNulls bounds the run of null entries between units that
+// newDwarfIndex reads past.
+const maxTopLevelNulls = 4096
+
+// holdsCode is the set of DIEs whose children may be functions or inlined
+// calls; the children of the others (types, call sites, variables) are
+// skipped unread (through DW_AT_sibling when the compiler wrote it).
+// GCC and Clang write the code of member functions, even those defined
+// in their class, as DIEs at namespace or unit level pointing to the
+// declaration with DW_AT_specification, so class types are skipped too.
+var holdsCode = map[dwarf.Tag]bool{
+	dwarf.TagCompileUnit:       true,
+	dwarf.TagPartialUnit:       true,
+	dwarf.TagNamespace:         true,
+	dwarf.TagModule:            true,
+	dwarf.TagSubprogram:        true,
+	dwarf.TagLexDwarfBlock:     true,
+	dwarf.TagInlinedSubroutine: true,
+	dwarf.TagTryDwarfBlock:     true,
+	dwarf.TagCatchDwarfBlock:   true,
+	dwarf.TagEntryPoint:        true,
+	dwarf.TagWithStmt:          true,
+	dwarf.TagCommonDwarfBlock:  true,
+}
+
+// maxScopeDepth bounds the nesting the walk of a unit follows; deeper
+// (corrupt) trees are cut there.
+const maxScopeDepth = 256
+
+// newDwarfIndex reads the compile units' address ranges. An object whose
+// DWARF has no unit with ranges gives nil.
+func newDwarfIndex(d *dwarf.Data) (*dwarfIndex, error) {
+	x := &dwarfIndex{d: d, names: map[dwarf.Offset]string{}}
+	r := d.Reader()
+	nulls := 0
+	for {
+		e, err := r.Next()
+		if err != nil {
+			return nil, err
+		}
+		if e == nil {
+			break
+		}
+		if e.Tag == 0 {
+			// Padding between units, or debug/dwarf stuck at bytes that
+			// all have the LEB128 continuation bit set: it then returns
+			// null entries forever without moving on.
+			if nulls++; nulls > maxTopLevelNulls {
+				return nil, errors.New("symbolizer: .debug_info: no unit after many null entries")
+			}
+			continue
+		}
+		nulls = 0
+		if e.Tag == dwarf.TagCompileUnit {
+			rs, err := d.Ranges(e)
+			if err == nil && len(rs) > 0 {
+				u := &unit{entry: e}
+				for _, rg := range rs {
+					if rg[1] > rg[0] {
+						x.ranges = append(x.ranges, unitRange{rg[0], rg[1], u})
+					}
+				}
+			}
+		}
+		r.SkipChildren()
+	}
+	if len(x.ranges) == 0 {
+		return nil, nil
+	}
+	sort.Slice(x.ranges, func(i, j int) bool { return x.ranges[i].lo < x.ranges[j].lo })
+	return x, nil
+}
+
+// unitFor returns the compile unit whose ranges hold pc.
+func (x *dwarfIndex) unitFor(pc uint64) *unit {
+	i := sort.Search(len(x.ranges), func(i int) bool { return x.ranges[i].lo > pc }) - 1
+	for j := i; j >= 0 && j > i-maxOverlapScan; j-- {
+		if pc < x.ranges[j].hi {
+			return x.ranges[j].u
+		}
+	}
+	return nil
+}
+
+// load builds the unit's line table and function tree, once.
+func (x *dwarfIndex) load(u *unit) error {
+	u.once.Do(func() {
+		defer recoverInto(&u.err)
+		u.err = x.loadLines(u)
+		if u.err == nil {
+			u.err = x.loadScopes(u)
+		}
+	})
+	return u.err
+}
+
+func (x *dwarfIndex) loadLines(u *unit) error {
+	lr, err := x.d.LineReader(u.entry)
+	if err != nil || lr == nil {
+		return err // a unit without a line program has no lines
+	}
+	for {
+		var le dwarf.LineEntry
+		if err := lr.Next(&le); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return err
+		}
+		u.lines = append(u.lines, lineRow{addr: le.Address, file: le.File, line: int32(le.Line), end: le.EndSequence})
+	}
+	u.files = lr.Files()
+	// Sequences may come in any order; at one address an end of sequence
+	// goes before the start of the next, and rows of one sequence keep
+	// their order (the last row at an address describes it).
+	sort.SliceStable(u.lines, func(i, j int) bool {
+		a, b := &u.lines[i], &u.lines[j]
+		if a.addr != b.addr {
+			return a.addr < b.addr
+		}
+		return a.end && !b.end
+	})
+	return nil
+}
+
+// line returns the file and line of pc in the unit's line table.
+func (u *unit) line(pc uint64) (string, int, bool) {
+	i := sort.Search(len(u.lines), func(i int) bool { return u.lines[i].addr > pc }) - 1
+	if i < 0 || u.lines[i].end {
+		return "", 0, false
+	}
+	r := &u.lines[i]
+	name := ""
+	if r.file != nil {
+		name = r.file.Name
+	}
+	return name, int(r.line), true
+}
+
+// fileName returns the name of entry i of the unit's file table.
+func (u *unit) fileName(i int) string {
+	if i < 0 || i >= len(u.files) || u.files[i] == nil {
+		return ""
+	}
+	return u.files[i].Name
+}
+
+func (x *dwarfIndex) loadScopes(u *unit) error {
+	r := x.d.Reader()
+	r.Seek(u.entry.Offset)
+	cu, err := r.Next()
+	if err != nil || cu == nil || !cu.Children {
+		return err
+	}
+	// stack[i] is the innermost scope enclosing the entries at depth i+1
+	// (nil outside any function).
+	stack := []*scope{nil}
+	for len(stack) > 0 {
+		e, err := r.Next()
+		if err != nil {
+			return err
+		}
+		if e == nil {
+			break
+		}
+		if e.Tag == 0 {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if e.Tag == dwarf.TagCompileUnit || e.Tag == dwarf.TagPartialUnit || e.Tag == dwarf.TagTypeUnit {
+			break // the next unit: this one's last terminator was left out
+		}
+		parent := stack[len(stack)-1]
+		var s *scope
+		switch e.Tag {
+		case dwarf.TagSubprogram, dwarf.TagInlinedSubroutine:
+			rs, err := x.d.Ranges(e)
+			if err != nil || len(rs) == 0 {
+				break
+			}
+			s = &scope{ranges: rs, die: e.Offset}
+			if e.Tag == dwarf.TagInlinedSubroutine && parent != nil {
+				f, _ := e.Val(dwarf.AttrCallFile).(int64)
+				l, _ := e.Val(dwarf.AttrCallLine).(int64)
+				s.callFile, s.callLine = int(f), int(l)
+				parent.children = append(parent.children, s)
+			} else {
+				// A function (even one nested in another, as GNU C
+				// allows) is a frame of its own.
+				for _, rg := range rs {
+					if rg[1] > rg[0] {
+						u.top = append(u.top, scopeRange{rg[0], rg[1], s})
+					}
+				}
+			}
+		}
+		if e.Children {
+			if !holdsCode[e.Tag] || len(stack) >= maxScopeDepth {
+				r.SkipChildren()
+				continue
+			}
+			if s == nil {
+				s = parent
+			}
+			stack = append(stack, s)
+		}
+	}
+	sort.Slice(u.top, func(i, j int) bool { return u.top[i].lo < u.top[j].lo })
+	return nil
+}
+
+// scopes returns the chain of scopes holding pc, outermost (the function)
+// first, then each inlined call inside it.
+func (u *unit) scopes(pc uint64) []*scope {
+	i := sort.Search(len(u.top), func(i int) bool { return u.top[i].lo > pc }) - 1
+	var s *scope
+	for j := i; j >= 0 && j > i-maxOverlapScan; j-- {
+		if pc < u.top[j].hi {
+			s = u.top[j].s
+			break
+		}
+	}
+	var chain []*scope
+	for s != nil && len(chain) < maxScopeDepth {
+		chain = append(chain, s)
+		var next *scope
+		for _, c := range s.children {
+			if c.holds(pc) {
+				next = c
+				break
+			}
+		}
+		s = next
+	}
+	return chain
+}
+
+func (s *scope) holds(pc uint64) bool {
+	for _, r := range s.ranges {
+		if r[0] <= pc && pc < r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// name returns the name of the function a scope is (an instance of), the
+// linkage name demangled when it is a mangled one, else DW_AT_name, following
+// DW_AT_abstract_origin and DW_AT_specification.
+func (x *dwarfIndex) name(off dwarf.Offset, demangle func(string) string) string {
+	x.nameMu.Lock()
+	n, ok := x.names[off]
+	x.nameMu.Unlock()
+	if ok {
+		return n
+	}
+	n = x.resolveName(off, demangle)
+	x.nameMu.Lock()
+	x.names[off] = n
+	x.nameMu.Unlock()
+	return n
+}
+
+func (x *dwarfIndex) resolveName(off dwarf.Offset, demangle func(string) string) (name string) {
+	defer func() {
+		if recover() != nil {
+			name = ""
+		}
+	}()
+	r := x.d.Reader()
+	plain, asmName := "", ""
+	for range 8 {
+		r.Seek(off)
+		e, err := r.Next()
+		if err != nil || e == nil {
+			break
+		}
+		for _, a := range []dwarf.Attr{dwarf.AttrLinkageName, attrMIPSLinkageName} {
+			if ln, ok := e.Val(a).(string); ok && ln != "" {
+				if isMangled(ln) {
+					return demangle(ln)
+				}
+				// An asm label (glibc's __GI_ aliases): the source name
+				// says more.
+				asmName = ln
+			}
+		}
+		if n, ok := e.Val(dwarf.AttrName).(string); ok && n != "" && plain == "" {
+			plain = n
+		}
+		next, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
+		if !ok {
+			next, ok = e.Val(dwarf.AttrSpecification).(dwarf.Offset)
+		}
+		if !ok || next == off {
+			break
+		}
+		off = next
+	}
+	if plain == "" {
+		return asmName
+	}
+	return plain
+}

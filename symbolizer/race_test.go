@@ -1,0 +1,5 @@
+//go:build race
+
+package symbolizer
+
+const raceEnabled = true
