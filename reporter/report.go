@@ -3,6 +3,7 @@
 package reporter
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -140,6 +141,9 @@ func reported(reps []tagtable.Report) []Item {
 	return out
 }
 
+// items are the report's own measurements: one per tag, then the heap's.
+// Kinds follow nsIMemoryReporter: "heap" is counted in the live heap (the
+// sum over tags), so the allocator's overhead is "nonheap".
 func items(p Process) []Item {
 	out := []Item{}
 	for _, t := range p.Tags {
@@ -149,17 +153,38 @@ func items(p Process) []Item {
 		}
 		out = append(out, Item{Path: path, Kind: "heap", Units: "bytes", Amount: t.LiveBytes, Description: desc})
 	}
-	out = append(out,
-		Item{Path: "explicit/heap-overhead/free-cached", Kind: "heap", Units: "bytes", Amount: p.Heap.FreeCachedBytes,
-			Description: "Free heap memory the allocator keeps resident for reuse."},
-		Item{Path: "heap-span-free", Kind: "other", Units: "bytes", Amount: p.Heap.SpanFreeBytes,
-			Description: "Room in spans in use holding no live block: free blocks and never-touched space (no RAM)."},
-		Item{Path: "explicit/heap-overhead/bookkeeping", Kind: "nonheap", Units: "bytes", Amount: p.Heap.BookkeepingBytes,
-			Description: "The allocator's page descriptors and books."},
-		Item{Path: "heap-mapped", Kind: "other", Units: "bytes", Amount: p.Heap.MappedBytes,
-			Description: "Memory the allocator has from the OS for the heap (spans in use, free resident, huge)."},
+	return append(append(out, heapItems(p.Heap)...),
 		Item{Path: "heap-live-blocks", Kind: "other", Units: "count", Amount: p.Heap.LiveBlocks,
 			Description: "Heap blocks live, over all tags."})
+}
+
+// heapItems are the allocator's own figures, besides the tags'.
+func heapItems(h Heap) []Item {
+	return []Item{
+		{Path: "explicit/heap-overhead/free-cached", Kind: "nonheap", Units: "bytes", Amount: h.FreeCachedBytes,
+			Description: "Free heap memory the allocator keeps resident for reuse."},
+		{Path: "heap-span-free", Kind: "other", Units: "bytes", Amount: h.SpanFreeBytes,
+			Description: "Room in spans in use holding no live block: free blocks and never-touched space (no RAM)."},
+		{Path: "explicit/heap-overhead/bookkeeping", Kind: "nonheap", Units: "bytes", Amount: h.BookkeepingBytes,
+			Description: "The allocator's page descriptors and books."},
+		{Path: "heap-mapped", Kind: "other", Units: "bytes", Amount: h.MappedBytes,
+			Description: "Memory the allocator has from the OS for the heap (spans in use, free resident, huge)."},
+	}
+}
+
+// reporterItems are the measurements the process's own memory reporters
+// published (Go's runtime, for one): its items that are not the books'.
+func (p Process) reporterItems() []Item {
+	own := map[string]bool{}
+	for _, it := range items(p) {
+		own[it.Path] = true
+	}
+	var out []Item
+	for _, it := range p.Reports {
+		if !own[it.Path] {
+			out = append(out, it)
+		}
+	}
 	return out
 }
 
@@ -177,7 +202,11 @@ func (r *Report) Sort(first int) {
 // Read parses and checks a report.
 func Read(rd io.Reader) (*Report, error) {
 	var r Report
-	dec := json.NewDecoder(rd)
+	br := bufio.NewReader(rd)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		return nil, fmt.Errorf("%w: gzipped (a memory-report.json.gz for about:memory?); give the JSON report tagalloc run -o wrote", ErrReport)
+	}
+	dec := json.NewDecoder(br)
 	if err := dec.Decode(&r); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrReport, err)
 	}

@@ -1,0 +1,410 @@
+// about:memory's memory-report JSON: the file Firefox's about:memory
+// "Load..." button opens (memory-report.json, or .json.gz), written from a
+// report, and a checker that applies about:memory's own rules to one.
+
+package reporter
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strings"
+)
+
+// The memory-report format (nsIMemoryInfoDumper.idl; aboutMemory.js reads
+// it, nsMemoryInfoDumper.cpp writes it):
+//
+//	{"version": 1, "hasMozMallocUsableSize": true, "reports": [
+//	  {"process": "NAME (pid N)", "path": "explicit/a/b", "kind": K,
+//	   "units": U, "amount": N, "description": "..."}, ...]}
+//
+// A path's '/' separate the nodes of a tree; its first name is the tree
+// ("explicit", or another measurement). Kinds and units are
+// nsIMemoryReporter's: HEAP means "counted in heap-allocated", which is
+// why Firefox's own heap-overhead reports are NONHEAP.
+const (
+	MemKindNonheap = 0
+	MemKindHeap    = 1
+	MemKindOther   = 2
+
+	MemUnitsBytes           = 0
+	MemUnitsCount           = 1
+	MemUnitsCountCumulative = 2
+	MemUnitsPercentage      = 3 // the percentage times 100
+)
+
+// memReportVersion is aboutMemory.js's gCurrentFileFormatVersion.
+const memReportVersion = 1
+
+var (
+	memKinds = map[string]int{"nonheap": MemKindNonheap, "heap": MemKindHeap, "other": MemKindOther}
+	memUnits = map[string]int{"bytes": MemUnitsBytes, "count": MemUnitsCount, "count-cumulative": MemUnitsCountCumulative, "percentage": MemUnitsPercentage}
+)
+
+// MemReport is one measurement of a memory-report file.
+type MemReport struct {
+	Process     string `json:"process"`
+	Path        string `json:"path"`
+	Kind        int    `json:"kind"`
+	Units       int    `json:"units"`
+	Amount      int64  `json:"amount"`
+	Description string `json:"description"`
+}
+
+// MemReportFile is a whole memory-report file.
+type MemReportFile struct {
+	Version                int         `json:"version"`
+	HasMozMallocUsableSize bool        `json:"hasMozMallocUsableSize"`
+	Reports                []MemReport `json:"reports"`
+}
+
+// The trees tagalloc adds besides explicit (one per units: about:memory
+// refuses a tree whose nodes differ in units).
+const (
+	memLiveBlocks = "tagalloc-live-blocks/"
+	memAllocBytes = "tagalloc-alloc-bytes/"
+	memAllocBlock = "tagalloc-alloc-blocks/"
+	memRequested  = "tagalloc-requested-bytes/"
+)
+
+// memName makes a tag name one node of a path: about:memory splits paths
+// at '/', and shows '\' as '/', so Firefox writes a URL's '/' as '\'; so
+// do we. (A tag holding a '\' of its own shows with a '/'.)
+func memName(tag string) string { return strings.ReplaceAll(tag, "/", `\`) }
+
+// memProcess names a process as Firefox does ("web (pid 1234)"): its
+// program and pid. about:memory's diff matches processes by this name with
+// the pid left out.
+func memProcess(p Process) string {
+	name := "unknown"
+	if len(p.Command) > 0 && p.Command[0] != "" {
+		name = filepath.Base(p.Command[0])
+	}
+	return fmt.Sprintf("%s (pid %d)", name, p.PID)
+}
+
+// MemoryReport maps the report to about:memory's form. Per process:
+//
+//	explicit/heap/TAG                   heap     bytes  live bytes of each tag but untagged
+//	heap-allocated                      other    bytes  live bytes over all tags; about:memory shows
+//	                                                    heap-allocated - (the heap reports above) as
+//	                                                    explicit/heap-unclassified: the untagged bytes
+//	explicit/heap-overhead/page-cache   nonheap  bytes  free memory kept resident (free_cached_bytes)
+//	explicit/heap-overhead/bookkeeping  nonheap  bytes  page descriptors and books
+//	heap-mapped, heap-span-free         other    bytes  as in the tree
+//	tagalloc-live-blocks/TAG            other    count             every tag's live blocks
+//	tagalloc-alloc-blocks/TAG           other    count-cumulative  blocks allocated in all
+//	tagalloc-alloc-bytes/TAG            other    bytes             bytes allocated in all
+//	tagalloc-requested-bytes/TAG        other    bytes             live requested bytes, where known
+//
+// and what the process's memory reporters published (explicit/go/...) as
+// it is. The result passes CheckMemoryReport, or it is an error.
+func (r *Report) MemoryReport() (*MemReportFile, error) {
+	f := &MemReportFile{Version: memReportVersion, HasMozMallocUsableSize: true, Reports: []MemReport{}}
+	for _, p := range r.Processes {
+		reps, err := memReports(p)
+		if err != nil {
+			return nil, fmt.Errorf("about:memory form of pid %d: %w", p.PID, err)
+		}
+		f.Reports = append(f.Reports, reps...)
+	}
+	if err := f.Check(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func memReports(p Process) ([]MemReport, error) {
+	proc := memProcess(p)
+	var out []MemReport
+	var bad error
+	add := func(path string, kind, units int, amount uint64, desc string) {
+		if amount > math.MaxInt64 && bad == nil {
+			bad = fmt.Errorf("%s: amount %d is out of range", path, amount)
+		}
+		out = append(out, MemReport{proc, path, kind, units, int64(amount), desc})
+	}
+	var heapAllocated uint64
+	for _, t := range p.Tags {
+		if heapAllocated+t.LiveBytes < heapAllocated {
+			return nil, errors.New("live bytes over all tags overflow")
+		}
+		heapAllocated += t.LiveBytes
+		if t.Name != DefaultTag {
+			add("explicit/heap/"+memName(t.Name), MemKindHeap, MemUnitsBytes, t.LiveBytes,
+				fmt.Sprintf("Live heap blocks tagged %q (usable bytes).", t.Name))
+		}
+	}
+	h := p.Heap
+	add("heap-allocated", MemKindOther, MemUnitsBytes, heapAllocated,
+		"Live heap blocks over all tags (usable bytes). The part no tag claims (tagalloc's \"untagged\") is explicit/heap-unclassified.")
+	add("explicit/heap-overhead/page-cache", MemKindNonheap, MemUnitsBytes, h.FreeCachedBytes,
+		"Free heap memory the allocator keeps resident for reuse (tagalloc's free-cached).")
+	add("explicit/heap-overhead/bookkeeping", MemKindNonheap, MemUnitsBytes, h.BookkeepingBytes,
+		"The allocator's page descriptors and books.")
+	add("heap-mapped", MemKindOther, MemUnitsBytes, h.MappedBytes,
+		"Memory the allocator has from the OS for the heap (spans in use, free resident, huge).")
+	add("heap-span-free", MemKindOther, MemUnitsBytes, h.SpanFreeBytes,
+		"Room in spans in use holding no live block: free blocks and never-touched space (no RAM).")
+	for _, t := range p.Tags {
+		name := memName(t.Name)
+		of := fmt.Sprintf("tagged %q", t.Name)
+		if t.Name == DefaultTag {
+			of = "allocated while no tag was set"
+		}
+		add(memLiveBlocks+name, MemKindOther, MemUnitsCount, t.LiveBlocks, "Live heap blocks "+of+".")
+		add(memAllocBlock+name, MemKindOther, MemUnitsCountCumulative, t.AllocBlocks, "Heap blocks "+of+", allocated over the process's life.")
+		add(memAllocBytes+name, MemKindOther, MemUnitsBytes, t.AllocBytes, "Heap bytes "+of+", allocated over the process's life (usable bytes).")
+		if t.LiveRequestedBytes != nil {
+			add(memRequested+name, MemKindOther, MemUnitsBytes, *t.LiveRequestedBytes, "What the program asked for, of the live heap blocks "+of+".")
+		}
+	}
+	ours := map[string]bool{}
+	for _, r := range out {
+		ours[r.Path] = true
+	}
+	for _, it := range p.reporterItems() {
+		k, ok1 := memKinds[it.Kind]
+		u, ok2 := memUnits[it.Units]
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("%s: kind %q, units %q have no memory-report form", it.Path, it.Kind, it.Units)
+		}
+		if ours[it.Path] || it.Path == "explicit/heap-unclassified" {
+			return nil, fmt.Errorf("%s: a memory reporter's path is one of tagalloc's own", it.Path)
+		}
+		desc := it.Description
+		if desc == "" {
+			desc = it.Path
+		}
+		add(it.Path, k, u, it.Amount, desc)
+	}
+	return out, bad
+}
+
+// WriteMemoryReport writes the report as memory-report JSON, one
+// measurement a line (about:memory reads it as memory-report.json).
+func (r *Report) WriteMemoryReport(w io.Writer) error {
+	f, err := r.MemoryReport()
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "{\n  \"version\": %d,\n  \"hasMozMallocUsableSize\": %t,\n  \"reports\": [", f.Version, f.HasMozMallocUsableSize)
+	for i, rep := range f.Reports {
+		line, err := json.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("\n    ")
+		b.Write(line)
+	}
+	b.WriteString("\n  ]\n}\n")
+	_, err = w.Write(b.Bytes())
+	return err
+}
+
+// WriteMemoryReportGzip is WriteMemoryReport gzipped: about:memory reads a
+// file gzipped exactly when its name ends in .gz (memory-report.json.gz).
+func (r *Report) WriteMemoryReportGzip(w io.Writer) error {
+	z := gzip.NewWriter(w)
+	if err := r.WriteMemoryReport(z); err != nil {
+		return err
+	}
+	return z.Close()
+}
+
+// ErrMemReport wraps every complaint about a memory-report file.
+var ErrMemReport = errors.New("not a memory report about:memory loads cleanly")
+
+// ReadMemoryReport parses a memory-report file (gzipped or not), strictly:
+// every field of every report present and of its JSON type, as
+// aboutMemory.js expects them. Check applies the rest of its rules.
+func ReadMemoryReport(data []byte) (*MemReportFile, error) {
+	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {
+		z, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMemReport, err)
+		}
+		if data, err = io.ReadAll(z); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMemReport, err)
+		}
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMemReport, err)
+	}
+	var f MemReportFile
+	var version float64
+	// aboutMemory.js: aObj.version === 1; hasMozMallocUsableSize !== undefined;
+	// reports instanceof Array.
+	if err := json.Unmarshal(top["version"], &version); err != nil || version != memReportVersion {
+		return nil, fmt.Errorf("%w: data version number missing or not %d", ErrMemReport, memReportVersion)
+	}
+	f.Version = memReportVersion
+	if err := json.Unmarshal(top["hasMozMallocUsableSize"], &f.HasMozMallocUsableSize); err != nil {
+		return nil, fmt.Errorf("%w: missing or non-boolean 'hasMozMallocUsableSize' property", ErrMemReport)
+	}
+	var reports []map[string]json.RawMessage
+	if err := json.Unmarshal(top["reports"], &reports); err != nil || reports == nil {
+		return nil, fmt.Errorf("%w: missing or non-array 'reports' property", ErrMemReport)
+	}
+	f.Reports = make([]MemReport, len(reports))
+	for i, rep := range reports {
+		r := &f.Reports[i]
+		for _, fld := range []struct {
+			name string
+			into any
+		}{{"process", &r.Process}, {"path", &r.Path}, {"kind", &r.Kind}, {"units", &r.Units}, {"amount", &r.Amount}, {"description", &r.Description}} {
+			raw, ok := rep[fld.name]
+			if !ok || string(raw) == "null" {
+				return nil, fmt.Errorf("%w: report %d has no %s", ErrMemReport, i, fld.name)
+			}
+			if err := json.Unmarshal(raw, fld.into); err != nil {
+				return nil, fmt.Errorf("%w: report %d: %s %s: %v", ErrMemReport, i, fld.name, raw, err)
+			}
+		}
+	}
+	return &f, nil
+}
+
+// CheckMemoryReport reads a memory-report file and checks it (Check).
+func CheckMemoryReport(data []byte) error {
+	f, err := ReadMemoryReport(data)
+	if err != nil {
+		return err
+	}
+	return f.Check()
+}
+
+// maxExact is the largest amount a JavaScript number holds exactly.
+const maxExact = 1 << 53
+
+// addSat adds two amounts in [0, maxExact], saturating.
+func addSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// Check applies aboutMemory.js's rules for a loaded (not diffed) file:
+// those that make it refuse the file (an explicit report that is not
+// heap/nonheap bytes; a path both a leaf and a node; a tree whose nodes
+// differ in units; a kind or units it does not know) and those that make
+// it print a warning (no heap-allocated; hasMozMallocUsableSize false; a
+// negative value, heap-unclassified included). It also wants what makes
+// the page readable: a description on every report, no empty name in a
+// path, amounts a JavaScript number holds exactly. Duplicate paths are
+// allowed: about:memory sums them and marks the line "[2]".
+func (f *MemReportFile) Check() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrMemReport}, args...)...)
+	}
+	if f.Version != memReportVersion {
+		return bad("version %d, want %d", f.Version, memReportVersion)
+	}
+	if !f.HasMozMallocUsableSize {
+		return bad("hasMozMallocUsableSize is false (about:memory warns that most of the heap is unclassified)")
+	}
+	type proc struct {
+		leaves       map[string]bool
+		treeUnits    map[string]int // tree name -> units
+		heapTotal    int64          // explicit heap reports
+		heapAlloc    int64
+		hasHeapAlloc bool
+		hasExplicit  bool
+		hasUnclass   bool
+	}
+	procs := map[string]*proc{}
+	var order []string
+	for i, r := range f.Reports {
+		where := fmt.Sprintf("report %d (%s, %s)", i, r.Process, r.Path)
+		if r.Process == "" {
+			return bad("%s: no process name (about:memory would take it for its own main process)", where)
+		}
+		if r.Kind < MemKindNonheap || r.Kind > MemKindOther {
+			return bad("%s: kind %d", where, r.Kind)
+		}
+		if r.Units < MemUnitsBytes || r.Units > MemUnitsPercentage {
+			return bad("%s: bad units %d", where, r.Units)
+		}
+		if r.Description == "" {
+			return bad("%s: no description", where)
+		}
+		if r.Amount < 0 || r.Amount > maxExact {
+			return bad("%s: amount %d is negative or too large (about:memory flags it invalid)", where, r.Amount)
+		}
+		names := strings.Split(r.Path, "/")
+		for _, n := range names {
+			if n == "" {
+				return bad("%s: an empty name in the path", where)
+			}
+		}
+		if strings.HasPrefix(r.Path, "explicit/") {
+			if r.Kind != MemKindHeap && r.Kind != MemKindNonheap {
+				return bad("%s: bad explicit kind %d (heap or nonheap)", where, r.Kind)
+			}
+			if r.Units != MemUnitsBytes {
+				return bad("%s: bad explicit units %d (bytes)", where, r.Units)
+			}
+		}
+		p := procs[r.Process]
+		if p == nil {
+			p = &proc{leaves: map[string]bool{}, treeUnits: map[string]int{}}
+			procs[r.Process] = p
+			order = append(order, r.Process)
+		}
+		if len(names) == 1 { // a degenerate tree: one node, in Other Measurements
+			if r.Path == "heap-allocated" {
+				if r.Units != MemUnitsBytes {
+					return bad("%s: heap-allocated is not in bytes", where)
+				}
+				p.hasHeapAlloc = true
+				p.heapAlloc = addSat(p.heapAlloc, r.Amount)
+			}
+			continue
+		}
+		if u, ok := p.treeUnits[names[0]]; ok && u != r.Units {
+			return bad("%s: units within the tree %q are inconsistent (%d and %d)", where, names[0], u, r.Units)
+		}
+		p.treeUnits[names[0]] = r.Units
+		p.leaves[r.Path] = true
+		if names[0] == "explicit" {
+			p.hasExplicit = true
+			if r.Kind == MemKindHeap {
+				p.heapTotal = addSat(p.heapTotal, r.Amount)
+			}
+			if r.Path == "explicit/heap-unclassified" {
+				p.hasUnclass = true
+			}
+		}
+	}
+	for _, name := range order {
+		p := procs[name]
+		for leaf := range p.leaves {
+			for i := len(leaf) - 1; i > 0; i-- {
+				if leaf[i] == '/' && p.leaves[leaf[:i]] {
+					return bad("process %s: %s is a report and also a node above %s (about:memory: _amount already set for non-leaf node)", name, leaf[:i], leaf)
+				}
+			}
+		}
+		if !p.hasExplicit {
+			continue
+		}
+		if !p.hasHeapAlloc {
+			return bad("process %s: an explicit tree but no heap-allocated (about:memory warns that heap-unclassified is not shown)", name)
+		}
+		if !p.hasUnclass && p.heapTotal > p.heapAlloc {
+			return bad("process %s: the explicit heap reports sum to %d, more than heap-allocated %d (a negative heap-unclassified)", name, p.heapTotal, p.heapAlloc)
+		}
+	}
+	return nil
+}
