@@ -6,4 +6,8 @@
 //
 // In the tree, untagged memory is "heap-unclassified" (about:memory's name
 // for heap that no reporter claims) and each tag is explicit/heap/NAME.
+//
+// memreport.go writes the memory-report JSON Firefox's about:memory loads
+// (and checks one by about:memory's rules); diff.go is B - A of two
+// reports, as about:memory's "Load and diff...".
 package reporter

@@ -27,11 +27,13 @@ const usage = `usage:
   tagalloc run [-o FILE.json] [--stacks off|sampled|full] [--] PROG [ARGS...]
                                          run PROG with the library preloaded (children too), print
                                          its per-tag memory tree when it ends, exit with its status
-  tagalloc report FILE.json [--format tree|json|dmd|pprof|firefox] [-o OUT]
-                                         re-render a saved report (firefox: memory-report JSON for
-                                         about:memory's Load; gzipped if OUT ends in .gz)
+  tagalloc report FILE.json [--format tree|json|dmd|pprof|about-memory] [-o OUT]
+                                         re-render a saved report (about-memory, or firefox: the
+                                         memory-report JSON Firefox's about:memory loads; gzipped
+                                         if OUT ends in .gz: -o memory-report.json.gz)
   tagalloc diff A.json B.json [--format tree|json] [-o OUT]
-                                         what changed from A to B, per process and tag
+                                         what changed from A to B (B - A), per process and tag,
+                                         as about:memory's "Load and diff"
   tagalloc serve [-addr 127.0.0.1:6060] PID
                                          a running process's tags over time in a browser, with
                                          /metrics (Prometheus); tagalloc run --serve ADDR does the
@@ -241,7 +243,7 @@ func collect(dir string, ps *os.ProcessState, profiles map[int]*tagtable.Profile
 func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	format := fs.String("format", "tree", "tree, json, dmd (stack records, with --stacks), pprof (with --stacks) or firefox (about:memory)")
+	format := fs.String("format", "tree", "tree, json, dmd (stack records, with --stacks), pprof (with --stacks) or about-memory (Firefox's; also firefox)")
 	out := fs.String("o", "", "write to `FILE` instead of standard output")
 	file, rest := splitFirst(args)
 	if err := fs.Parse(rest); err != nil {
@@ -250,7 +252,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if file == "" && fs.NArg() == 1 {
 		file = fs.Arg(0)
 	} else if fs.NArg() != 0 || file == "" {
-		return 2, errors.New("report: give one report file (tagalloc report FILE.json [--format tree|json|dmd|pprof|firefox])")
+		return 2, errors.New("report: give one report file (tagalloc report FILE.json [--format tree|json|dmd|pprof|about-memory])")
 	}
 	rep, err := reporter.ReadFile(file)
 	if err != nil {
@@ -270,13 +272,13 @@ func render(rep *reporter.Report, format, out string, stdout io.Writer) (int, er
 		write = rep.WriteDMD
 	case "pprof":
 		write = func(w io.Writer) error { return rep.WritePprof(w, 0) }
-	case "firefox":
-		write = rep.WriteFirefox
-		if strings.HasSuffix(out, ".gz") {
-			write = rep.WriteFirefoxGzip
+	case "about-memory", "firefox":
+		write = rep.WriteMemoryReport
+		if strings.HasSuffix(out, ".gz") { // as about:memory decides
+			write = rep.WriteMemoryReportGzip
 		}
 	default:
-		return 2, fmt.Errorf("unknown format %q (tree, json, dmd, pprof or firefox)", format)
+		return 2, fmt.Errorf("unknown format %q (tree, json, dmd, pprof or about-memory)", format)
 	}
 	if out == "" {
 		return 0, write(stdout)
@@ -412,45 +414,4 @@ func preloadEnv(env []string, lib string) []string {
 		out = append(out, kv)
 	}
 	return append(out, "LD_PRELOAD="+pre)
-}
-
-func diffCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	format := fs.String("format", "tree", "tree or json")
-	out := fs.String("o", "", "write to `FILE` instead of standard output")
-	var files []string
-	rest := args
-	for len(rest) > 0 && len(files) < 2 && !strings.HasPrefix(rest[0], "-") {
-		files, rest = append(files, rest[0]), rest[1:]
-	}
-	if err := fs.Parse(rest); err != nil {
-		return 2, err
-	}
-	files = append(files, fs.Args()...)
-	if len(files) != 2 {
-		return 2, errors.New("diff: give two report files (tagalloc diff A.json B.json [--format tree|json])")
-	}
-	var reps [2]*reporter.Report
-	for i, f := range files {
-		r, err := reporter.ReadFile(f)
-		if err != nil {
-			return 1, err
-		}
-		reps[i] = r
-	}
-	d := reporter.Compare(reps[0], reps[1])
-	var write func(io.Writer) error
-	switch *format {
-	case "tree":
-		write = d.WriteText
-	case "json":
-		write = d.WriteJSON
-	default:
-		return 2, fmt.Errorf("diff: unknown format %q (tree or json)", *format)
-	}
-	if *out == "" {
-		return 0, write(stdout)
-	}
-	return 0, reporter.WriteFileAtomic(*out, write)
 }
