@@ -38,6 +38,16 @@ func BenchmarkVecAppend(b *testing.B) {
 		}
 		v.Close()
 	})
+	b.Run("slice-reused", func(b *testing.B) { // the baseline: a Go slice's memory, reused
+		s := make([]rec16, 0, roundElems)
+		for i := 0; i < b.N; i++ {
+			if len(s) == roundElems {
+				s = s[:0]
+			}
+			s = append(s, rec16{addr: uint64(i), size: 64})
+		}
+		runtime.KeepAlive(s)
+	})
 }
 
 type node struct {

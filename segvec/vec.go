@@ -130,7 +130,7 @@ func (v *Vec[T]) AppendZero() (*T, int) {
 // Shrink or Close. It panics if i is out of range, and after Close.
 func (v *Vec[T]) At(i int) *T {
 	if uint(i) >= uint(v.n) {
-		v.outOfRange(i, v.n)
+		panic(indexError[T]{i, v.n, v.closed}) // not a call: keeps At inlinable
 	}
 	return (*T)(unsafe.Add(v.segs[i>>v.shift], uintptr(i&v.mask)*v.size))
 }
@@ -264,7 +264,7 @@ func (v *Vec[T]) LenAcquire() int { return int(v.pubLen.Load()) }
 func (v *Vec[T]) AtShared(i int) *T {
 	n := v.pubLen.Load()
 	if uint64(i) >= uint64(n) {
-		v.outOfRange(i, int(n))
+		panic(indexError[T]{i, int(n), v.closed})
 	}
 	segs := *v.pubSegs.Load()
 	return (*T)(unsafe.Add(segs[i>>v.shift], uintptr(i&v.mask)*v.size))
@@ -308,15 +308,23 @@ func (v *Vec[T]) addSegment() error {
 	return nil
 }
 
-func (v *Vec[T]) outOfRange(i, n int) {
-	if v.closed {
-		v.useAfterClose()
-	}
-	panic(fmt.Sprintf("segvec: index %d out of range [0:%d]", i, n))
+// indexError is the panic of At and AtShared: out of range, or closed.
+type indexError[T any] struct {
+	i, n   int
+	closed bool
 }
 
-func (v *Vec[T]) useAfterClose() {
-	panic(fmt.Sprintf("segvec: Vec[%s] used after Close", reflect.TypeFor[T]()))
+func (e indexError[T]) Error() string {
+	if e.closed {
+		return closedMessage[T]()
+	}
+	return fmt.Sprintf("segvec: index %d out of range [0:%d]", e.i, e.n)
+}
+
+func (v *Vec[T]) useAfterClose() { panic(closedMessage[T]()) }
+
+func closedMessage[T any]() string {
+	return fmt.Sprintf("segvec: Vec[%s] used after Close", reflect.TypeFor[T]())
 }
 
 // check verifies the Vec's invariants (tests call it after every step).

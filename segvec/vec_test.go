@@ -2,8 +2,10 @@ package segvec
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,7 +172,7 @@ func TestVecAppendAt(t *testing.T) {
 		for _, i := range []int{-1, 1, 1 << 40} {
 			func() {
 				defer func() {
-					if s, _ := recover().(string); !strings.Contains(s, "index "+strconv.Itoa(i)+" out of range [0:1]") {
+					if s := fmt.Sprint(recover()); !strings.Contains(s, "index "+strconv.Itoa(i)+" out of range [0:1]") {
 						t.Errorf("At(%d): panic %q", i, s)
 					}
 				}()
@@ -316,7 +318,7 @@ func TestVecUseAfterClosePanics(t *testing.T) {
 	} {
 		func() {
 			defer func() {
-				if s, _ := recover().(string); !strings.Contains(s, "segvec: Vec[segvec.rec16] used after Close") {
+				if s := fmt.Sprint(recover()); !strings.Contains(s, "segvec: Vec[segvec.rec16] used after Close") {
 					t.Errorf("%s after Close: panic %q", name, s)
 				}
 			}()
@@ -427,9 +429,10 @@ func TestCloseReleasesMemory(t *testing.T) {
 	if !offHeap {
 		t.Skip("the fallback's memory goes back when the GC frees it")
 	}
-	n := bigN()
+	n := max(bigN(), 4<<20) // 64 MiB at least: well above the runtime's own RSS noise
 	dataKiB := n * 16 >> 10
 	t.Run("Vec", func(t *testing.T) {
+		debug.FreeOSMemory() // so the scavenger does not return pages while we measure
 		r0 := rssKiB(t)
 		v := MustNew[rec16]()
 		for i := range n {
@@ -444,6 +447,7 @@ func TestCloseReleasesMemory(t *testing.T) {
 		}
 	})
 	t.Run("Chunked", func(t *testing.T) {
+		debug.FreeOSMemory()
 		r0 := rssKiB(t)
 		c, err := NewChunked(Limit(dataKiB << 10))
 		if err != nil {
