@@ -38,8 +38,8 @@ var pageSize = os.Getpagesize()
 type Vec[T any] struct {
 	// Writer-owned.
 	n        int              // elements in use; 0 <= n <= cap
-	free     int              // slots left in n's segment: n+free == cap or a segment boundary
-	next     unsafe.Pointer   // where element n goes (if free > 0)
+	next     unsafe.Pointer   // where element n goes, if next != end
+	end      unsafe.Pointer   // the end of element n's segment (next == end: full, or none)
 	cap      int              // == len(segs) << shift
 	segs     []unsafe.Pointer // base of each segment; len(segs) == len(maps)
 	maps     [][]byte         // the mappings behind segs, in order, for munmap
@@ -100,30 +100,30 @@ func MustNew[T any](opts ...Option) *Vec[T] {
 // ErrOutOfMemory error if the OS refuses a new segment (use Grow first
 // to get an error instead), and after Close.
 func (v *Vec[T]) Append(x T) int {
-	if v.free == 0 {
-		v.grow()
-	}
 	p := v.next
+	if p == v.end {
+		p = v.grow()
+	}
 	v.next = unsafe.Add(p, v.size)
-	v.free--
 	*(*T)(p) = x
-	v.n++
-	return v.n - 1
+	i := v.n
+	v.n = i + 1
+	return i
 }
 
 // AppendZero adds a zero element and returns a pointer to it (to fill
 // in place: no copy of T) and its index.
 func (v *Vec[T]) AppendZero() (*T, int) {
-	if v.free == 0 {
-		v.grow()
+	p := v.next
+	if p == v.end {
+		p = v.grow()
 	}
-	p := (*T)(v.next)
-	v.next = unsafe.Add(v.next, v.size)
-	v.free--
+	v.next = unsafe.Add(p, v.size)
 	var zero T
-	*p = zero // a slot below a Truncate holds old data
-	v.n++
-	return p, v.n - 1
+	*(*T)(p) = zero // a slot below a Truncate holds old data
+	i := v.n
+	v.n = i + 1
+	return (*T)(p), i
 }
 
 // At returns a pointer to element i, valid until Truncate below i+1,
@@ -270,8 +270,9 @@ func (v *Vec[T]) AtShared(i int) *T {
 	return (*T)(unsafe.Add(segs[i>>v.shift], uintptr(i&v.mask)*v.size))
 }
 
-// grow makes room for element n: the next segment, mapped if need be.
-func (v *Vec[T]) grow() {
+// grow makes room for element n, in the next segment (mapped if need
+// be), and returns its slot.
+func (v *Vec[T]) grow() unsafe.Pointer {
 	if v.closed {
 		v.useAfterClose()
 	}
@@ -281,17 +282,19 @@ func (v *Vec[T]) grow() {
 		}
 	}
 	v.seek()
+	return v.next
 }
 
-// seek points next and free at element n's slot.
+// seek points next at element n's slot and end at its segment's end
+// (both nil when n == cap).
 func (v *Vec[T]) seek() {
 	if v.n == v.cap {
-		v.next, v.free = nil, 0
+		v.next, v.end = nil, nil
 		return
 	}
-	off := v.n & v.mask
-	v.next = unsafe.Add(v.segs[v.n>>v.shift], uintptr(off)*v.size)
-	v.free = v.mask + 1 - off
+	seg := v.segs[v.n>>v.shift]
+	v.next = unsafe.Add(seg, uintptr(v.n&v.mask)*v.size)
+	v.end = unsafe.Add(seg, uintptr(v.mask+1)*v.size)
 }
 
 // addSegment maps one segment at the end and publishes the new table.
@@ -336,10 +339,11 @@ func (v *Vec[T]) check() error {
 		return fmt.Errorf("segvec: cap %d != %d segments << %d", v.cap, len(v.segs), v.shift)
 	case v.n < 0 || v.n > v.cap:
 		return fmt.Errorf("segvec: length %d outside [0, cap %d]", v.n, v.cap)
-	case v.free < 0 || v.free > v.mask+1 || v.free > v.cap-v.n || v.free > 0 && (v.n+v.free)&v.mask != 0:
-		return fmt.Errorf("segvec: %d free slots at length %d (cap %d, %d per segment)", v.free, v.n, v.cap, v.mask+1)
-	case v.free > 0 && v.next != unsafe.Add(v.segs[v.n>>v.shift], uintptr(v.n&v.mask)*v.size):
-		return fmt.Errorf("segvec: next slot %p is not element %d's", v.next, v.n)
+	case v.n < v.cap && v.next != v.end && (v.next != unsafe.Add(v.segs[v.n>>v.shift], uintptr(v.n&v.mask)*v.size) ||
+		v.end != unsafe.Add(v.segs[v.n>>v.shift], uintptr(v.mask+1)*v.size)):
+		return fmt.Errorf("segvec: next slot %p, end %p: not element %d's", v.next, v.end, v.n)
+	case v.n == v.cap && v.next != v.end:
+		return fmt.Errorf("segvec: full, but next slot %p != end %p", v.next, v.end)
 	case v.pubLen.Load() > int64(v.n):
 		return fmt.Errorf("segvec: published length %d > length %d", v.pubLen.Load(), v.n)
 	case len(*v.pubSegs.Load()) < (int(v.pubLen.Load())+v.mask)>>v.shift:

@@ -165,6 +165,21 @@ func TestVecAppendAt(t *testing.T) {
 			}
 		}
 	})
+	t.Run("zero-size", func(t *testing.T) { // every append takes the slow path: correct, not fast
+		v := MustNew[struct{}]()
+		defer v.Close()
+		for i := range 100_000 {
+			if v.Append(struct{}{}) != i {
+				t.Fatal("wrong index")
+			}
+		}
+		if v.Len() != 100_000 || v.At(99_999) == nil || v.Bytes() != 2*pageSize {
+			t.Fatalf("len %d bytes %d", v.Len(), v.Bytes())
+		}
+		if err := v.check(); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("out-of-range", func(t *testing.T) {
 		v := MustNew[rec16]()
 		defer v.Close()
