@@ -190,6 +190,30 @@ func (p *Profile) Resize(old, new, usable, req uint64) {
 	b.Usable, b.Requested = usable, req
 }
 
+// LiveBlockAt returns the sampled block that starts at addr, if it is
+// live.
+func (p *Profile) LiveBlockAt(addr uint64) (LiveBlock, bool) {
+	b := p.Live[addr]
+	if b == nil {
+		return LiveBlock{}, false
+	}
+	return *b, true
+}
+
+// EachLive calls f for every live sampled block, in no set order, until f
+// returns false. f must not allocate, free or resize blocks of p; b is
+// valid only during the call.
+func (p *Profile) EachLive(f func(addr uint64, b *LiveBlock) bool) {
+	for a, b := range p.Live {
+		if !f(a, b) {
+			return
+		}
+	}
+}
+
+// LiveCount is the number of live sampled blocks.
+func (p *Profile) LiveCount() int { return len(p.Live) }
+
 // SortedSites returns the sites, most live bytes first (then most
 // allocated).
 func (p *Profile) SortedSites() []*Site {
