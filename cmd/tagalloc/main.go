@@ -306,8 +306,8 @@ func pidArg(args []string) (int, []string, error) {
 	return pid, rest, nil
 }
 
-func snapshot(pid int) (*reporter.Report, error) {
-	s, err := tagtable.ReadProcess(pid)
+func snapshot(pid int, cmd string) (*reporter.Report, error) {
+	s, err := readOwnProcess(pid, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +330,7 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err := fs.Parse(rest); err != nil {
 		return 2, err
 	}
-	rep, err := snapshot(pid)
+	rep, err := snapshot(pid, "snapshot")
 	if err != nil {
 		return 1, fmt.Errorf("snapshot: %w", err)
 	}
@@ -353,7 +353,7 @@ func topCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	for i := 0; *n == 0 || i < *n; i++ {
-		rep, err := snapshot(pid)
+		rep, err := snapshot(pid, "top")
 		if err != nil {
 			return 1, fmt.Errorf("top: %w", err)
 		}

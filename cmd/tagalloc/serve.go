@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tagalloc/tagalloc/reporter"
-	"github.com/tagalloc/tagalloc/tagtable"
 )
 
 // server serves a live view of reports taken by snap: Prometheus metrics,
@@ -188,11 +187,11 @@ func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil || pid <= 0 {
 		return 2, fmt.Errorf("serve: %q is not a process id", first)
 	}
-	if _, err := tagtable.ReadProcess(pid); err != nil {
+	if _, err := readOwnProcess(pid, "serve"); err != nil {
 		return 1, fmt.Errorf("serve: %w", err)
 	}
 	s := &server{snap: func() (*reporter.Report, error) {
-		snap, err := tagtable.ReadProcess(pid)
+		snap, err := readOwnProcess(pid, "serve")
 		if err != nil {
 			return nil, err
 		}
