@@ -47,23 +47,28 @@ func (p Process) Profile() (*profile.Profile, error) {
 		}
 		return m
 	}
-	locationOf := func(f Frame) *profile.Location {
+	// locationOf makes the location of one address from its frames
+	// (several where calls were inlined: pprof's lines, innermost first).
+	locationOf := func(fr []Frame) *profile.Location {
+		f := fr[0]
 		if l := locs[f.PC]; l != nil {
 			return l
 		}
 		l := &profile.Location{ID: uint64(len(prof.Location) + 1), Address: f.PC, Mapping: mappingOf(f.Module)}
-		name := f.Function
-		if name == "" {
-			name = fmt.Sprintf("%s+0x%x", f.Module, f.Offset)
+		for _, f := range fr {
+			name := f.Function
+			if name == "" {
+				name = fmt.Sprintf("%s+0x%x", f.Module, f.Offset)
+			}
+			key := name + "\x00" + f.File
+			fn := funcs[key]
+			if fn == nil {
+				fn = &profile.Function{ID: uint64(len(prof.Function) + 1), Name: name, SystemName: name, Filename: f.File}
+				funcs[key] = fn
+				prof.Function = append(prof.Function, fn)
+			}
+			l.Line = append(l.Line, profile.Line{Function: fn, Line: int64(f.Line)})
 		}
-		key := name + "\x00" + f.File
-		fn := funcs[key]
-		if fn == nil {
-			fn = &profile.Function{ID: uint64(len(prof.Function) + 1), Name: name, SystemName: name, Filename: f.File}
-			funcs[key] = fn
-			prof.Function = append(prof.Function, fn)
-		}
-		l.Line = []profile.Line{{Function: fn, Line: int64(f.Line)}}
 		locs[f.PC] = l
 		prof.Location = append(prof.Location, l)
 		return l
@@ -73,8 +78,13 @@ func (p Process) Profile() (*profile.Profile, error) {
 			Value: []int64{int64(r.AllocBlocks), int64(r.AllocBytes), int64(r.LiveBlocks), int64(r.LiveBytes)},
 			Label: map[string][]string{"tag": {r.Tag}, "library": {r.Library}},
 		}
-		for _, f := range r.Frames {
-			s.Location = append(s.Location, locationOf(f))
+		for i := 0; i < len(r.Frames); {
+			j := i + 1 // the frames of one address: inlined calls, then their function
+			for r.Frames[j-1].Inlined && j < len(r.Frames) && r.Frames[j].PC == r.Frames[i].PC {
+				j++
+			}
+			s.Location = append(s.Location, locationOf(r.Frames[i:j]))
+			i = j
 		}
 		prof.Sample = append(prof.Sample, s)
 	}

@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/tagalloc/tagalloc/growth"
+	"github.com/tagalloc/tagalloc/symbolizer"
 	"github.com/tagalloc/tagalloc/tagtable"
 )
 
@@ -36,7 +37,7 @@ type Stacks struct {
 // hold and have held.
 type StackRecord struct {
 	Tag                string  `json:"tag"`
-	Library            string  `json:"library"` // the first frame outside libc and the allocator
+	Library            string  `json:"library"` // the first frame outside libc and the allocator (symbolizer.Library)
 	Frames             []Frame `json:"frames"`  // innermost first
 	Samples            uint64  `json:"samples"`
 	LiveBytes          uint64  `json:"live_bytes"`
@@ -53,7 +54,10 @@ type StackRecord struct {
 }
 
 // Frame is one return address: its module and offset in it, and what it
-// symbolizes to (empty when nothing is known).
+// symbolizes to (empty when nothing is known). Where calls were inlined,
+// one address gives several frames with the same PC, innermost first:
+// each inlined call with Inlined set, then the function the code belongs
+// to.
 type Frame struct {
 	PC       uint64 `json:"pc"`
 	Module   string `json:"module,omitempty"`
@@ -61,6 +65,7 @@ type Frame struct {
 	Function string `json:"function,omitempty"`
 	File     string `json:"file,omitempty"`
 	Line     int    `json:"line,omitempty"`
+	Inlined  bool   `json:"inlined,omitempty"` // inlined into the next frame
 }
 
 // LibraryTotals roll the records up by library.
@@ -72,22 +77,60 @@ type LibraryTotals struct {
 	AllocBlocks uint64 `json:"alloc_blocks"`
 }
 
-// Symbolize names the code at a return address of module m: function,
-// file and line, or empty strings.
-type Symbolize func(m *tagtable.Module, pc uint64) (function, file string, line int)
+// Symbolize names the code at a return address pc of module m: its
+// frames, innermost first (several where calls were inlined), as package
+// symbolizer returns them. Frames of OriginNone name nothing.
+type Symbolize func(m *tagtable.Module, pc uint64) []symbolizer.Frame
 
-// systemLibs never name a library in the roll-up: the C and C++ runtimes,
-// the loader and the allocator itself.
-var systemLibs = []string{"libc.so*", "libc-*", "ld-linux*", "libstdc++.so*", "libgcc_s.so*", "libm.so*",
-	"libpthread.so*", "libtagalloc.so", "linux-vdso.so*"}
-
-func isSystem(base string) bool {
-	for _, g := range systemLibs {
-		if ok, _ := filepath.Match(g, base); ok {
-			return true
-		}
+// SymbolizeWith symbolizes with s (ELF symbols and DWARF, by build-id).
+func SymbolizeWith(s *symbolizer.Symbolizer) Symbolize {
+	return func(m *tagtable.Module, pc uint64) []symbolizer.Frame {
+		sm := symbolizer.Module(*m)
+		fr, _ := s.Frames(&sm, pc) // an unusable file gives the module+offset frame
+		return fr
 	}
-	return false
+}
+
+// frames turns one return address into the report's frames.
+func frames(p *tagtable.Profile, pc uint64, sym Symbolize) []Frame {
+	m, ok := p.ModuleOf(pc)
+	if !ok {
+		return []Frame{{PC: pc}}
+	}
+	f := Frame{PC: pc, Module: filepath.Base(m.Path), Offset: pc - m.Start + m.Offset}
+	if sym == nil {
+		return []Frame{f}
+	}
+	var out []Frame
+	for _, sf := range sym(m, pc) {
+		g := f
+		if sf.Origin != symbolizer.OriginNone {
+			g.Function = sf.Function
+		}
+		if sf.File != "" {
+			g.File, g.Line = filepath.Base(sf.File), sf.Line
+		}
+		g.Inlined = sf.Inlined
+		out = append(out, g)
+	}
+	if len(out) == 0 {
+		out = append(out, f)
+	}
+	return out
+}
+
+// library names the library a record is charged to: the first module of
+// its frames outside the C and C++ runtimes, the loader and the allocator
+// (symbolizer.Library), or "unknown" when no frame has a module.
+func library(fr []Frame) string {
+	mods := make([]string, len(fr))
+	for i, f := range fr {
+		mods[i] = f.Module
+	}
+	if lib := symbolizer.Library(mods); lib != "" {
+		return lib
+	}
+	return "unknown"
 }
 
 func round(f float64) uint64 {
@@ -103,32 +146,18 @@ func round(f float64) uint64 {
 func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *Stacks {
 	st := &Stacks{Mode: p.Mode, SampleRate: p.SampleRate, Dropped: p.Dropped, DroppedBytes: p.DroppedBytes,
 		UnknownFrees: p.UnknownFrees, Records: []StackRecord{}, Libraries: []LibraryTotals{}}
-	frames := map[uint32][]Frame{}
+	byStack := map[uint32][]Frame{}
 	libs := map[string]*LibraryTotals{}
 	for _, s := range p.SortedSites() {
 		st.Samples += s.Samples
-		fr, ok := frames[s.Stack]
+		fr, ok := byStack[s.Stack]
 		if !ok {
 			for _, pc := range p.Stacks[s.Stack] {
-				f := Frame{PC: pc}
-				if m, ok := p.ModuleOf(pc); ok {
-					f.Module = filepath.Base(m.Path)
-					f.Offset = pc - m.Start + m.Offset
-					if sym != nil {
-						f.Function, f.File, f.Line = sym(m, pc)
-					}
-				}
-				fr = append(fr, f)
+				fr = append(fr, frames(p, pc, sym)...)
 			}
-			frames[s.Stack] = fr
+			byStack[s.Stack] = fr
 		}
-		lib := "unknown"
-		for _, f := range fr {
-			if f.Module != "" && !isSystem(f.Module) {
-				lib = f.Module
-				break
-			}
-		}
+		lib := library(fr)
 		tag, ok := names[s.Tag]
 		if !ok {
 			tag = "untagged"
@@ -169,8 +198,8 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 }
 
 // diagnoseGrowth judges each record's realloc chains; a record's site is
-// its first frame outside libc and the allocator (the code that called
-// realloc), named by function if known.
+// its first frame in the library it is charged to (the code that called
+// realloc, innermost inlined call first), named by function if known.
 func diagnoseGrowth(recs []StackRecord) []growth.Finding {
 	var sites []growth.Site
 	for _, r := range recs {
@@ -179,7 +208,7 @@ func diagnoseGrowth(recs []StackRecord) []growth.Finding {
 		}
 		name := "unknown"
 		for _, f := range r.Frames {
-			if f.Module != "" && !isSystem(f.Module) {
+			if f.Module != "" && f.Module == r.Library {
 				name = f.Function
 				if name == "" {
 					name = fmt.Sprintf("%s+0x%x", f.Module, f.Offset)

@@ -7,6 +7,7 @@ import (
 	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tagalloc/tagalloc/symbolizer"
 	"github.com/tagalloc/tagalloc/tagtable"
 )
 
@@ -29,11 +30,15 @@ func sampleProfile() (*tagtable.Profile, map[uint32]string) {
 
 func TestFromProfile(t *testing.T) {
 	p, names := sampleProfile()
-	sym := func(m *tagtable.Module, pc uint64) (string, string, int) {
-		if pc == 0x1010 {
-			return "main", "main.c", 12
+	sym := func(m *tagtable.Module, pc uint64) []symbolizer.Frame {
+		switch pc {
+		case 0x1010: // helper inlined into main
+			return []symbolizer.Frame{{Function: "helper", File: "/src/util.h", Line: 3, Inlined: true, Origin: symbolizer.OriginDWARF},
+				{Function: "main", File: "/src/main.c", Line: 12, Origin: symbolizer.OriginDWARF}}
+		case 0x1020:
+			return []symbolizer.Frame{{Function: "parse", Origin: symbolizer.OriginSymtab}}
 		}
-		return "", "", 0
+		return []symbolizer.Frame{{Function: "prog+0x30", Origin: symbolizer.OriginNone}}
 	}
 	st := FromProfile(p, names, sym)
 	require.Equal(t, uint64(12), st.Samples)
@@ -44,11 +49,63 @@ func TestFromProfile(t *testing.T) {
 	require.Equal(t, "libGLESv2.so.2", gpu.Library, "libc is skipped, the library named")
 	require.Equal(t, uint64(640), gpu.LiveBytes)
 	require.Equal(t, uint64(600), gpu.LiveRequestedBytes)
-	require.Equal(t, "main", gpu.Frames[2].Function)
-	require.Equal(t, uint64(0x1010), gpu.Frames[2].Offset, "file offset: pc - start + offset")
+	require.Len(t, gpu.Frames, 4, "three addresses, one with an inlined call")
+	require.Equal(t, Frame{PC: 0x1010, Module: "prog", Offset: 0x1010, Function: "helper", File: "util.h", Line: 3, Inlined: true}, gpu.Frames[2])
+	require.Equal(t, Frame{PC: 0x1010, Module: "prog", Offset: 0x1010, Function: "main", File: "main.c", Line: 12}, gpu.Frames[3],
+		"file offset: pc - start + offset")
+	require.Empty(t, gpu.Frames[1].Function, "nothing names it: the module and offset stand")
 	require.Equal(t, "prog", st.Records[0].Library)
+	require.Equal(t, "parse", st.Records[0].Frames[0].Function, "a symbol without a line")
+	require.Zero(t, st.Records[0].Frames[0].Line)
 	require.Equal(t, uint64(4096+128), st.Records[0].AllocBytes)
 	require.Equal(t, "prog", st.Libraries[0].Name)
+
+	// pprof: the inlined call and its function are one location of two lines
+	rep := &Report{Schema: Schema, Processes: []Process{{PID: 7, Command: []string{"prog"}, Stacks: st}}}
+	var b bytes.Buffer
+	require.NoError(t, rep.WritePprof(&b, 0))
+	prof, err := profile.Parse(&b)
+	require.NoError(t, err)
+	var lines []string
+	for _, l := range prof.Location {
+		if l.Address == 0x1010 {
+			for _, ln := range l.Line {
+				lines = append(lines, ln.Function.Name)
+			}
+		}
+	}
+	require.Equal(t, []string{"helper", "main"}, lines)
+	for _, s := range prof.Sample {
+		if s.Label["tag"][0] == "gpu" {
+			require.Len(t, s.Location, 3, "one location per address")
+		}
+	}
+}
+
+// The roll-up: the first module outside libc, libstdc++, libgcc, the
+// loader and the allocator; a stack wholly inside them is charged to its
+// outermost module; frames without a module name nothing.
+func TestLibraryRollup(t *testing.T) {
+	fr := func(mods ...string) []Frame {
+		var out []Frame
+		for _, m := range mods {
+			out = append(out, Frame{Module: m})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		frames []Frame
+		want   string
+	}{
+		{fr("libtagalloc.so", "libc.so.6", "libstdc++.so.6", "libfoo.so.1", "prog"), "libfoo.so.1"},
+		{fr("libgcc_s.so.1", "ld-linux-x86-64.so.2", "libm.so.6", "python3.12"), "python3.12"},
+		{fr("", "libc.so.6", "", "prog"), "prog"},
+		{fr("libc.so.6", "ld-linux-x86-64.so.2"), "ld-linux-x86-64.so.2"},
+		{fr("", ""), "unknown"},
+		{nil, "unknown"},
+	} {
+		require.Equal(t, c.want, library(c.frames), "%v", c.frames)
+	}
 }
 
 func TestDMDAndPprof(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tagalloc/tagalloc/reporter"
+	"github.com/tagalloc/tagalloc/symbolizer"
 	"github.com/tagalloc/tagalloc/tagtable"
 )
 
@@ -155,7 +156,7 @@ func (d *drainer) finish() (map[int]*tagtable.Profile, []error) {
 }
 
 // newSymbolizer names frames from the modules' ELF and DWARF tables.
-func newSymbolizer() reporter.Symbolize { return reporter.NewELFSymbols().Symbolize }
+func newSymbolizer() reporter.Symbolize { return reporter.SymbolizeWith(symbolizer.New()) }
 
 // with calls f with the profiles so far, by pid, while nothing drains
 // into them.
