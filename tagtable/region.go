@@ -17,11 +17,13 @@ import (
 )
 
 // Magic and Version identify the layouts this reader knows.
-// Version 1 is the native library's; version 2 (package alloc's writer)
-// adds a table of reports (memory reporters: Go's runtime figures).
+// Version 1 is the native library's first; version 2 adds a table of
+// reports (memory reporters: Go's runtime figures, C reporters); version
+// 3 adds, per tag, the heap bytes reporters measured (tagalloc_report_block)
+// and the count of collections. Both writers write version 3.
 const (
 	Magic   = "TAGALLOC"
-	Version = 2
+	Version = 3
 )
 
 // ErrFormat wraps every complaint about a region's contents.
@@ -76,10 +78,16 @@ type header struct {
 	Descriptors       uint64
 	// version 2
 	ReportsOff, ReportsCount uint32
+	// version 3: TagSlots u64 at ReportedOff (0: none)
+	ReportedOff, Collections uint64
 }
 
-// headerV1 is the size of a version-1 header (without the reports).
-const headerV1 = 248
+// Sizes of the older headers (version 1 without the reports, version 2
+// without the reported bytes).
+const (
+	headerV1 = 248
+	headerV2 = 256
+)
 
 // Report is one measurement a process's reporter published (about:memory's
 // model): a path, a kind (0 nonheap, 1 heap, 2 other), units (0 bytes,
@@ -123,6 +131,11 @@ type TagTotals struct {
 	AllocBytes         uint64
 	AllocBlocks        uint64
 	PeakLiveBytes      uint64
+	// ReportedBytes are the tag's heap bytes that memory reporters
+	// measured (tagalloc_report_block) in their last collection; they
+	// may exceed LiveBytes if a reporter measured a block twice or the
+	// blocks were freed since.
+	ReportedBytes uint64
 }
 
 // Snapshot is what a region says about its process.
@@ -136,8 +149,11 @@ type Snapshot struct {
 	// process); the figures are then off by what changed meanwhile.
 	Torn      bool
 	Allocator Allocator
-	// Reports are what the process's memory reporters published.
-	Reports []Report
+	// Reports are what the process's memory reporters published, in
+	// their last collection (Collections counts them; 0 for a region
+	// without C reporters).
+	Reports     []Report
+	Collections uint64
 	// TagNames are the registered tags by id (events name tags by id).
 	TagNames map[uint32]string
 	native   bool // written by the native library (it has heap records)
@@ -195,8 +211,10 @@ func Parse(b []byte) (*Snapshot, error) {
 	}
 	switch {
 	case h.Version == 1 && h.HeaderSize == headerV1:
-		h.ReportsOff, h.ReportsCount = 0, 0
-	case h.Version == 2 && uint64(h.HeaderSize) == hs:
+		h.ReportsOff, h.ReportsCount, h.ReportedOff, h.Collections = 0, 0, 0, 0
+	case h.Version == 2 && h.HeaderSize == headerV2:
+		h.ReportedOff, h.Collections = 0, 0
+	case h.Version == 3 && uint64(h.HeaderSize) == hs:
 	case h.Version < 1 || h.Version > Version:
 		return nil, fail("layout version %d; this tagalloc reads versions 1 to %d (use the tagalloc that ran the program)", h.Version, Version)
 	default:
@@ -213,6 +231,10 @@ func Parse(b []byte) (*Snapshot, error) {
 			h.TagSlots, h.TagNameSize, h.NClasses, h.CtrChunk, h.CtrSize)
 	}
 	slots := uint64(h.TagSlots)
+	reportedLen := uint64(0) // the reported bytes are optional
+	if h.ReportedOff != 0 {
+		reportedLen = slots * 8
+	}
 	for _, c := range []struct {
 		what   string
 		off, n uint64
@@ -222,6 +244,7 @@ func Parse(b []byte) (*Snapshot, error) {
 		{"fallback counters", h.FallbackOff, slots * uint64(h.CtrSize)},
 		{"tag peaks", h.PeaksOff, slots * 8},
 		{"class sizes", h.ClassSizesOff, uint64(h.NClasses) * 4},
+		{"reported bytes", h.ReportedOff, reportedLen},
 	} {
 		if err := r.span(c.what, c.off, c.n); err != nil {
 			return nil, err
@@ -323,7 +346,8 @@ func Parse(b []byte) (*Snapshot, error) {
 		a = r.u64(toff + uint64(h.ThreadNext))
 	}
 
-	s := &Snapshot{PID: int(h.PID), PPID: int(h.PPID), StartNS: h.StartNS, Exited: h.State == 1, native: h.HeapTag != 0}
+	s := &Snapshot{PID: int(h.PID), PPID: int(h.PPID), StartNS: h.StartNS, Exited: h.State == 1, native: h.HeapTag != 0,
+		Collections: h.Collections}
 	if h.ReportsCount > 0 {
 		if h.ReportsCount > MaxReports {
 			return nil, fail("%d reports, at most %d", h.ReportsCount, MaxReports)
@@ -381,6 +405,9 @@ func Parse(b []byte) (*Snapshot, error) {
 			}
 		}
 		tt.PeakLiveBytes = max(r.u64(h.PeaksOff+8*t), tt.LiveBytes)
+		if h.ReportedOff != 0 {
+			tt.ReportedBytes = r.u64(h.ReportedOff + 8*t)
+		}
 		s.Tags = append(s.Tags, tt)
 	}
 	sortTags(s.Tags)
@@ -535,6 +562,7 @@ func Merge(snaps ...*Snapshot) *Snapshot {
 			a.HugeLive += s.Allocator.HugeLive
 			a.HugeCached += s.Allocator.HugeCached
 			a.Bookkeeping += s.Allocator.Bookkeeping
+			out.Collections += s.Collections
 		}
 		for _, t := range s.Tags {
 			i, ok := idx[t.Name]
@@ -553,6 +581,7 @@ func Merge(snaps ...*Snapshot) *Snapshot {
 			m.AllocBytes += t.AllocBytes
 			m.AllocBlocks += t.AllocBlocks
 			m.PeakLiveBytes += t.PeakLiveBytes
+			m.ReportedBytes += t.ReportedBytes
 			if m.LiveRequestedBytes != nil && t.LiveRequestedBytes != nil {
 				*m.LiveRequestedBytes += *t.LiveRequestedBytes
 			} else {

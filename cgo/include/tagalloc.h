@@ -9,13 +9,14 @@
 #define TAGALLOC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* Version of the library's ABI (this header): major * 10000 + minor * 100 + patch. */
-#define TAGALLOC_VERSION 201
+#define TAGALLOC_VERSION 300
 int tagalloc_version(void);
 
 /* ---- heap-block tags (DMD's prototype API) --------------------------------
@@ -54,6 +55,57 @@ typedef struct tagalloc_tag_stats {
 } tagalloc_tag_stats_t;
 int tagalloc_tag_stats(const char *tag, tagalloc_tag_stats_t *out);
 
+/* ---- memory reporters (about:memory's model) ---------------------------------
+ *
+ * A reporter says what a part of the program holds: items of (path, kind,
+ * units, amount, description), as about:memory's. Paths under "explicit/"
+ * add up with the heap's tags in the tree; a HEAP item is memory from
+ * malloc, measured block by block with tagalloc_report_block, which returns
+ * the block's usable size (as malloc_usable_size) and marks it reported:
+ * the tree takes reported bytes out of the blocks' tags, so
+ * heap-unclassified is what no reporter claimed, and under
+ * `tagalloc run --stacks` the dark-matter report lists the blocks that no
+ * reporter measured, or that two did (a bug in a reporter), by stack.
+ *
+ *   static void cache_reporter(tagalloc_report_sink_t *s, void *arg) {
+ *     struct cache *c = arg; size_t n = 0;
+ *     for (entry *e = c->first; e; e = e->next) n += tagalloc_report_block(e);
+ *     tagalloc_report(s, "explicit/cache/entries", TAGALLOC_KIND_HEAP,
+ *                     TAGALLOC_UNITS_BYTES, n, "Entries of the cache.");
+ *   }
+ *   tagalloc_register_reporter("cache", cache_reporter, &cache);
+ *
+ * tagalloc_collect_reports() runs every reporter (on the calling thread;
+ * reporters may allocate) and publishes their items in the books, where
+ * tagalloc run, snapshot, top and serve read them; it runs once more at
+ * exit() once a reporter is registered. At most 64 reporters and 64 items
+ * per collection; paths up to 111 bytes, descriptions up to 127. */
+enum { TAGALLOC_KIND_NONHEAP = 0, TAGALLOC_KIND_HEAP = 1, TAGALLOC_KIND_OTHER = 2 };
+enum {
+  TAGALLOC_UNITS_BYTES = 0,
+  TAGALLOC_UNITS_COUNT = 1,
+  TAGALLOC_UNITS_COUNT_CUMULATIVE = 2,
+  TAGALLOC_UNITS_PERCENTAGE = 3 /* hundredths of a percent, as about:memory's */
+};
+typedef struct tagalloc_report_sink tagalloc_report_sink_t;
+typedef void (*tagalloc_reporter_fn)(tagalloc_report_sink_t *sink, void *arg);
+
+/* Register (or replace) the reporter called name (1..63 bytes): 0, EINVAL,
+ * ENOSPC (64 already) or ENOMEM. */
+int tagalloc_register_reporter(const char *name, tagalloc_reporter_fn fn, void *arg);
+/* 0, or ENOENT. */
+int tagalloc_unregister_reporter(const char *name);
+/* One item, from inside a reporter. A bad item (no path, kind or units out
+ * of range, amount < 0) is ignored with a warning. */
+void tagalloc_report(tagalloc_report_sink_t *sink, const char *path, int kind, int units, int64_t amount,
+                     const char *description);
+/* about:memory's MallocSizeOf: the usable size of the block at p (0 for
+ * NULL, or with a warning for a pointer that is not a block's start),
+ * counted as reported in this collection. */
+size_t tagalloc_report_block(const void *p);
+/* Run every reporter now; returns the items published, or -1. */
+int tagalloc_collect_reports(void);
+
 /* Return retained free memory to the OS now (as malloc_trim(0) does). */
 void tagalloc_purge(void);
 
@@ -83,6 +135,11 @@ size_t tagalloc_check_books(void);
 #pragma weak tagalloc_purge
 #pragma weak tagalloc_check
 #pragma weak tagalloc_check_books
+#pragma weak tagalloc_register_reporter
+#pragma weak tagalloc_unregister_reporter
+#pragma weak tagalloc_report
+#pragma weak tagalloc_report_block
+#pragma weak tagalloc_collect_reports
 static inline void tagalloc_weak_set(const char *tag) {
   if (SetHeapBlockTagForThread) SetHeapBlockTagForThread(tag);
 }
@@ -93,6 +150,12 @@ static inline int tagalloc_weak_push(const char *tag) { return tagalloc_push_tag
 static inline void tagalloc_weak_pop(void) {
   if (tagalloc_pop_tag) tagalloc_pop_tag();
 }
+static inline int tagalloc_weak_register_reporter(const char *name, tagalloc_reporter_fn fn, void *arg) {
+  return tagalloc_register_reporter ? tagalloc_register_reporter(name, fn, arg) : 0;
+}
+static inline int tagalloc_weak_collect_reports(void) { return tagalloc_collect_reports ? tagalloc_collect_reports() : 0; }
+/* Without the library no reporter runs, so report and report_block are
+ * only reached through a registered reporter: no wrappers needed. */
 static inline int tagalloc_weak_stats(const char *tag, tagalloc_tag_stats_t *out) {
   return tagalloc_tag_stats ? tagalloc_tag_stats(tag, out) : -1;
 }

@@ -5,11 +5,14 @@
  * reads the books while the program runs and after it dies, even of
  * SIGKILL; without it, it is private anonymous memory.
  *
- * Layout (version 1; the Go reader is tagtable/region.go): a header at
+ * Layout (version 3; the Go reader is tagtable/region.go): a header at
  * offset 0 (_ta_books_t: magic, version, sizes, the process, the offsets
  * of the arrays below and of the fields of the records readers follow),
- * the command line, the tag names, the fallback counters and the tag
- * peaks at fixed offsets, then records bump-allocated up to `used`.
+ * the command line, the tag names, the fallback counters, the tag peaks,
+ * the memory reports table and the reported bytes per tag (report.c) at
+ * fixed offsets, then records bump-allocated up to `used`. Version 2 (Go's
+ * package alloc writes it) is version 1 plus the reports table; version 3
+ * adds the reported bytes per tag and the count of collections.
  * Records link to each other by address in the process; a reader turns an
  * address into an offset with `base` and checks it lies inside `used`.
  * Only the process writes the region; readers map it read-only. */
@@ -19,7 +22,7 @@
 #include <sys/stat.h>
 
 #define TA_BOOKS_MAGIC "TAGALLOC"
-#define TA_BOOKS_VERSION 1
+#define TA_BOOKS_VERSION 3
 #define TA_BOOKS_SIZE (256 * TA_MiB) /* reserved; a sparse file */
 #define TA_BOOKS_CMDLINE 2048
 
@@ -58,7 +61,24 @@ typedef struct _ta_books_s {
   _Atomic(uint64_t) huge_live;      /* mappings of huge blocks */
   _Atomic(uint64_t) huge_cached;    /* freed huge mappings kept for reuse */
   _Atomic(uint64_t) descriptors;    /* page descriptors of touched pages */
+  /* version 2: memory reports (report.c), TA_REPORTS_MAX slots of
+   * TA_REPORT_SLOT bytes: u8 kind, u8 units, 6 bytes pad, u64 amount,
+   * path (NUL-terminated, 112 bytes), description (128 bytes) */
+  uint32_t reports_off;
+  _Atomic(uint32_t) reports_count;  /* slots valid, published last */
+  /* version 3 */
+  uint64_t reported_off;            /* TA_TAG_SLOTS u64: heap bytes of each
+                                       tag that reporters measured
+                                       (tagalloc_report_block) in the last
+                                       collection */
+  _Atomic(uint64_t) collections;    /* tagalloc_collect_reports runs ended */
 } _ta_books_t;
+
+#define TA_REPORTS_MAX 64
+#define TA_REPORT_SLOT 256
+#define TA_REPORT_PATH 112
+#define TA_REPORT_DESC 128
+_Static_assert(16 + TA_REPORT_PATH + TA_REPORT_DESC == TA_REPORT_SLOT, "report slot layout");
 
 static _ta_books_t *_ta_books;
 /* The region's address, exported so a reader can find private books: it
@@ -108,6 +128,10 @@ static void _ta_books_format(_ta_books_t *b) {
   off = _ta_books_put(&b->fallback_off, off, (size_t)TA_TAG_SLOTS * sizeof(_ta_ctr_t));
   off = _ta_books_put(&b->peaks_off, off, (size_t)TA_TAG_SLOTS * sizeof(uint64_t));
   off = _ta_books_put(&b->class_sizes_off, off, TA_NUM_CLASSES * sizeof(uint32_t));
+  uint64_t reports;
+  off = _ta_books_put(&reports, off, (size_t)TA_REPORTS_MAX * TA_REPORT_SLOT);
+  b->reports_off = (uint32_t)reports;
+  off = _ta_books_put(&b->reported_off, off, (size_t)TA_TAG_SLOTS * sizeof(uint64_t));
   uint32_t *cs = (uint32_t *)((uint8_t *)b + b->class_sizes_off);
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) cs[c] = _ta_classes[c].size;
   atomic_store(&b->used, off);

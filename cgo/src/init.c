@@ -89,6 +89,7 @@ static void _ta_fork_child(void) {
   pthread_mutex_init(&_ta_threads_lock, NULL);
   pthread_mutex_init(&_ta_tags_lock, NULL);
   _ta_sample_fork_child();
+  _ta_report_fork_child();
   /* Only the forking thread lives on: the others' records are free. */
   for (_ta_thread_t *t = _ta_threads_first(); t; t = t->next)
     if (t != _ta_tls_thread) atomic_store_explicit(&t->live, false, memory_order_relaxed);

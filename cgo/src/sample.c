@@ -32,6 +32,10 @@
  *           this parent and seq, so the reader starts the child's profile
  *           from the parent's at this point (its inherited blocks), and the
  *           child goes on with the parent's stack ids and modules
+ *   COLLECT u64 seq: tagalloc_collect_reports began: every sampled block's
+ *           report marks are cleared (report.c)
+ *   REPORT  u64 addr; u32 stack, 0: a memory reporter measured the sampled
+ *           block at addr (tagalloc_report_block) from that stack
  *
  * Nothing here allocates through the allocator, and nothing is called with
  * one of its locks held; a thread inside the sampler does not sample the
@@ -50,7 +54,7 @@
 #define TA_EV_RING (64 * TA_MiB)
 #define TA_STACK_MAX 64
 
-enum { TA_EV_MODULE = 1, TA_EV_STACK = 2, TA_EV_ALLOC = 3, TA_EV_FREE = 4, TA_EV_RESIZE = 5, TA_EV_FORK = 6 };
+enum { TA_EV_MODULE = 1, TA_EV_STACK = 2, TA_EV_ALLOC = 3, TA_EV_FREE = 4, TA_EV_RESIZE = 5, TA_EV_FORK = 6, TA_EV_COLLECT = 7, TA_EV_REPORT = 8 };
 
 typedef struct _ta_ev_hdr_s {
   char magic[8];            /* "TAEVENTS" */
@@ -495,6 +499,33 @@ static void _ta_sample_fork_child(void) {
   }
 }
 
+/* A memory reporter measured block p (report.c): if p is sampled, say so
+ * with the reporter's stack (for the dark-matter report). */
+TA_NOINLINE static void _ta_sample_report(const void *p) {
+  if (!_ta_ev || _ta_in_sampler) return;
+  pthread_mutex_lock(&_ta_sample_lock);
+  bool sampled = _ta_set_has((uintptr_t)p);
+  pthread_mutex_unlock(&_ta_sample_lock);
+  if (!sampled) return;
+  _ta_in_sampler = true;
+  uintptr_t pc[TA_STACK_MAX];
+  int n = _ta_stack_capture(pc);
+  pthread_mutex_lock(&_ta_sample_lock);
+  uint64_t rec[2] = {(uintptr_t)p, _ta_stack_id(pc, n)};
+  _ta_ev_write(TA_EV_REPORT, rec, 8 + sizeof rec);
+  pthread_mutex_unlock(&_ta_sample_lock);
+  _ta_in_sampler = false;
+}
+
+/* A collection of memory reports begins: report marks start afresh. */
+static void _ta_sample_collect(uint64_t seq) {
+  if (!_ta_ev) return;
+  pthread_mutex_lock(&_ta_sample_lock);
+  uint64_t rec[1] = {seq};
+  _ta_ev_write(TA_EV_COLLECT, rec, 16);
+  pthread_mutex_unlock(&_ta_sample_lock);
+}
+
 #define TA_SAMPLED(pg) (atomic_load_explicit(&(pg)->sampled, memory_order_relaxed) != 0)
 
 #else /* !TA_SAMPLING: no cost, no code */
@@ -506,6 +537,8 @@ static void _ta_sample_fork_child(void) {
 #define _ta_sample_fork_prepare() ((void)0)
 #define _ta_sample_fork_parent() ((void)0)
 #define _ta_sample_fork_child() ((void)0)
+#define _ta_sample_report(p) ((void)(p))
+#define _ta_sample_collect(seq) ((void)(seq))
 #define TA_SAMPLED(pg) false
 
 #endif

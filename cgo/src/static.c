@@ -16,3 +16,4 @@
 #include "tags.c"      /* tags: registry, thread records, counters, API */
 #include "init.c"      /* lazy init, fork */
 #include "alloc.c"     /* the public entry points */
+#include "report.c"    /* memory reporters: tagalloc_report_block, collections */

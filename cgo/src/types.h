@@ -86,6 +86,10 @@
 #define TA_SAMPLING 0 /* 1: sampled stacks (sample.c); tagalloc run builds both */
 #endif /* tagalloc.h: we define its functions */
 
+#ifndef TA_CHECK
+#define TA_CHECK 0 /* 1: the checking build (check.c); tagalloc run --check builds it */
+#endif
+
 /* ---- build configuration ------------------------------------------------ */
 
 /* TA_DEBUG: 0 release, 1 cheap invariant checks, 2 expensive checks (heap
@@ -307,6 +311,8 @@ typedef struct _ta_options_s {
   size_t fault_count;       /* TAGALLOC_FAULT_COUNT */
   size_t stacks;            /* TAGALLOC_STACKS: 0 off, 1 sampled, 2 full (sample.c) */
   size_t sample_rate;       /* TAGALLOC_SAMPLE_RATE: mean bytes between samples */
+  size_t check;             /* TAGALLOC_CHECK: TA_CHECK builds, what to check (check.c) */
+  size_t check_quarantine;  /* TAGALLOC_CHECK_QUARANTINE: bytes of freed blocks held back */
 } _ta_options_t;
 
 /* ---- globals --------------------------------------------------------------- */
@@ -404,6 +410,16 @@ static bool _ta_huge_lookup(const void *p, size_t *mapped);
 static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped, size_t *requested);
 static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped, uint32_t *tag);
 static void _ta_huge_purge(bool all);
+
+/* report.c */
+static void _ta_report_fork_child(void);
+
+/* check.c (TA_CHECK builds only): the hooks the lower layers call */
+#if TA_CHECK
+static void _ta_check_poison_block(void *b, size_t usable);
+static void _ta_check_poison_carved(uint8_t *first, uint32_t n, uint32_t bsize);
+static void _ta_check_walk_quarantine(uint64_t *bytes, uint64_t *blocks, uint64_t *req);
+#endif
 
 /* init.c */
 static bool _ta_init_slow(void);
