@@ -1,11 +1,17 @@
 // The live-block table and the per-stack books of a process's sampled
-// allocations, built from its events (DESIGN.md D7).
+// allocations, built from its events (DESIGN.md D7), kept in segvec
+// (off the Go heap: the GC neither scans nor moves them, D7/D8).
 
 package tagtable
 
 import (
+	"maps"
 	"math"
+	"runtime"
+	"slices"
 	"sort"
+
+	"github.com/tagalloc/tagalloc/segvec"
 )
 
 // LiveBlock is a sampled block not yet freed.
@@ -38,14 +44,24 @@ type Site struct {
 }
 
 // Profile is a process's sampled heap, as its events tell it.
+//
+// Storage: the live blocks are slots of a segvec.Vec (a freed slot goes on
+// a free list and is reused), found by address in a map of address to
+// slot; the sites are elements of another Vec, found by SiteKey. Neither
+// the Vecs nor the maps (integers only) hold Go pointers, so the GC never
+// scans them, however many blocks are live. Invariants:
+//
+//	len(slotOf) + len(freeSlots) == blocks.Len()
+//	len(siteOf) == sites.Len()
+//
+// Close unmaps the Vecs (a cleanup does it for a profile dropped without
+// Close).
 type Profile struct {
 	PID        int
 	Mode       string // sampled or full
 	SampleRate uint64
 	Modules    []Module
 	Stacks     map[uint32][]uint64 // return addresses, innermost first
-	Live       map[uint64]*LiveBlock
-	Sites      map[SiteKey]*Site
 	// Dropped counts events the process could not write (a full ring),
 	// DroppedBytes the usable bytes of the sampled blocks among them;
 	// UnknownFrees the frees of blocks this profile never saw (sampled
@@ -57,13 +73,55 @@ type Profile struct {
 	// Forks are copies of the profile where the process forked (FORK
 	// events), by sequence number, until a child's profile takes its own.
 	Forks map[uint64]*Profile
+
+	store *profileStore
+}
+
+// profileStore is the off-heap part of a profile: no Go pointers into the
+// Go heap are kept in what the Vecs hold.
+type profileStore struct {
+	blocks    *segvec.Vec[LiveBlock]
+	slotOf    map[uint64]uint32 // block address -> slot in blocks
+	freeSlots []uint32          // slots of blocks freed, for reuse
+	sites     *segvec.Vec[Site]
+	siteOf    map[SiteKey]uint32 // -> index in sites
+}
+
+func newProfileStore() *profileStore {
+	return &profileStore{
+		blocks: segvec.MustNew[LiveBlock](segvec.Name("tagalloc live blocks")),
+		slotOf: map[uint64]uint32{},
+		sites:  segvec.MustNew[Site](segvec.Name("tagalloc sites")),
+		siteOf: map[SiteKey]uint32{},
+	}
+}
+
+func (st *profileStore) close() {
+	st.blocks.Close()
+	st.sites.Close()
+	st.slotOf, st.siteOf, st.freeSlots = nil, nil, nil
 }
 
 // NewProfile starts an empty profile for a ring's process.
 func NewProfile(pid int, mode string, rate uint64) *Profile {
-	return &Profile{PID: pid, Mode: mode, SampleRate: max(rate, 1),
-		Stacks: map[uint32][]uint64{}, Live: map[uint64]*LiveBlock{}, Sites: map[SiteKey]*Site{}, Forks: map[uint64]*Profile{}}
+	p := &Profile{PID: pid, Mode: mode, SampleRate: max(rate, 1),
+		Stacks: map[uint32][]uint64{}, Forks: map[uint64]*Profile{}, store: newProfileStore()}
+	runtime.AddCleanup(p, (*profileStore).close, p.store)
+	return p
 }
+
+// Close releases the profile's off-heap storage (and its fork copies');
+// it must not be used afterwards. Closing twice does nothing.
+func (p *Profile) Close() {
+	for _, f := range p.Forks {
+		f.Close()
+	}
+	p.Forks = nil
+	p.store.close()
+}
+
+// Bytes is the memory the profile's off-heap storage maps.
+func (p *Profile) Bytes() int { return p.store.blocks.Bytes() + p.store.sites.Bytes() }
 
 // Fork keeps a copy of the profile as it is at the process's fork seq:
 // the start of the child's (which inherits the heap, its sampled blocks,
@@ -77,14 +135,20 @@ func (p *Profile) Clone() *Profile {
 	for id, s := range p.Stacks {
 		c.Stacks[id] = s // never modified once recorded
 	}
-	for a, b := range p.Live {
-		v := *b
-		c.Live[a] = &v
+	src, dst := p.store, c.store
+	for _, seg := range src.blocks.Segments() {
+		for _, b := range seg {
+			dst.blocks.Append(b)
+		}
 	}
-	for k, s := range p.Sites {
-		v := *s
-		c.Sites[k] = &v
+	dst.slotOf = maps.Clone(src.slotOf)
+	dst.freeSlots = slices.Clone(src.freeSlots)
+	for _, seg := range src.sites.Segments() {
+		for _, s := range seg {
+			dst.sites.Append(s)
+		}
 	}
+	dst.siteOf = maps.Clone(src.siteOf)
 	c.Dropped, c.DroppedBytes, c.UnknownFrees = p.Dropped, p.DroppedBytes, p.UnknownFrees
 	return c
 }
@@ -115,12 +179,44 @@ func (p *Profile) Weight(req uint64) float64 {
 }
 
 func (p *Profile) site(k SiteKey) *Site {
-	s := p.Sites[k]
-	if s == nil {
-		s = &Site{SiteKey: k}
-		p.Sites[k] = s
+	st := p.store
+	if i, ok := st.siteOf[k]; ok {
+		return st.sites.At(int(i))
 	}
+	s, i := st.sites.AppendZero()
+	s.SiteKey = k
+	st.siteOf[k] = uint32(i)
 	return s
+}
+
+// block returns the live block at addr, or nil.
+func (p *Profile) block(addr uint64) *LiveBlock {
+	st := p.store
+	if i, ok := st.slotOf[addr]; ok {
+		return st.blocks.At(int(i))
+	}
+	return nil
+}
+
+// newBlock stores b at addr (in a free slot if there is one).
+func (p *Profile) newBlock(addr uint64, b LiveBlock) {
+	st := p.store
+	if n := len(st.freeSlots); n > 0 {
+		i := st.freeSlots[n-1]
+		st.freeSlots = st.freeSlots[:n-1]
+		*st.blocks.At(int(i)) = b
+		st.slotOf[addr] = i
+		return
+	}
+	st.slotOf[addr] = uint32(st.blocks.Append(b))
+}
+
+// dropBlock forgets the block at addr and frees its slot.
+func (p *Profile) dropBlock(addr uint64) {
+	st := p.store
+	i := st.slotOf[addr]
+	delete(st.slotOf, addr)
+	st.freeSlots = append(st.freeSlots, i)
 }
 
 // Module records a module.
@@ -131,12 +227,11 @@ func (p *Profile) Stack(id uint32, pcs []uint64) { p.Stacks[id] = pcs }
 
 // Alloc records a sampled block.
 func (p *Profile) Alloc(addr, usable, req uint64, tag, stack uint32) {
-	if old := p.Live[addr]; old != nil { // its free was lost: end it
+	if old := p.block(addr); old != nil { // its free was lost: end it
 		p.Free(addr)
 	}
 	w := p.Weight(req)
-	b := &LiveBlock{Usable: usable, Requested: req, Tag: tag, Stack: stack, Weight: w}
-	p.Live[addr] = b
+	p.newBlock(addr, LiveBlock{Usable: usable, Requested: req, Tag: tag, Stack: stack, Weight: w})
 	s := p.site(SiteKey{stack, tag})
 	s.Samples++
 	s.LiveSamples++
@@ -149,23 +244,23 @@ func (p *Profile) Alloc(addr, usable, req uint64, tag, stack uint32) {
 
 // Free ends a sampled block.
 func (p *Profile) Free(addr uint64) {
-	b := p.Live[addr]
+	b := p.block(addr)
 	if b == nil {
 		p.UnknownFrees++
 		return
 	}
-	delete(p.Live, addr)
 	s := p.site(SiteKey{b.Stack, b.Tag})
 	s.LiveSamples--
 	s.EstLiveBlocks -= b.Weight
 	s.EstLiveBytes -= b.Weight * float64(b.Usable)
 	s.EstLiveRequested -= b.Weight * float64(b.Requested)
+	p.dropBlock(addr) // b's slot may be reused from here on
 }
 
 // Resize moves or resizes a sampled block (realloc); it stays charged to
 // the stack and tag it was sampled at.
 func (p *Profile) Resize(old, new, usable, req uint64) {
-	b := p.Live[old]
+	b := p.block(old)
 	if b == nil {
 		p.UnknownFrees++
 		return
@@ -179,8 +274,12 @@ func (p *Profile) Resize(old, new, usable, req uint64) {
 	if new != old {
 		s.Moves++
 		s.EstBytesCopied += b.Weight * float64(min(b.Usable, usable))
-		delete(p.Live, old)
-		p.Live[new] = b
+		if other := p.block(new); other != nil { // its free was lost: end it
+			p.Free(new)
+		}
+		st := p.store
+		st.slotOf[new] = st.slotOf[old]
+		delete(st.slotOf, old)
 	}
 	s.EstLiveBytes += b.Weight * (float64(usable) - float64(b.Usable))
 	s.EstLiveRequested += b.Weight * (float64(req) - float64(b.Requested))
@@ -193,7 +292,7 @@ func (p *Profile) Resize(old, new, usable, req uint64) {
 // LiveBlockAt returns the sampled block that starts at addr, if it is
 // live.
 func (p *Profile) LiveBlockAt(addr uint64) (LiveBlock, bool) {
-	b := p.Live[addr]
+	b := p.block(addr)
 	if b == nil {
 		return LiveBlock{}, false
 	}
@@ -204,22 +303,40 @@ func (p *Profile) LiveBlockAt(addr uint64) (LiveBlock, bool) {
 // returns false. f must not allocate, free or resize blocks of p; b is
 // valid only during the call.
 func (p *Profile) EachLive(f func(addr uint64, b *LiveBlock) bool) {
-	for a, b := range p.Live {
-		if !f(a, b) {
+	st := p.store
+	for a, i := range st.slotOf {
+		if !f(a, st.blocks.At(int(i))) {
 			return
 		}
 	}
 }
 
 // LiveCount is the number of live sampled blocks.
-func (p *Profile) LiveCount() int { return len(p.Live) }
+func (p *Profile) LiveCount() int { return len(p.store.slotOf) }
 
-// SortedSites returns the sites, most live bytes first (then most
-// allocated).
+// Site returns the record of one (stack, tag), if any block was sampled
+// there.
+func (p *Profile) Site(k SiteKey) (Site, bool) {
+	st := p.store
+	if i, ok := st.siteOf[k]; ok {
+		return *st.sites.At(int(i)), true
+	}
+	return Site{}, false
+}
+
+// SiteCount is the number of (stack, tag) records.
+func (p *Profile) SiteCount() int { return len(p.store.siteOf) }
+
+// SortedSites returns copies of the sites (on the Go heap: they outlive
+// changes to the profile), most live bytes first (then most allocated).
 func (p *Profile) SortedSites() []*Site {
-	out := make([]*Site, 0, len(p.Sites))
-	for _, s := range p.Sites {
-		out = append(out, s)
+	all := make([]Site, 0, p.store.sites.Len())
+	for _, seg := range p.store.sites.Segments() {
+		all = append(all, seg...)
+	}
+	out := make([]*Site, len(all))
+	for i := range all {
+		out[i] = &all[i]
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
