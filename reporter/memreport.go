@@ -130,13 +130,14 @@ func memReports(p Process) ([]MemReport, error) {
 		out = append(out, MemReport{proc, path, kind, units, int64(amount), desc})
 	}
 	var heapAllocated uint64
+	claims := p.heapClaims() // reporters' heap items come out of the tags' lines
 	for _, t := range p.Tags {
 		if heapAllocated+t.LiveBytes < heapAllocated {
 			return nil, errors.New("live bytes over all tags overflow")
 		}
 		heapAllocated += t.LiveBytes
 		if t.Name != DefaultTag {
-			add("explicit/heap/"+memName(t.Name), MemKindHeap, MemUnitsBytes, t.LiveBytes,
+			add("explicit/heap/"+memName(t.Name), MemKindHeap, MemUnitsBytes, t.LiveBytes-claims[t.Name],
 				fmt.Sprintf("Live heap blocks tagged %q (usable bytes).", t.Name))
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/tagalloc/tagalloc/tagtable"
 )
@@ -40,6 +41,9 @@ type Process struct {
 	Tags     []Tag  `json:"tags"`
 	Heap     Heap   `json:"heap"`
 	Reports  []Item `json:"reports"`
+	// Collections counts the runs of the process's C memory reporters
+	// (tagalloc_collect_reports); Reports holds what the last one said.
+	Collections uint64 `json:"collections,omitempty"`
 	// Torn: read from a running process while it changed; figures may be off.
 	Torn bool `json:"torn,omitempty"`
 	// Stacks: who allocated what, from sampled stacks (tagalloc run --stacks).
@@ -58,6 +62,9 @@ type Tag struct {
 	AllocBytes         uint64  `json:"alloc_bytes"`
 	AllocBlocks        uint64  `json:"alloc_blocks"`
 	PeakLiveBytes      uint64  `json:"peak_live_bytes"`
+	// ReportedBytes are the tag's heap bytes that memory reporters
+	// measured (tagalloc_report_block) in their last collection.
+	ReportedBytes uint64 `json:"reported_bytes,omitempty"`
 }
 
 // Heap totals. Live and alloc figures are the sum over tags (the allocator
@@ -93,7 +100,7 @@ const DefaultTag = "untagged"
 
 // FromSnapshot makes a process's report from its books.
 func FromSnapshot(s *tagtable.Snapshot) Process {
-	p := Process{PID: s.PID, PPID: s.PPID, Command: s.Command, Ended: "unknown", Torn: s.Torn}
+	p := Process{PID: s.PID, PPID: s.PPID, Command: s.Command, Ended: "unknown", Torn: s.Torn, Collections: s.Collections}
 	if p.Command == nil {
 		p.Command = []string{}
 	}
@@ -102,7 +109,7 @@ func FromSnapshot(s *tagtable.Snapshot) Process {
 	}
 	for _, t := range s.Tags {
 		p.Tags = append(p.Tags, Tag{Name: t.Name, LiveBytes: t.LiveBytes, LiveRequestedBytes: t.LiveRequestedBytes, LiveBlocks: t.LiveBlocks,
-			AllocBytes: t.AllocBytes, AllocBlocks: t.AllocBlocks, PeakLiveBytes: t.PeakLiveBytes})
+			AllocBytes: t.AllocBytes, AllocBlocks: t.AllocBlocks, PeakLiveBytes: t.PeakLiveBytes, ReportedBytes: t.ReportedBytes})
 		p.Heap.LiveBytes += t.LiveBytes
 		p.Heap.LiveBlocks += t.LiveBlocks
 		p.Heap.AllocBytes += t.AllocBytes
@@ -118,7 +125,8 @@ func FromSnapshot(s *tagtable.Snapshot) Process {
 		p.Heap.SpanFreeBytes = inBlocks - p.Heap.LiveBytes
 	}
 	p.Heap.BookkeepingBytes = a.Bookkeeping
-	p.Reports = append(items(p), reported(s.Reports)...)
+	p.Reports = reported(s.Reports) // first: the tags' items take out what reporters claim
+	p.Reports = append(items(p), p.Reports...)
 	return p
 }
 
@@ -146,12 +154,16 @@ func reported(reps []tagtable.Report) []Item {
 // sum over tags), so the allocator's overhead is "nonheap".
 func items(p Process) []Item {
 	out := []Item{}
+	claims := p.heapClaims()
 	for _, t := range p.Tags {
 		path, desc := "explicit/heap/"+t.Name, fmt.Sprintf("Heap blocks tagged %q.", t.Name)
 		if t.Name == DefaultTag {
 			path, desc = "explicit/heap-unclassified", "Heap blocks allocated while no tag was set."
 		}
-		out = append(out, Item{Path: path, Kind: "heap", Units: "bytes", Amount: t.LiveBytes, Description: desc})
+		if claims[t.Name] > 0 {
+			desc += " Less what memory reporters measured of them."
+		}
+		out = append(out, Item{Path: path, Kind: "heap", Units: "bytes", Amount: t.LiveBytes - claims[t.Name], Description: desc})
 	}
 	return append(append(out, heapItems(p.Heap)...),
 		Item{Path: "heap-live-blocks", Kind: "other", Units: "count", Amount: p.Heap.LiveBlocks,
@@ -170,6 +182,38 @@ func heapItems(h Heap) []Item {
 		{Path: "heap-mapped", Kind: "other", Units: "bytes", Amount: h.MappedBytes,
 			Description: "Memory the allocator has from the OS for the heap (spans in use, free resident, huge)."},
 	}
+}
+
+// heapClaims returns, per tag, the live bytes the process's memory
+// reporters claim as their own heap items, which come out of the tag's
+// line (as about:memory takes reported heap out of heap-unclassified):
+// what tagalloc_report_block measured of the tag's blocks, and, from the
+// untagged heap, the heap items' bytes that were not measured block by
+// block. Claims never exceed a tag's live bytes. Nil without heap items.
+func (p Process) heapClaims() map[string]uint64 {
+	var heapItems, measured uint64
+	for _, it := range p.Reports {
+		own := strings.HasPrefix(it.Path, "explicit/heap/") || it.Path == "explicit/heap-unclassified"
+		if !own && it.Kind == "heap" && it.Units == "bytes" && strings.HasPrefix(it.Path, "explicit/") {
+			heapItems += it.Amount
+		}
+	}
+	if heapItems == 0 {
+		return nil
+	}
+	claims := map[string]uint64{}
+	for _, t := range p.Tags {
+		claims[t.Name] = min(t.ReportedBytes, t.LiveBytes)
+		measured += t.ReportedBytes
+	}
+	if heapItems > measured {
+		for _, t := range p.Tags {
+			if t.Name == DefaultTag {
+				claims[t.Name] = min(t.LiveBytes, claims[t.Name]+heapItems-measured)
+			}
+		}
+	}
+	return claims
 }
 
 // reporterItems are the measurements the process's own memory reporters

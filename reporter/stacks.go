@@ -31,6 +31,9 @@ type Stacks struct {
 	Libraries    []LibraryTotals `json:"libraries"`
 	// Growth judges the realloc chains per call site (package growth).
 	Growth []growth.Finding `json:"growth"`
+	// DarkMatter sorts the live sampled blocks by what memory reporters
+	// said of them (tagalloc_report_block); nil if they never ran.
+	DarkMatter *DarkMatter `json:"dark_matter,omitempty"`
 }
 
 // StackRecord is what blocks allocated from one stack, under one tag,
@@ -147,16 +150,20 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 	st := &Stacks{Mode: p.Mode, SampleRate: p.SampleRate, Dropped: p.Dropped, DroppedBytes: p.DroppedBytes,
 		UnknownFrees: p.UnknownFrees, Records: []StackRecord{}, Libraries: []LibraryTotals{}}
 	byStack := map[uint32][]Frame{}
+	stackFrames := func(id uint32) []Frame {
+		fr, ok := byStack[id]
+		if !ok {
+			for _, pc := range p.Stacks[id] {
+				fr = append(fr, frames(p, pc, sym)...)
+			}
+			byStack[id] = fr
+		}
+		return fr
+	}
 	libs := map[string]*LibraryTotals{}
 	for _, s := range p.SortedSites() {
 		st.Samples += s.Samples
-		fr, ok := byStack[s.Stack]
-		if !ok {
-			for _, pc := range p.Stacks[s.Stack] {
-				fr = append(fr, frames(p, pc, sym)...)
-			}
-			byStack[s.Stack] = fr
-		}
+		fr := stackFrames(s.Stack)
 		lib := library(fr)
 		tag, ok := names[s.Tag]
 		if !ok {
@@ -184,6 +191,7 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 		st.Libraries = append(st.Libraries, *l)
 	}
 	st.Growth = diagnoseGrowth(st.Records)
+	st.DarkMatter = darkMatter(p, names, stackFrames)
 	sort.Slice(st.Libraries, func(i, j int) bool {
 		a, b := st.Libraries[i], st.Libraries[j]
 		if a.LiveBytes != b.LiveBytes {

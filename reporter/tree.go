@@ -89,7 +89,9 @@ func (p Process) WriteTree(w io.Writer) error {
 		case own[it.Path]:
 		case strings.HasPrefix(it.Path, "explicit/") && it.Units == "bytes":
 			explicit = append(explicit, it)
-			reported += it.Amount
+			if it.Kind != "heap" { // heap items are part of the live heap, claimed from the tags
+				reported += it.Amount
+			}
 		default:
 			other = append(other, it)
 		}
@@ -99,6 +101,7 @@ func (p Process) WriteTree(w io.Writer) error {
 	for _, it := range explicit {
 		fmt.Fprintf(w, "├──%s (%s) ── %s\n", humanize.IBytes(it.Amount), pct(it.Amount, total), strings.TrimPrefix(it.Path, "explicit/"))
 	}
+	claims := p.heapClaims()
 	for _, t := range p.Tags {
 		name := "heap/" + t.Name
 		if t.Name == DefaultTag {
@@ -108,8 +111,12 @@ func (p Process) WriteTree(w io.Writer) error {
 		if t.LiveRequestedBytes != nil {
 			req = fmt.Sprintf(", %s requested", humanize.IBytes(*t.LiveRequestedBytes))
 		}
+		if c := claims[t.Name]; c > 0 {
+			req += fmt.Sprintf(", less %s claimed by reporters", humanize.IBytes(c))
+		}
+		shown := t.LiveBytes - claims[t.Name]
 		fmt.Fprintf(w, "├──%s (%s) ── %s  [%s blocks%s; %s allocated in all, peak %s]\n",
-			humanize.IBytes(t.LiveBytes), pct(t.LiveBytes, total), name,
+			humanize.IBytes(shown), pct(shown, total), name,
 			humanize.Comma(int64(t.LiveBlocks)), req, humanize.IBytes(t.AllocBytes), humanize.IBytes(t.PeakLiveBytes))
 	}
 	fmt.Fprintf(w, "└──%s (%s) -- heap-overhead\n", humanize.IBytes(overhead), pct(overhead, total))

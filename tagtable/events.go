@@ -27,7 +27,9 @@ const (
 	EvAlloc  = 3
 	EvFree   = 4
 	EvResize = 5
-	EvFork   = 6
+	EvFork    = 6
+	EvCollect = 7
+	EvReport  = 8
 )
 
 // evHeader mirrors _ta_ev_hdr_t.
@@ -69,6 +71,10 @@ type EventSink interface {
 	Free(addr uint64)
 	Resize(old, new, usable, requested uint64)
 	Fork(seq uint64) // the process forked here (the child's ring names seq)
+	// Collect: the process's memory reporters began collection seq;
+	// Report: one of them measured the sampled block at addr from stack.
+	Collect(seq uint64)
+	Report(addr uint64, stack uint32)
 }
 
 func decode(typ uint64, b []byte, sink EventSink) error {
@@ -118,6 +124,16 @@ func decode(typ uint64, b []byte, sink EventSink) error {
 			return fail("fork record of %d bytes", len(b))
 		}
 		sink.Fork(u64(0))
+	case EvCollect:
+		if len(b) < 8 {
+			return fail("collect record of %d bytes", len(b))
+		}
+		sink.Collect(u64(0))
+	case EvReport:
+		if len(b) < 16 {
+			return fail("report record of %d bytes", len(b))
+		}
+		sink.Report(u64(0), uint32(u64(1)))
 	default:
 		return fail("unknown event type %d", typ)
 	}

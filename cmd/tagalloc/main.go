@@ -243,7 +243,7 @@ func collect(dir string, ps *os.ProcessState, profiles map[int]*tagtable.Profile
 func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	format := fs.String("format", "tree", "tree, json, dmd (stack records, with --stacks), pprof (with --stacks) or about-memory (Firefox's; also firefox)")
+	format := fs.String("format", "tree", "tree, json, dmd (stack records, with --stacks), dark-matter (blocks by what memory reporters said, with --stacks), pprof (with --stacks) or about-memory (Firefox's; also firefox)")
 	out := fs.String("o", "", "write to `FILE` instead of standard output")
 	file, rest := splitFirst(args)
 	if err := fs.Parse(rest); err != nil {
@@ -252,7 +252,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if file == "" && fs.NArg() == 1 {
 		file = fs.Arg(0)
 	} else if fs.NArg() != 0 || file == "" {
-		return 2, errors.New("report: give one report file (tagalloc report FILE.json [--format tree|json|dmd|pprof|about-memory])")
+		return 2, errors.New("report: give one report file (tagalloc report FILE.json [--format tree|json|dmd|dark-matter|pprof|about-memory])")
 	}
 	rep, err := reporter.ReadFile(file)
 	if err != nil {
@@ -270,6 +270,8 @@ func render(rep *reporter.Report, format, out string, stdout io.Writer) (int, er
 		write = rep.WriteJSON
 	case "dmd":
 		write = rep.WriteDMD
+	case "dark-matter", "darkmatter":
+		write = rep.WriteDarkMatter
 	case "pprof":
 		write = func(w io.Writer) error { return rep.WritePprof(w, 0) }
 	case "about-memory", "firefox":
@@ -278,7 +280,7 @@ func render(rep *reporter.Report, format, out string, stdout io.Writer) (int, er
 			write = rep.WriteMemoryReportGzip
 		}
 	default:
-		return 2, fmt.Errorf("unknown format %q (tree, json, dmd, pprof or about-memory)", format)
+		return 2, fmt.Errorf("unknown format %q (tree, json, dmd, dark-matter, pprof or about-memory)", format)
 	}
 	if out == "" {
 		return 0, write(stdout)

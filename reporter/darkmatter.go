@@ -1,0 +1,228 @@
+// The dark-matter report (DMD's dark-matter mode): the live sampled heap
+// split by what memory reporters said of each block in their last
+// collection (tagalloc_report_block): unreported blocks (heap-unclassified:
+// the dark matter) by the stack that allocated them, once-reported blocks
+// by allocating and reporting stack, and twice-reported blocks (a reporter
+// bug: the bytes count twice) with both reporting stacks.
+
+package reporter
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/tagalloc/tagalloc/tagtable"
+)
+
+// DarkMatter is the dark-matter section of a process's stacks. Bytes and
+// blocks are estimates in sampled mode (exact with --stacks full).
+type DarkMatter struct {
+	// Collections is how many times the process ran its reporters
+	// (tagalloc_collect_reports); the marks are those of the last one.
+	Collections uint64 `json:"collections"`
+	// UnknownReports measured blocks the profile does not hold (not
+	// sampled blocks are never reported as events: only sampled ones).
+	UnknownReports uint64             `json:"unknown_reports,omitempty"`
+	Unreported     DarkMatterTotals   `json:"unreported"`
+	OnceReported   DarkMatterTotals   `json:"once_reported"`
+	TwiceReported  DarkMatterTotals   `json:"twice_reported"`
+	Records        []DarkMatterRecord `json:"records"`
+}
+
+// DarkMatterTotals add up one kind of record.
+type DarkMatterTotals struct {
+	Records        uint64 `json:"records"`
+	Blocks         uint64 `json:"blocks"`
+	Bytes          uint64 `json:"bytes"`
+	RequestedBytes uint64 `json:"requested_bytes"`
+}
+
+// DarkMatterRecord is the live blocks of one kind (unreported, once,
+// twice) allocated at one stack under one tag and, once or twice
+// reported, measured from the same stacks.
+type DarkMatterRecord struct {
+	Kind           string  `json:"kind"` // unreported, once-reported or twice-reported
+	Tag            string  `json:"tag"`
+	Library        string  `json:"library"`
+	Blocks         uint64  `json:"blocks"`
+	Bytes          uint64  `json:"bytes"`
+	RequestedBytes uint64  `json:"requested_bytes"`
+	Allocated      []Frame `json:"allocated_at"`
+	Reported       []Frame `json:"reported_at,omitempty"`
+	ReportedAgain  []Frame `json:"reported_again_at,omitempty"`
+}
+
+var darkKinds = [3]string{"unreported", "once-reported", "twice-reported"}
+
+// darkMatter sorts the live sampled blocks of p by their report marks;
+// stackFrames names a stack id's frames. Nil when the process never
+// collected its reporters.
+func darkMatter(p *tagtable.Profile, names map[uint32]string, stackFrames func(id uint32) []Frame) *DarkMatter {
+	if p.Collections == 0 {
+		return nil
+	}
+	type key struct {
+		kind       int
+		tag, stack uint32
+		rep        [2]uint32
+	}
+	type acc struct{ blocks, bytes, req float64 }
+	accs := map[key]*acc{}
+	p.EachLive(func(_ uint64, b *tagtable.LiveBlock) bool {
+		n, stacks := p.Marks(b)
+		k := key{kind: int(min(n, 2)), tag: b.Tag, stack: b.Stack}
+		switch k.kind {
+		case 1:
+			k.rep[0] = stacks[0]
+		case 2:
+			k.rep = stacks
+		}
+		a := accs[k]
+		if a == nil {
+			a = &acc{}
+			accs[k] = a
+		}
+		a.blocks += b.Weight
+		a.bytes += b.Weight * float64(b.Usable)
+		a.req += b.Weight * float64(b.Requested)
+		return true
+	})
+	dm := &DarkMatter{Collections: p.Collections, UnknownReports: p.UnknownReports, Records: []DarkMatterRecord{}}
+	for k, a := range accs {
+		tag, ok := names[k.tag]
+		if !ok {
+			tag = DefaultTag
+		}
+		r := DarkMatterRecord{Kind: darkKinds[k.kind], Tag: tag, Blocks: round(a.blocks), Bytes: round(a.bytes),
+			RequestedBytes: round(a.req), Allocated: stackFrames(k.stack)}
+		r.Library = library(r.Allocated)
+		if k.kind >= 1 {
+			r.Reported = stackFrames(k.rep[0])
+		}
+		if k.kind == 2 {
+			r.ReportedAgain = stackFrames(k.rep[1])
+		}
+		t := [3]*DarkMatterTotals{&dm.Unreported, &dm.OnceReported, &dm.TwiceReported}[k.kind]
+		t.Records++
+		t.Blocks += r.Blocks
+		t.Bytes += r.Bytes
+		t.RequestedBytes += r.RequestedBytes
+		dm.Records = append(dm.Records, r)
+	}
+	kindOf := map[string]int{darkKinds[0]: 0, darkKinds[1]: 1, darkKinds[2]: 2}
+	sort.Slice(dm.Records, func(i, j int) bool {
+		a, b := dm.Records[i], dm.Records[j]
+		if a.Kind != b.Kind {
+			return kindOf[a.Kind] > kindOf[b.Kind] // twice-reported (bugs) first, as DMD
+		}
+		if a.Bytes != b.Bytes {
+			return a.Bytes > b.Bytes
+		}
+		if a.Tag != b.Tag {
+			return a.Tag < b.Tag
+		}
+		return framesKey(a.Allocated)+framesKey(a.Reported) < framesKey(b.Allocated)+framesKey(b.Reported)
+	})
+	return dm
+}
+
+func framesKey(fr []Frame) string {
+	var b strings.Builder
+	for _, f := range fr {
+		fmt.Fprintf(&b, "%s+%x;", f.Module, f.Offset)
+	}
+	return b.String()
+}
+
+// WriteDarkMatter writes, for every process whose reporters ran, DMD's
+// dark-matter report: twice-reported records (bugs), then unreported
+// ones (the dark matter, by allocating stack), then once-reported ones.
+func (r *Report) WriteDarkMatter(w io.Writer) error {
+	any := false
+	for _, p := range r.Processes {
+		if p.Stacks == nil || p.Stacks.DarkMatter == nil {
+			continue
+		}
+		any = true
+		if err := p.writeDarkMatter(w); err != nil {
+			return err
+		}
+	}
+	if !any {
+		_, err := fmt.Fprintln(w, "# no dark-matter marks in this report: run with tagalloc run --stacks sampled (or full), "+
+			"and have the program register memory reporters and call tagalloc_collect_reports (it runs at exit too)")
+		return err
+	}
+	return nil
+}
+
+func (p Process) writeDarkMatter(w io.Writer) error {
+	st, dm := p.Stacks, p.Stacks.DarkMatter
+	tilde := "~"
+	if st.Mode == "full" {
+		tilde = ""
+	}
+	var b strings.Builder
+	heap := dm.Unreported.Bytes + dm.OnceReported.Bytes + dm.TwiceReported.Bytes
+	fmt.Fprintf(&b, "#-----------------------------------------------------------------\n")
+	fmt.Fprintf(&b, "# tagalloc dark-matter report: process %d (%s)\n", p.PID, strings.Join(p.Command, " "))
+	fmt.Fprintf(&b, "# marks of the last of %s collections of the memory reporters; stacks: %s\n", comma(dm.Collections), st.Mode)
+	for _, t := range []struct {
+		name string
+		tot  DarkMatterTotals
+	}{{"Twice-reported", dm.TwiceReported}, {"Unreported", dm.Unreported}, {"Once-reported", dm.OnceReported}} {
+		fmt.Fprintf(&b, "# %-15s %s%s bytes in %s%s block(s), %s record(s) (%.2f%% of the sampled heap)\n", t.name+":",
+			tilde, comma(t.tot.Bytes), tilde, comma(t.tot.Blocks), comma(t.tot.Records), pctf(t.tot.Bytes, heap))
+	}
+	if dm.UnknownReports > 0 {
+		fmt.Fprintf(&b, "# %s reports of blocks no longer live or never seen\n", comma(dm.UnknownReports))
+	}
+	b.WriteString("\n")
+	counts := map[string]int{}
+	for _, r := range dm.Records {
+		counts[r.Kind]++
+	}
+	i, last := 0, ""
+	var run uint64
+	for _, r := range dm.Records {
+		if r.Kind != last {
+			i, last, run = 0, r.Kind, 0
+			fmt.Fprintf(&b, "#-----------------------------------------------------------------\n# %s records: %s\n\n", title(r.Kind), comma(uint64(counts[r.Kind])))
+		}
+		i++
+		run += r.Bytes
+		blk := "blocks"
+		if r.Blocks == 1 {
+			blk = "block"
+		}
+		slop := uint64(0)
+		if r.Bytes > r.RequestedBytes {
+			slop = r.Bytes - r.RequestedBytes
+		}
+		fmt.Fprintf(&b, "%s {\n", title(r.Kind))
+		fmt.Fprintf(&b, "  %s%s %s in heap block record %s of %s (tag %s)\n", tilde, comma(r.Blocks), blk, comma(uint64(i)), comma(uint64(counts[r.Kind])), r.Tag)
+		fmt.Fprintf(&b, "  %s%s bytes (%s%s requested / %s%s slop)\n", tilde, comma(r.Bytes), tilde, comma(r.RequestedBytes), tilde, comma(slop))
+		fmt.Fprintf(&b, "  %.2f%% of the heap (%.2f%% cumulative)\n", pctf(r.Bytes, heap), pctf(run, heap))
+		for _, s := range []struct {
+			what string
+			fr   []Frame
+		}{{"Allocated at", r.Allocated}, {"Reported at", r.Reported}, {"Reported again at", r.ReportedAgain}} {
+			if s.fr == nil {
+				continue
+			}
+			fmt.Fprintf(&b, "  %s {\n", s.what)
+			for k, f := range s.fr {
+				fmt.Fprintf(&b, "    #%02d: %s\n", k+1, f.String())
+			}
+			b.WriteString("  }\n")
+		}
+		b.WriteString("}\n\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// title capitalizes a kind for a heading: "unreported" -> "Unreported".
+func title(kind string) string { return strings.ToUpper(kind[:1]) + kind[1:] }
