@@ -19,12 +19,6 @@ type LiveBlock struct {
 	Usable, Requested uint64
 	Tag, Stack        uint32
 	Weight            float64 // blocks it stands for (1/probability it was sampled)
-	// Memory reporters' marks (darkmatter.go), valid while MarkedIn is
-	// the profile's current collection: how often the block was measured
-	// and the stacks of the first two measurements.
-	MarkedIn     uint64
-	Reports      uint32
-	ReportStacks [2]uint32
 }
 
 // SiteKey names a record: one stack, one tag.
@@ -79,12 +73,10 @@ type Profile struct {
 	// Forks are copies of the profile where the process forked (FORK
 	// events), by sequence number, until a child's profile takes its own.
 	Forks map[uint64]*Profile
-	// Memory reporters (darkmatter.go): the collection under way (its
-	// sequence number), how many began, and reports of blocks the profile
-	// does not hold.
-	Collection, Collections, UnknownReports uint64
 
-	store *profileStore
+	store     *profileStore
+	histLimit int    // the history's byte limit (0: none)
+	clockMs   uint64 // stamped on the events drained (SetClock)
 }
 
 // profileStore is the off-heap part of a profile: no Go pointers into the
@@ -95,6 +87,7 @@ type profileStore struct {
 	freeSlots []uint32          // slots of blocks freed, for reuse
 	sites     *segvec.Vec[Site]
 	siteOf    map[SiteKey]uint32 // -> index in sites
+	hist      *history           // the event history (history.go); nil until the first event
 }
 
 func newProfileStore() *profileStore {
@@ -109,13 +102,17 @@ func newProfileStore() *profileStore {
 func (st *profileStore) close() {
 	st.blocks.Close()
 	st.sites.Close()
+	if st.hist != nil {
+		st.hist.buf.Close()
+		st.hist = nil
+	}
 	st.slotOf, st.siteOf, st.freeSlots = nil, nil, nil
 }
 
 // NewProfile starts an empty profile for a ring's process.
 func NewProfile(pid int, mode string, rate uint64) *Profile {
 	p := &Profile{PID: pid, Mode: mode, SampleRate: max(rate, 1),
-		Stacks: map[uint32][]uint64{}, Forks: map[uint64]*Profile{}, store: newProfileStore()}
+		Stacks: map[uint32][]uint64{}, Forks: map[uint64]*Profile{}, store: newProfileStore(), histLimit: DefaultHistoryLimit}
 	runtime.AddCleanup(p, (*profileStore).close, p.store)
 	return p
 }
@@ -130,17 +127,39 @@ func (p *Profile) Close() {
 	p.store.close()
 }
 
-// Bytes is the memory the profile's off-heap storage maps.
-func (p *Profile) Bytes() int { return p.store.blocks.Bytes() + p.store.sites.Bytes() }
+// Bytes is the memory the profile's off-heap storage holds: the Vecs'
+// segments and the history's chunks written.
+func (p *Profile) Bytes() int {
+	n := p.store.blocks.Bytes() + p.store.sites.Bytes()
+	if h := p.store.hist; h != nil {
+		n += h.buf.Bytes()
+	}
+	return n
+}
 
 // Fork keeps a copy of the profile as it is at the process's fork seq:
 // the start of the child's (which inherits the heap, its sampled blocks,
-// and the stack ids and modules).
-func (p *Profile) Fork(seq uint64) { p.Forks[seq] = p.Clone() }
+// and the stack ids and modules; its history begins at the fork, the
+// events before it staying in the parent's).
+func (p *Profile) Fork(seq uint64) { p.Forks[seq] = p.clone(false) }
 
-// Clone is a deep copy of the profile (without its fork copies).
-func (p *Profile) Clone() *Profile {
+// Clone is a deep copy of the profile, its history included (without its
+// fork copies).
+func (p *Profile) Clone() *Profile { return p.clone(true) }
+
+func (p *Profile) clone(withHistory bool) *Profile {
 	c := NewProfile(p.PID, p.Mode, p.SampleRate)
+	c.histLimit, c.clockMs = p.histLimit, p.clockMs
+	if h := p.store.hist; withHistory && h != nil {
+		ch, err := newHistory(h.limit)
+		if err == nil { // else (out of memory) the copy starts without one
+			h.buf.Range(func(_ uint64, e []byte) bool {
+				_, _ = ch.buf.Append(e)
+				return true
+			})
+			c.store.hist = ch
+		}
+	}
 	c.Modules = append([]Module(nil), p.Modules...)
 	for id, s := range p.Stacks {
 		c.Stacks[id] = s // never modified once recorded
@@ -243,6 +262,7 @@ func (p *Profile) Alloc(addr, usable, req uint64, tag, stack uint32) {
 	w := p.Weight(req)
 	p.newBlock(addr, LiveBlock{Usable: usable, Requested: req, Tag: tag, Stack: stack, Weight: w})
 	s := p.site(SiteKey{stack, tag})
+	p.record(histAlloc, p.siteIndex(s.SiteKey), estBytes(w, usable), addr, usable, req, 0)
 	s.Samples++
 	s.LiveSamples++
 	s.EstAllocBlocks += w
@@ -257,9 +277,11 @@ func (p *Profile) Free(addr uint64) {
 	b := p.block(addr)
 	if b == nil {
 		p.UnknownFrees++
+		p.record(histFree, 0, 0, addr, 0, 0, 0)
 		return
 	}
 	s := p.site(SiteKey{b.Stack, b.Tag})
+	p.record(histFree, p.siteIndex(s.SiteKey), estBytes(b.Weight, b.Usable), addr, b.Usable, b.Requested, 0)
 	s.LiveSamples--
 	s.EstLiveBlocks -= b.Weight
 	s.EstLiveBytes -= b.Weight * float64(b.Usable)
@@ -273,9 +295,11 @@ func (p *Profile) Resize(old, new, usable, req uint64) {
 	b := p.block(old)
 	if b == nil {
 		p.UnknownFrees++
+		p.record(histResize, 0, 0, old, new, usable, req)
 		return
 	}
 	s := p.site(SiteKey{b.Stack, b.Tag})
+	p.record(histResize, p.siteIndex(s.SiteKey), estBytes(b.Weight, usable)-estBytes(b.Weight, b.Usable), old, new, usable, req)
 	s.Reallocs++
 	if req > b.Requested && b.Requested > 0 {
 		s.GrowSteps++
