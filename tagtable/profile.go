@@ -19,6 +19,12 @@ type LiveBlock struct {
 	Usable, Requested uint64
 	Tag, Stack        uint32
 	Weight            float64 // blocks it stands for (1/probability it was sampled)
+	// Memory reporters' marks (darkmatter.go), valid while MarkedIn is
+	// the profile's current collection: how often the block was measured
+	// and the stacks of the first two measurements.
+	MarkedIn     uint64
+	Reports      uint32
+	ReportStacks [2]uint32
 }
 
 // SiteKey names a record: one stack, one tag.
@@ -73,6 +79,10 @@ type Profile struct {
 	// Forks are copies of the profile where the process forked (FORK
 	// events), by sequence number, until a child's profile takes its own.
 	Forks map[uint64]*Profile
+	// Memory reporters (darkmatter.go): the collection under way (its
+	// sequence number), how many began, and reports of blocks the profile
+	// does not hold.
+	Collection, Collections, UnknownReports uint64
 
 	store     *profileStore
 	histLimit int    // the history's byte limit (0: none)
