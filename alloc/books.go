@@ -93,7 +93,7 @@ func initAlloc() {
 		fmt.Fprintf(os.Stderr, "tagalloc: alloc keeps its books privately (tagalloc top/snapshot will not see them): %v\n", err)
 	} else {
 		state.region = r
-		startGoReports(r, time.Second)
+		startReports(r, time.Second)
 	}
 	untagged := &Tag{id: tagtable.Untagged, name: "untagged"}
 	state.byID[tagtable.Untagged].Store(untagged)

@@ -1,14 +1,20 @@
-// The Go runtime's own memory, published next to the tags (DESIGN.md:
-// Go programs' memory in the same picture): read from runtime/metrics
-// (no stop-the-world) once a second while the package is in use, as
+// Memory reporters in the books (DESIGN.md: Go programs' memory in the
+// same picture): what the program's reporters say (package reporter's
+// registry) is published into the region once a second while the package
+// is in use, and at PublishReports. The Go runtime's own memory is one of
+// them: the runtime/metrics memory classes (no stop-the-world) as
 // about:memory reports under explicit/go/.
 
 package alloc
 
 import (
+	"fmt"
+	"os"
 	"runtime/metrics"
+	"sync"
 	"time"
 
+	"github.com/tagalloc/tagalloc/reporter"
 	"github.com/tagalloc/tagalloc/tagtable"
 )
 
@@ -26,30 +32,60 @@ var goReports = []struct{ metric, path, desc string }{
 	{"/memory/classes/total:bytes", "go/total", "All memory the Go runtime mapped."},
 }
 
-// publishGo reads the runtime's memory classes into the region's reports.
-func publishGo(r *tagtable.Region) {
+// GoRuntimeReporter reports the Go runtime's memory classes; package
+// alloc registers it as "go-runtime".
+func GoRuntimeReporter(report func(reporter.Measurement)) {
 	samples := make([]metrics.Sample, len(goReports))
 	for i, g := range goReports {
 		samples[i].Name = g.metric
 	}
 	metrics.Read(samples)
-	reps := make([]tagtable.Report, 0, len(samples))
 	for i, s := range samples {
 		if s.Value.Kind() != metrics.KindUint64 {
 			continue // not in this Go version
 		}
-		reps = append(reps, tagtable.Report{Path: goReports[i].path, Description: goReports[i].desc, Amount: s.Value.Uint64()})
+		report(reporter.Measurement{Path: goReports[i].path, Description: goReports[i].desc, Amount: s.Value.Uint64()})
+	}
+}
+
+var reportErrOnce sync.Once
+
+// publishReports runs the registered reporters into the region's reports.
+func publishReports(r *tagtable.Region) {
+	ms, err := reporter.Collect()
+	if err != nil {
+		reportErrOnce.Do(func() { fmt.Fprintf(os.Stderr, "tagalloc: %v\n", err) })
+	}
+	if len(ms) > tagtable.MaxReports {
+		reportErrOnce.Do(func() {
+			fmt.Fprintf(os.Stderr, "tagalloc: memory reporters gave %d items; the books carry %d\n", len(ms), tagtable.MaxReports)
+		})
+	}
+	reps := make([]tagtable.Report, len(ms))
+	for i, m := range ms {
+		reps[i] = tagtable.Report{Path: m.Path, Description: m.Description, Kind: uint8(m.Kind), Units: uint8(m.Units), Amount: m.Amount}
 	}
 	r.SetReports(reps)
 }
 
-// startGoReports publishes now and then every interval, for the life of
-// the process.
-func startGoReports(r *tagtable.Region, interval time.Duration) {
-	publishGo(r)
+// PublishReports runs the memory reporters now and publishes what they
+// say (it also happens once a second while the package is in use); call
+// it before a short-lived program exits.
+func PublishReports() {
+	ensureInit()
+	if r := state.region; r != nil {
+		publishReports(r)
+	}
+}
+
+// startReports registers the Go runtime's reporter, publishes now and
+// then every interval, for the life of the process.
+func startReports(r *tagtable.Region, interval time.Duration) {
+	_ = reporter.Register("go-runtime", GoRuntimeReporter)
+	publishReports(r)
 	go func() {
 		for range time.Tick(interval) {
-			publishGo(r)
+			publishReports(r)
 		}
 	}()
 }

@@ -399,6 +399,10 @@ func TestRunGoAndCTagsInOneReport(t *testing.T) {
 	require.Contains(t, paths, "explicit/go/heap/objects")
 	require.NotZero(t, paths["go/total"])
 	require.Contains(t, se, "── go/stacks")
+	// and the program's own reporter
+	require.Equal(t, uint64(9*4096), paths["explicit/go-cache/entries"])
+	require.Equal(t, uint64(9), paths["go-cache-entries"])
+	require.Contains(t, se, "── go-cache/entries")
 }
 
 // snapshot and top read a Go program's books from its memfd, without

@@ -24,6 +24,7 @@ import (
 
 	"github.com/tagalloc/tagalloc/alloc"
 	"github.com/tagalloc/tagalloc/cgo/tagcgo"
+	"github.com/tagalloc/tagalloc/reporter"
 )
 
 func main() {
@@ -32,6 +33,15 @@ func main() {
 		keep = append(keep, alloc.Malloc(4096, "go-cache"))
 	}
 	alloc.Free(keep[0])
+	// a memory reporter of the program's own: its cache, in the tree
+	if err := reporter.Register("go-cache", func(report func(reporter.Measurement)) {
+		report(reporter.Measurement{Path: "explicit/go-cache/entries", Kind: reporter.KindNonheap, Amount: 9 * 4096,
+			Description: "The cache's entries (off the Go heap, from alloc)."})
+		report(reporter.Measurement{Path: "go-cache-entries", Kind: reporter.KindOther, Units: reporter.UnitsCount, Amount: 9})
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "goprog:", err)
+		os.Exit(1)
+	}
 	big := alloc.Calloc(1<<20, "go-buffers")
 	big = alloc.Realloc(big, 2<<20) // keeps its tag
 	if err := tagcgo.Do("c-side", func() { C.c_alloc() }); err != nil {
@@ -46,6 +56,7 @@ func main() {
 	if s, ok := tagcgo.Stats("c-side"); ok {
 		fmt.Println("c-side", s.LiveBytes, s.LiveBlocks, s.AllocBytes, s.AllocBlocks)
 	}
+	alloc.PublishReports() // the reporters' figures before a short life ends
 	if len(os.Args) > 1 && os.Args[1] == "wait" {
 		fmt.Println("ready", os.Getpid())
 		io.Copy(io.Discard, os.Stdin)
