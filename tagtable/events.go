@@ -22,11 +22,11 @@ const (
 
 // Event types.
 const (
-	EvModule = 1
-	EvStack  = 2
-	EvAlloc  = 3
-	EvFree   = 4
-	EvResize = 5
+	EvModule  = 1
+	EvStack   = 2
+	EvAlloc   = 3
+	EvFree    = 4
+	EvResize  = 5
 	EvFork    = 6
 	EvCollect = 7
 	EvReport  = 8
