@@ -35,6 +35,17 @@ func FuzzParse(f *testing.F) {
 		if err == nil && s == nil {
 			t.Fatal("nil snapshot without an error")
 		}
+		if err != nil {
+			return
+		}
+		for _, tg := range s.Tags { // what a report may hold
+			if tg.Name == "" || len(tg.Name) > 63 || printable([]byte(tg.Name)) != tg.Name {
+				t.Fatalf("tag name %q", tg.Name)
+			}
+			if tg.LiveBytes > tg.AllocBytes || tg.LiveBlocks > tg.AllocBlocks {
+				t.Fatalf("tag %q: more live than allocated: %+v", tg.Name, tg)
+			}
+		}
 	})
 }
 
@@ -182,5 +193,24 @@ func TestSmallRegion(t *testing.T) {
 	}
 	if len(s.Reports) != 1 || s.Reports[0].Path != "explicit/cache" || s.PID != 4242 || len(s.Command) != 2 {
 		t.Errorf("snapshot %+v", s)
+	}
+}
+
+// Tag names and command lines of stray bytes come out printable, valid
+// UTF-8, and no longer than they went in.
+func TestPrintable(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"webgl", "webgl"},
+		{"caché-ü", "caché-ü"},
+		{"a\tb", "a?b"},
+		{"\x1b[2J\x1b]0;x\x07", "?[2J?]0;x?"},
+		{"\xff\xfeok", "??ok"},
+		{"c1\u009bx", "c1?x"},
+		{"del\x7f", "del?"},
+	} {
+		got := printable([]byte(tc.in))
+		if got != tc.want || len(got) > len(tc.in) {
+			t.Errorf("printable(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

@@ -11,9 +11,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Magic and Version identify the layouts this reader knows.
@@ -368,7 +370,7 @@ func Parse(b []byte) (*Snapshot, error) {
 	if h.CmdlineLen > 0 {
 		cmd := b[h.CmdlineOff : h.CmdlineOff+uint64(h.CmdlineLen)]
 		for _, a := range bytes.Split(bytes.TrimRight(cmd, "\x00"), []byte{0}) {
-			s.Command = append(s.Command, string(a))
+			s.Command = append(s.Command, printable(a))
 		}
 	}
 	count := uint64(h.TagCount)
@@ -393,8 +395,9 @@ func Parse(b []byte) (*Snapshot, error) {
 		if s.TagNames == nil {
 			s.TagNames = map[uint32]string{}
 		}
-		s.TagNames[uint32(t)] = string(slot[:n])
-		tt := TagTotals{Name: string(slot[:n]), AllocBytes: alloc[t], AllocBlocks: allocN[t]}
+		name := printable(slot[:n])
+		s.TagNames[uint32(t)] = name
+		tt := TagTotals{Name: name, AllocBytes: alloc[t], AllocBlocks: allocN[t]}
 		if free[t] > alloc[t] || freeN[t] > allocN[t] || freeR[t] > allocR[t] {
 			s.Torn = true
 		} else {
@@ -412,6 +415,37 @@ func Parse(b []byte) (*Snapshot, error) {
 	}
 	sortTags(s.Tags)
 	return s, nil
+}
+
+// printable is b as text that is safe to print and to write as JSON: valid
+// UTF-8 without control characters (C0, DEL, C1) as it is; else each
+// offending byte or character becomes '?', so the text is never longer
+// than b. Tag names and the command line come from the process: a name
+// of stray bytes must neither drive the terminal that shows it (escape
+// sequences) nor grow past the 63 bytes a report allows (invalid UTF-8
+// becomes three bytes of U+FFFD in JSON).
+func printable(b []byte) string {
+	clean := utf8.Valid(b)
+	for _, r := range string(b) {
+		if r < 0x20 || (r >= 0x7f && r < 0xa0) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return string(b)
+	}
+	out := make([]byte, 0, len(b))
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError || r < 0x20 || (r >= 0x7f && r < 0xa0) {
+			out = append(out, '?')
+		} else {
+			out = append(out, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return string(out)
 }
 
 // sortTags orders tags by live bytes, most first, then by name.
@@ -487,7 +521,7 @@ func ReadProcess(pid int) (*Snapshot, error) {
 			seen[path] = true
 			s, err := ReadFile(path)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("process %d: %w", pid, err)
 			}
 			snaps = append(snaps, s)
 		case strings.HasPrefix(path, "/memfd:tagalloc-books") && f[2] == "00000000":
@@ -646,7 +680,7 @@ func booksSymbol(path string) (uint64, error) {
 // rewrites its file meanwhile cannot fault the reader; a counter changing
 // during the copy is caught as Torn.
 func ReadFile(path string) (*Snapshot, error) {
-	f, err := os.Open(path)
+	f, err := openRegionFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -669,16 +703,32 @@ func readRegion(f io.ReaderAt) (*Snapshot, error) {
 		return nil, fmt.Errorf("%w: %d bytes", ErrFormat, n)
 	}
 	used := binary.LittleEndian.Uint64(head[32:])
-	if used > 1<<32 {
-		return nil, fmt.Errorf("%w: %d bytes in use", ErrFormat, used)
+	if used > maxRegionBytes {
+		return nil, fmt.Errorf("%w: %d bytes in use, more than a region holds (%d)", ErrFormat, used, maxRegionBytes)
 	}
-	buf := make([]byte, used)
-	m, err := f.ReadAt(buf, 0)
-	if err != nil && !errors.Is(err, io.EOF) && m == 0 {
-		return nil, err
+	// Copy in chunks, so that what this costs is bounded by the bytes that
+	// are there (a file shorter than used, a mapping that ends), not by
+	// what the header claims.
+	const chunk = 1 << 20
+	buf := make([]byte, 0, min(used, chunk))
+	for uint64(len(buf)) < used {
+		n := int(min(used-uint64(len(buf)), chunk))
+		buf = slices.Grow(buf, n)
+		m, err := f.ReadAt(buf[len(buf):len(buf)+n], int64(len(buf)))
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			if len(buf) == 0 && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			break // short: Parse says what is missing
+		}
 	}
-	return Parse(buf[:m])
+	return Parse(buf)
 }
+
+// maxRegionBytes bounds the bytes in use a reader copies: the native
+// library reserves 256 MiB (TA_BOOKS_SIZE), the Go writer 64 MiB.
+const maxRegionBytes = 256 << 20
 
 // parseReport reads one slot of the reports table: u8 kind, u8 units, six
 // bytes of padding, u64 amount, the path (NUL-terminated, 112 bytes), the
