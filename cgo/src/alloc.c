@@ -137,6 +137,9 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
   _ta_page_t *pg;
   switch (_ta_classify(p, &pg, NULL)) {
   case TA_PTR_SMALL: {
+#if TA_CHECK
+    _ta_check_poison_block(p, pg->block_size);
+#endif
     if (TA_SAMPLED(pg)) _ta_sample_free(p); /* before another thread can reuse it */
     /* counted before the block is given back (then it may be reused) */
     _ta_count_free(pg->tag, pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
@@ -182,6 +185,9 @@ static inline __attribute__((always_inline)) void _ta_free(void *p) {
       _ta_free_suspect(pg, b); /* a tail call: the fast path stays a leaf */
       return;
     }
+#if TA_CHECK
+    _ta_check_poison_block(b, pg->block_size); /* internal frees too (check.c) */
+#endif
     b->key = _ta_free_key;
     b->next = pg->free; /* LIFO: the next malloc of the class gets it, hot */
     pg->free = b;
@@ -326,11 +332,21 @@ static void *_ta_realloc(void *p, size_t size) {
 
 /* ---- the exported API ---------------------------------------------------------- */
 
-TA_EXPORT void *TA_NAME(malloc)(size_t size) { return _ta_malloc(size); }
+/* In the checking build (TA_CHECK, check.c) the allocation entry points are
+ * check.c's, wrapped around these (renamed _ta_unchecked_*). */
+#if TA_CHECK
+#define TA_API(n) TA_CAT(_ta_unchecked_, n)
+#define TA_API_DECL static __attribute__((unused))
+#else
+#define TA_API(n) TA_NAME(n)
+#define TA_API_DECL TA_EXPORT
+#endif
 
-TA_EXPORT void TA_NAME(free)(void *p) { _ta_free(p); }
+TA_API_DECL void *TA_API(malloc)(size_t size) { return _ta_malloc(size); }
 
-TA_EXPORT void *TA_NAME(calloc)(size_t n, size_t size) {
+TA_API_DECL void TA_API(free)(void *p) { _ta_free(p); }
+
+TA_API_DECL void *TA_API(calloc)(size_t n, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(n, size, &total) || total > TA_MAX_REQUEST) {
     errno = ENOMEM;
@@ -342,9 +358,9 @@ TA_EXPORT void *TA_NAME(calloc)(size_t n, size_t size) {
   return p;
 }
 
-TA_EXPORT void *TA_NAME(realloc)(void *p, size_t size) { return _ta_realloc(p, size); }
+TA_API_DECL void *TA_API(realloc)(void *p, size_t size) { return _ta_realloc(p, size); }
 
-TA_EXPORT void *TA_NAME(reallocarray)(void *p, size_t n, size_t size) {
+TA_API_DECL void *TA_API(reallocarray)(void *p, size_t n, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(n, size, &total)) {
     errno = ENOMEM;
@@ -355,7 +371,7 @@ TA_EXPORT void *TA_NAME(reallocarray)(void *p, size_t n, size_t size) {
 
 static inline bool _ta_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
 
-TA_EXPORT int TA_NAME(posix_memalign)(void **out, size_t align, size_t size) {
+TA_API_DECL int TA_API(posix_memalign)(void **out, size_t align, size_t size) {
   if (!_ta_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
   int e = errno;
   void *p = _ta_malloc_aligned(align, size);
@@ -367,7 +383,7 @@ TA_EXPORT int TA_NAME(posix_memalign)(void **out, size_t align, size_t size) {
   return 0;
 }
 
-TA_EXPORT void *TA_NAME(aligned_alloc)(size_t align, size_t size) {
+TA_API_DECL void *TA_API(aligned_alloc)(size_t align, size_t size) {
   if (!_ta_pow2(align)) {
     errno = EINVAL;
     return NULL;
@@ -375,7 +391,7 @@ TA_EXPORT void *TA_NAME(aligned_alloc)(size_t align, size_t size) {
   return _ta_malloc_aligned(align, size);
 }
 
-TA_EXPORT void *TA_NAME(memalign)(size_t align, size_t size) {
+TA_API_DECL void *TA_API(memalign)(size_t align, size_t size) {
   /* glibc: an alignment that is not a power of two is rounded up to one. */
   if (align > TA_MAX_REQUEST / 2) {
     errno = EINVAL;
@@ -395,9 +411,9 @@ static size_t _ta_os_page_size(void) {
   return ps;
 }
 
-TA_EXPORT void *TA_NAME(valloc)(size_t size) { return _ta_malloc_aligned(_ta_os_page_size(), size); }
+TA_API_DECL void *TA_API(valloc)(size_t size) { return _ta_malloc_aligned(_ta_os_page_size(), size); }
 
-TA_EXPORT void *TA_NAME(pvalloc)(size_t size) {
+TA_API_DECL void *TA_API(pvalloc)(size_t size) {
   size_t ps = _ta_os_page_size();
   if (size > TA_MAX_REQUEST) {
     errno = ENOMEM;
@@ -416,7 +432,7 @@ static size_t _ta_usable_of(void *p) {
 }
 #endif
 
-TA_EXPORT size_t TA_NAME(malloc_usable_size)(void *p) {
+TA_API_DECL size_t TA_API(malloc_usable_size)(void *p) {
   if (!p) return 0;
   _ta_page_t *pg;
   size_t mapped = 0;

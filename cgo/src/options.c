@@ -27,6 +27,12 @@ static const _ta_option_t _ta_options[] = {
      "1: keep each block's requested size, so reports give live requested bytes (costs a little time)"},
     {"TAGALLOC_SAMPLE_RATE", &_ta_opt.sample_rate, 512 * TA_KiB,
      "with stacks: mean bytes allocated between two sampled blocks (Poisson)"},
+    {"TAGALLOC_CHECK", &_ta_opt.check, 7,
+     "checking build (tagalloc run --check): a sum of 1 canaries after each block (overruns, found at free "
+     "and realloc), 2 poison in freed blocks (writes after free, found at reuse), 4 delayed reuse (quarantine)"},
+    {"TAGALLOC_CHECK_QUARANTINE", &_ta_opt.check_quarantine, 4 * TA_MiB,
+     "checking build: bytes of freed blocks held back from reuse, oldest released first (a block over a "
+     "quarter of it is not held)"},
     {"TAGALLOC_FAULT_EVERY", &_ta_opt.fault_every, 0,
      "testing: every Nth request for memory (a span, a mapping) fails as if memory were exhausted"},
     {"TAGALLOC_FAULT_COUNT", &_ta_opt.fault_count, 0,
@@ -80,6 +86,8 @@ static void _ta_options_parse(void) {
     _ta_warn("TAGALLOC_STACKS=%s: this build of the library has no stacks (tagalloc run --stacks builds one)", st);
     _ta_opt.stacks = 0;
   }
+  if (!TA_CHECK && getenv("TAGALLOC_CHECK"))
+    _ta_warn("TAGALLOC_CHECK: this build of the library has no checks (tagalloc run --check builds one)");
   if (_ta_opt.sample_rate == 0) _ta_opt.sample_rate = 1;
   if (_ta_opt.huge_threshold <= TA_MAX_SMALL) _ta_opt.huge_threshold = TA_MAX_SMALL + 1;
   if (_ta_opt.arena_reserve < 64 * TA_MiB) _ta_opt.arena_reserve = 64 * TA_MiB;

@@ -13,6 +13,9 @@ static void _ta_page_extend(_ta_page_t *pg) {
   ta_assert(n > 0);
   uint8_t *first = pg->start + (size_t)pg->capacity * bsize;
   uint8_t *p = first;
+#if TA_CHECK
+  _ta_check_poison_carved(first, n, bsize); /* a free block holds poison, fresh or not */
+#endif
   for (uint32_t i = 1; i < n; i++, p += bsize) ((_ta_block_t *)p)->next = (_ta_block_t *)(p + bsize);
   ((_ta_block_t *)p)->next = pg->free;
   pg->free = (_ta_block_t *)first;

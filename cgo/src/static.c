@@ -16,4 +16,5 @@
 #include "tags.c"      /* tags: registry, thread records, counters, API */
 #include "init.c"      /* lazy init, fork */
 #include "alloc.c"     /* the public entry points */
+#include "check.c"     /* the checking build's entry points over them (TA_CHECK builds) */
 #include "report.c"    /* memory reporters: tagalloc_report_block, collections */

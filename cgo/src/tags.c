@@ -477,6 +477,9 @@ static void _ta_walk_heap(void) {
     _ta_walk_req[e->tag] += e->requested;
   }
   pthread_mutex_unlock(&_ta_huge_lock);
+#if TA_CHECK
+  _ta_check_walk_quarantine(_ta_walk_bytes, _ta_walk_blocks, _ta_walk_req); /* free in the books */
+#endif
 }
 
 /* In a child forked while other threads allocated: its books were copied
