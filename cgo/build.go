@@ -138,6 +138,20 @@ var SamplingFlags = []string{"-DTA_SAMPLING=1"}
 // StacksLibrary is Library with SamplingFlags.
 func StacksLibrary() (string, error) { return Build(BuildOptions{Extra: SamplingFlags}) }
 
+// CheckFlags build the checking variant of the library (cgo/src/check.c:
+// canaries, poisoning, delayed reuse; TAGALLOC_CHECK selects which);
+// tagalloc run --check preloads it, so the ordinary library pays nothing.
+var CheckFlags = []string{"-DTA_CHECK=1"}
+
+// CheckLibrary is Library with CheckFlags.
+func CheckLibrary() (string, error) { return Build(BuildOptions{Extra: CheckFlags}) }
+
+// CheckStacksLibrary is Library with CheckFlags and SamplingFlags (run
+// --check --stacks).
+func CheckStacksLibrary() (string, error) {
+	return Build(BuildOptions{Extra: append(append([]string(nil), CheckFlags...), SamplingFlags...)})
+}
+
 // Build builds (or finds in the cache) the library with the given options.
 func Build(o BuildOptions) (string, error) {
 	buildMu.Lock()

@@ -24,9 +24,10 @@ import (
 
 const usage = `usage:
   tagalloc lib                           print the path of the preload library (building it if needed)
-  tagalloc run [-o FILE.json] [--stacks off|sampled|full] [--] PROG [ARGS...]
+  tagalloc run [-o FILE.json] [--stacks off|sampled|full] [--check] [--] PROG [ARGS...]
                                          run PROG with the library preloaded (children too), print
-                                         its per-tag memory tree when it ends, exit with its status
+                                         its per-tag memory tree when it ends, exit with its status;
+                                         --check: the checking build (overruns, writes after free)
   tagalloc report FILE.json [--format tree|json|dmd|pprof|about-memory] [-o OUT]
                                          re-render a saved report (about-memory, or firefox: the
                                          memory-report JSON Firefox's about:memory loads; gzipped
@@ -97,6 +98,7 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	serveAddr := fs.String("serve", "", "serve a live view on `ADDRESS` (e.g. 127.0.0.1:6060) while PROG runs")
 	stacks := fs.String("stacks", "off", "who allocated it: off, sampled (by bytes, see TAGALLOC_SAMPLE_RATE) or full (every block)")
 	quiet := fs.Bool("q", false, "do not print the tree")
+	check := fs.Bool("check", false, "preload the checking build: overruns, writes after free and double frees abort with a message (TAGALLOC_CHECK selects the checks; slower)")
 	if err := fs.Parse(args); err != nil {
 		return 2, err
 	}
@@ -109,8 +111,13 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 		return 2, errors.New("run: no program given (tagalloc run -- PROG [ARGS...])")
 	}
 	build := cgo.Library
-	if *stacks != "off" {
+	switch {
+	case *stacks != "off" && *check:
+		build = cgo.CheckStacksLibrary
+	case *stacks != "off":
 		build = cgo.StacksLibrary
+	case *check:
+		build = cgo.CheckLibrary
 	}
 	lib, err := build()
 	if err != nil {
