@@ -126,8 +126,51 @@ func (p Process) writeDMD(w io.Writer) error {
 			tilde, comma(l.LiveBlocks), tilde, humanize.IBytes(l.AllocBytes), l.Name)
 	}
 	b.WriteString("\n")
+	if st.History != nil {
+		writeHistory(&b, st.History, tilde)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeHistory prints what the event history keeps and its timeline: a
+// row per time bucket, bytes allocated/freed by all, then by the records
+// that allocated most in the span.
+func writeHistory(b *strings.Builder, h *History, tilde string) {
+	fmt.Fprintf(b, "#-----------------------------------------------------------------\n# History (limit %s)\n\n", humanize.IBytes(h.LimitBytes))
+	fmt.Fprintf(b, "  %s events kept in %s (%s of memory), %s older events recycled (%s)\n",
+		comma(h.Events), humanize.IBytes(h.RetainedBytes), humanize.IBytes(h.UsedBytes), comma(h.EventsRecycled), humanize.IBytes(h.BytesRecycled))
+	if h.Events == 0 || len(h.Timeline) == 0 {
+		b.WriteString("\n")
+		return
+	}
+	fmt.Fprintf(b, "  events %s to %s, %s to %s into the run\n\n", comma(h.FirstSeq), comma(h.NextSeq-1),
+		msString(h.StartMs), msString(h.EndMs))
+	fmt.Fprintf(b, "  Timeline: %sbytes allocated / freed per %s\n", tilde, msString(h.BucketMs))
+	for i, s := range h.Timeline {
+		fmt.Fprintf(b, "    [%d] %s\n", i, s.Name)
+	}
+	fmt.Fprintf(b, "  %10s", "from")
+	for i := range h.Timeline {
+		fmt.Fprintf(b, " %21s", fmt.Sprintf("[%d]", i))
+	}
+	b.WriteString("\n")
+	for k := range h.Timeline[0].AllocBytes {
+		fmt.Fprintf(b, "  %10s", msString(h.StartMs+uint64(k)*h.BucketMs))
+		for _, s := range h.Timeline {
+			fmt.Fprintf(b, " %10s/%-10s", humanize.IBytes(s.AllocBytes[k]), humanize.IBytes(s.FreeBytes[k]))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+}
+
+// msString prints milliseconds as seconds (or ms below one).
+func msString(ms uint64) string {
+	if ms < 1000 {
+		return fmt.Sprintf("%d ms", ms)
+	}
+	return fmt.Sprintf("%.2f s", float64(ms)/1000)
 }
 
 func pctf(a, total uint64) float64 {

@@ -31,10 +31,53 @@ type Stacks struct {
 	Libraries    []LibraryTotals `json:"libraries"`
 	// Growth judges the realloc chains per call site (package growth).
 	Growth []growth.Finding `json:"growth"`
+	// History is the bounded event history (--history-limit) and the
+	// timeline built from it; absent when none was kept.
+	History *History `json:"history,omitempty"`
 	// DarkMatter sorts the live sampled blocks by what memory reporters
 	// said of them (tagalloc_report_block); nil if they never ran.
 	DarkMatter *DarkMatter `json:"dark_matter,omitempty"`
 }
+
+
+// History describes the profile's event history, a byte-limited chain of
+// chunks whose oldest are recycled (DESIGN.md D8): what it keeps, what it
+// forgot, the span it covers, and a timeline of estimated bytes allocated
+// and freed per time bucket. Times are milliseconds since the run began
+// (the drainer's clock, read at each pass: about 20 ms resolution).
+type History struct {
+	LimitBytes     uint64 `json:"limit_bytes"`
+	UsedBytes      uint64 `json:"used_bytes"`     // memory its chunks hold
+	RetainedBytes  uint64 `json:"retained_bytes"` // encoded events kept
+	Events         uint64 `json:"events"`         // kept
+	EventsRecycled uint64 `json:"events_recycled"`
+	BytesRecycled  uint64 `json:"bytes_recycled"`
+	FirstSeq       uint64 `json:"first_seq"` // sequence numbers kept: [first_seq, next_seq)
+	NextSeq        uint64 `json:"next_seq"`
+	StartMs        uint64 `json:"start_ms"` // the oldest event kept
+	EndMs          uint64 `json:"end_ms"`   // the newest
+	BucketMs       uint64 `json:"bucket_ms"`
+	// Timeline: the whole ("all", record -1), then the records that
+	// allocated most within the span.
+	Timeline []TimelineSeries `json:"timeline"`
+}
+
+// TimelineSeries is estimated bytes allocated (grown by realloc
+// included) and freed (shrunk included) per bucket of BucketMs from
+// StartMs.
+type TimelineSeries struct {
+	Name       string   `json:"name"`
+	Record     int      `json:"record"` // index in records; -1 for all
+	AllocBytes []uint64 `json:"alloc_bytes"`
+	FreeBytes  []uint64 `json:"free_bytes"`
+}
+
+// Timeline shape: buckets over the history's span, and how many records
+// get a series of their own.
+const (
+	timelineBuckets = 16
+	timelineTop     = 5
+)
 
 // StackRecord is what blocks allocated from one stack, under one tag,
 // hold and have held.
@@ -161,7 +204,9 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 		return fr
 	}
 	libs := map[string]*LibraryTotals{}
+	index := map[tagtable.SiteKey]int{} // site -> record
 	for _, s := range p.SortedSites() {
+		index[s.SiteKey] = len(st.Records)
 		st.Samples += s.Samples
 		fr := stackFrames(s.Stack)
 		lib := library(fr)
@@ -191,6 +236,7 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 		st.Libraries = append(st.Libraries, *l)
 	}
 	st.Growth = diagnoseGrowth(st.Records)
+	st.History = history(p, index, st.Records)
 	st.DarkMatter = darkMatter(p, names, stackFrames)
 	sort.Slice(st.Libraries, func(i, j int) bool {
 		a, b := st.Libraries[i], st.Libraries[j]
@@ -205,6 +251,45 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 	return st
 }
 
+// history reports the profile's event history and its timeline.
+func history(p *tagtable.Profile, index map[tagtable.SiteKey]int, recs []StackRecord) *History {
+	hs := p.HistoryStats()
+	if hs.LimitBytes == 0 {
+		return nil
+	}
+	tl := p.Timeline(timelineBuckets, timelineTop)
+	h := &History{LimitBytes: hs.LimitBytes, UsedBytes: hs.Bytes, RetainedBytes: hs.RetainedBytes, Events: hs.Events,
+		EventsRecycled: hs.Recycled, BytesRecycled: hs.RecycledBytes, FirstSeq: hs.FirstSeq, NextSeq: hs.NextSeq,
+		StartMs: hs.FirstMs, EndMs: hs.LastMs, BucketMs: tl.BucketMs, Timeline: []TimelineSeries{}}
+	if hs.Events == 0 {
+		return h
+	}
+	h.Timeline = append(h.Timeline, TimelineSeries{Name: "all", Record: -1, AllocBytes: tl.Total.AllocBytes, FreeBytes: tl.Total.FreeBytes})
+	for _, s := range tl.Sites {
+		i, ok := index[s.Site]
+		if !ok {
+			continue
+		}
+		h.Timeline = append(h.Timeline, TimelineSeries{Name: recs[i].Tag + ": " + siteName(recs[i]), Record: i,
+			AllocBytes: s.AllocBytes, FreeBytes: s.FreeBytes})
+	}
+	return h
+}
+
+// siteName names a record by its first frame in the library it is
+// charged to: the function, else module+offset.
+func siteName(r StackRecord) string {
+	for _, f := range r.Frames {
+		if f.Module != "" && f.Module == r.Library {
+			if f.Function != "" {
+				return f.Function
+			}
+			return fmt.Sprintf("%s+0x%x", f.Module, f.Offset)
+		}
+	}
+	return "unknown"
+}
+
 // diagnoseGrowth judges each record's realloc chains; a record's site is
 // its first frame in the library it is charged to (the code that called
 // realloc, innermost inlined call first), named by function if known.
@@ -214,17 +299,7 @@ func diagnoseGrowth(recs []StackRecord) []growth.Finding {
 		if r.GrowSteps == 0 {
 			continue
 		}
-		name := "unknown"
-		for _, f := range r.Frames {
-			if f.Module != "" && f.Module == r.Library {
-				name = f.Function
-				if name == "" {
-					name = fmt.Sprintf("%s+0x%x", f.Module, f.Offset)
-				}
-				break
-			}
-		}
-		sites = append(sites, growth.Site{Name: name, Library: r.Library, Reallocs: r.Reallocs, GrowSteps: r.GrowSteps,
+		sites = append(sites, growth.Site{Name: siteName(r), Library: r.Library, Reallocs: r.Reallocs, GrowSteps: r.GrowSteps,
 			MeanRatio: r.GrowthRatio, BytesCopied: r.BytesCopied, FinalBytes: r.LiveBytes})
 	}
 	return growth.Diagnose(sites)

@@ -136,3 +136,60 @@ func TestDMDAndPprof(t *testing.T) {
 	require.Equal(t, map[string]bool{"gpu": true, "parser": true}, tags)
 	require.Error(t, (&Report{Processes: []Process{{PID: 1}}}).WritePprof(&b, 0), "no stacks: an error, not an empty profile")
 }
+
+// The stacks section reports the event history (what it keeps and
+// recycled, the span) and a timeline built from it; DMD prints both.
+func TestStacksHistory(t *testing.T) {
+	p, names := sampleProfile() // 13 events at clock 0
+	require.NoError(t, p.SetHistoryLimit(4096))
+	p.Module(tagtable.Module{Start: 0x7000, End: 0x8000, Offset: 0, Path: "/usr/lib/libz.so.1"})
+	p.Stack(3, []uint64{0x7010})
+	for i := uint64(0); i < 1000; i++ { // 1000 ms of 64 KiB blocks allocated and freed by libz
+		p.SetClock(i)
+		p.Alloc(0x400000, 65536, 65536, 1, 3)
+		p.Free(0x400000)
+	}
+	st := FromProfile(p, names, nil)
+	h := st.History
+	require.NotNil(t, h)
+	require.Equal(t, uint64(4096), h.LimitBytes)
+	require.LessOrEqual(t, h.UsedBytes, uint64(4096))
+	require.Positive(t, h.EventsRecycled)
+	require.Equal(t, uint64(2000), h.Events+h.EventsRecycled, "a new limit drops what was kept: 2000 events since")
+	require.Equal(t, h.EventsRecycled, h.FirstSeq)
+	require.Equal(t, uint64(2000), h.NextSeq)
+	require.Equal(t, uint64(999), h.EndMs)
+	require.Positive(t, h.StartMs)
+	require.Len(t, h.Timeline, 2, "all, and the one record in the span")
+	require.Equal(t, "all", h.Timeline[0].Name)
+	require.Equal(t, -1, h.Timeline[0].Record)
+	z := h.Timeline[1]
+	require.Equal(t, "gpu: libz.so.1+0x10", z.Name)
+	require.Equal(t, "libz.so.1", st.Records[z.Record].Library)
+	var a, f uint64
+	for i := range z.AllocBytes {
+		a += z.AllocBytes[i]
+		f += z.FreeBytes[i]
+	}
+	require.Equal(t, 65536*h.Events/2, a, "full mode: exact bytes of the events kept")
+	require.Equal(t, a, f)
+	require.Equal(t, uint64(1000*65536+640), st.Records[z.Record].AllocBytes+st.Records[1].AllocBytes,
+		"the record's cumulative figures stay exact: %+v", st.Records)
+
+	rep := &Report{Schema: Schema, Processes: []Process{{PID: 7, Command: []string{"prog"}, Stacks: st}}}
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteJSON(&b))
+	require.Contains(t, b.String(), `"events_recycled"`)
+	require.Contains(t, b.String(), `"timeline"`)
+	b.Reset()
+	require.NoError(t, rep.WriteDMD(&b))
+	out := b.String()
+	require.Contains(t, out, "# History (limit 4.0 KiB)")
+	require.Contains(t, out, "older events recycled")
+	require.Contains(t, out, "[1] gpu: libz.so.1+0x10")
+	require.Contains(t, out, "into the run")
+
+	none, _ := sampleProfile()
+	require.NoError(t, none.SetHistoryLimit(0))
+	require.Nil(t, FromProfile(none, names, nil).History)
+}

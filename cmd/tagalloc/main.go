@@ -24,7 +24,7 @@ import (
 
 const usage = `usage:
   tagalloc lib                           print the path of the preload library (building it if needed)
-  tagalloc run [-o FILE.json] [--stacks off|sampled|full] [--check] [--] PROG [ARGS...]
+  tagalloc run [-o FILE.json] [--stacks off|sampled|full] [--history-limit SIZE] [--check] [--] PROG [ARGS...]
                                          run PROG with the library preloaded (children too), print
                                          its per-tag memory tree when it ends, exit with its status;
                                          --check: the checking build (overruns, writes after free)
@@ -97,6 +97,7 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	out := fs.String("o", "", "write the JSON report to `FILE`")
 	serveAddr := fs.String("serve", "", "serve a live view on `ADDRESS` (e.g. 127.0.0.1:6060) while PROG runs")
 	stacks := fs.String("stacks", "off", "who allocated it: off, sampled (by bytes, see TAGALLOC_SAMPLE_RATE) or full (every block)")
+	historyLimit := fs.String("history-limit", "64M", "with --stacks: keep the newest events in at most `SIZE` bytes (K, M, G suffixes; 0: none); the books stay exact")
 	quiet := fs.Bool("q", false, "do not print the tree")
 	check := fs.Bool("check", false, "preload the checking build: overruns, writes after free and double frees abort with a message (TAGALLOC_CHECK selects the checks; slower)")
 	if err := fs.Parse(args); err != nil {
@@ -104,6 +105,10 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	}
 	if *stacks != "off" && *stacks != "sampled" && *stacks != "full" {
 		return 2, fmt.Errorf("run: --stacks %s: off, sampled or full", *stacks)
+	}
+	histLimit, err := parseSize(*historyLimit)
+	if err != nil {
+		return 2, fmt.Errorf("run: --history-limit %s: %w", *historyLimit, err)
 	}
 	prog := fs.Args()
 	if len(prog) == 0 {
@@ -147,7 +152,7 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	}
 	var dr *drainer
 	if *stacks != "off" {
-		dr = startDrainer(books, 20*time.Millisecond)
+		dr = startDrainer(books, 20*time.Millisecond, histLimit)
 	}
 	if *serveAddr != "" {
 		stopServe := make(chan struct{})

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -17,7 +21,9 @@ import (
 // process that exec'd replaces its file), drains it into the profile of
 // that process every tick, and once more at the end.
 type drainer struct {
-	dir  string
+	dir   string
+	limit int       // each profile's history limit (bytes)
+	t0    time.Time // the clock stamped on events counts from here
 	mu   sync.Mutex
 	open map[string]*drained // by path
 	errs []error
@@ -32,8 +38,8 @@ type drained struct {
 	bad  bool // a malformed record: not drained any more
 }
 
-func startDrainer(dir string, every time.Duration) *drainer {
-	d := &drainer{dir: dir, open: map[string]*drained{}, stop: make(chan struct{}), done: make(chan struct{})}
+func startDrainer(dir string, every time.Duration, historyLimit int) *drainer {
+	d := &drainer{dir: dir, limit: historyLimit, t0: time.Now(), open: map[string]*drained{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(d.done)
 		t := time.NewTicker(every)
@@ -92,6 +98,7 @@ func (d *drainer) pass(final bool) bool {
 		if o.bad || o.ev == nil {
 			continue
 		}
+		o.prof.SetClock(uint64(time.Since(d.t0).Milliseconds()))
 		n, err := o.ev.Drain(o.prof)
 		if err != nil {
 			d.errs = append(d.errs, err)
@@ -106,7 +113,14 @@ func (d *drainer) pass(final bool) bool {
 // start makes the profile a ring feeds: empty, or for a forked child a
 // copy of the parent's at the fork; false means wait for the parent.
 func (d *drainer) start(ev *tagtable.Events, final bool) (*tagtable.Profile, bool) {
-	fresh := func() *tagtable.Profile { return tagtable.NewProfile(ev.PID(), ev.Mode(), ev.SampleRate()) }
+	fresh := func() *tagtable.Profile {
+		p := tagtable.NewProfile(ev.PID(), ev.Mode(), ev.SampleRate())
+		if err := p.SetHistoryLimit(d.limit); err != nil {
+			d.errs = append(d.errs, fmt.Errorf("pid %d: no event history: %w", ev.PID(), err))
+			_ = p.SetHistoryLimit(0)
+		}
+		return p
+	}
 	ppid, seq := ev.ForkedFrom()
 	if ppid == 0 {
 		return fresh(), true
@@ -153,6 +167,31 @@ func (d *drainer) finish() (map[int]*tagtable.Profile, []error) {
 		}
 	}
 	return out, d.errs
+}
+
+// parseSize reads a byte count: digits, optionally followed by K, M or G
+// (KiB, MiB, GiB; a trailing B or iB is allowed too).
+func parseSize(s string) (int, error) {
+	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
+	shift := 0
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K':
+			shift = 10
+		case 'M':
+			shift = 20
+		case 'G':
+			shift = 30
+		}
+		if shift > 0 {
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseUint(t, 10, 64)
+	if err != nil || v > (1<<46)>>shift {
+		return 0, errors.New("want a size such as 65536, 512K, 64M or 1G (at most 64 TiB)")
+	}
+	return int(v << shift), nil
 }
 
 // newSymbolizer names frames from the modules' ELF and DWARF tables.
