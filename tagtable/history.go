@@ -111,15 +111,6 @@ func (p *Profile) record(kind uint64, site uint32, est int64, w0, w1, w2, w3 uin
 	_, _ = h.buf.Append(b[:n]) // never too large: at most 72 bytes against a limit of at least 16 chunks
 }
 
-// siteIndex is the index+1 of a site in the store (stable for the
-// profile's life), 0 if it has none.
-func (p *Profile) siteIndex(k SiteKey) uint32 {
-	if i, ok := p.store.siteOf[k]; ok {
-		return i + 1
-	}
-	return 0
-}
-
 // HistoryStats is what the history holds and has forgotten.
 type HistoryStats struct {
 	LimitBytes    uint64 // the byte limit

@@ -217,15 +217,17 @@ func (p *Profile) Weight(req uint64) float64 {
 	return 1 / q
 }
 
-func (p *Profile) site(k SiteKey) *Site {
+// site returns the record of k (made if need be) and its index+1 (the
+// history's name for it).
+func (p *Profile) site(k SiteKey) (*Site, uint32) {
 	st := p.store
 	if i, ok := st.siteOf[k]; ok {
-		return st.sites.At(int(i))
+		return st.sites.At(int(i)), i + 1
 	}
 	s, i := st.sites.AppendZero()
 	s.SiteKey = k
 	st.siteOf[k] = uint32(i)
-	return s
+	return s, uint32(i) + 1
 }
 
 // block returns the live block at addr, or nil.
@@ -271,8 +273,8 @@ func (p *Profile) Alloc(addr, usable, req uint64, tag, stack uint32) {
 	}
 	w := p.Weight(req)
 	p.newBlock(addr, LiveBlock{Usable: usable, Requested: req, Tag: tag, Stack: stack, Weight: w})
-	s := p.site(SiteKey{stack, tag})
-	p.record(histAlloc, p.siteIndex(s.SiteKey), estBytes(w, usable), addr, usable, req, 0)
+	s, si := p.site(SiteKey{stack, tag})
+	p.record(histAlloc, si, estBytes(w, usable), addr, usable, req, 0)
 	s.Samples++
 	s.LiveSamples++
 	s.EstAllocBlocks += w
@@ -290,8 +292,8 @@ func (p *Profile) Free(addr uint64) {
 		p.record(histFree, 0, 0, addr, 0, 0, 0)
 		return
 	}
-	s := p.site(SiteKey{b.Stack, b.Tag})
-	p.record(histFree, p.siteIndex(s.SiteKey), estBytes(b.Weight, b.Usable), addr, b.Usable, b.Requested, 0)
+	s, si := p.site(SiteKey{b.Stack, b.Tag})
+	p.record(histFree, si, estBytes(b.Weight, b.Usable), addr, b.Usable, b.Requested, 0)
 	s.LiveSamples--
 	s.EstLiveBlocks -= b.Weight
 	s.EstLiveBytes -= b.Weight * float64(b.Usable)
@@ -308,8 +310,8 @@ func (p *Profile) Resize(old, new, usable, req uint64) {
 		p.record(histResize, 0, 0, old, new, usable, req)
 		return
 	}
-	s := p.site(SiteKey{b.Stack, b.Tag})
-	p.record(histResize, p.siteIndex(s.SiteKey), estBytes(b.Weight, usable)-estBytes(b.Weight, b.Usable), old, new, usable, req)
+	s, si := p.site(SiteKey{b.Stack, b.Tag})
+	p.record(histResize, si, estBytes(b.Weight, usable)-estBytes(b.Weight, b.Usable), old, new, usable, req)
 	s.Reallocs++
 	if req > b.Requested && b.Requested > 0 {
 		s.GrowSteps++
