@@ -252,13 +252,17 @@ func Parse(b []byte) (*Snapshot, error) {
 			return nil, err
 		}
 	}
-	if h.ThreadCtrOff+uint32(8*((h.TagSlots+h.CtrChunk-1)/h.CtrChunk)) > h.ThreadSize ||
-		h.ThreadHeaps+8 > h.ThreadSize || h.ThreadNext+8 > h.ThreadSize ||
-		h.ClassStride < 8 || uint64(h.HeapNalloc)+uint64(h.ClassStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ClassStride) ||
-		uint64(h.HeapNfree)+uint64(h.ClassStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ClassStride) ||
-		h.ReqStride < 16 || uint64(h.HeapAreq)+uint64(h.ReqStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ReqStride) ||
-		uint64(h.HeapFreq)+uint64(h.ReqStride)*uint64(h.NClasses) > uint64(h.HeapSize)+uint64(h.ReqStride) ||
-		h.HeapTag+4 > h.HeapSize || h.HeapTnext+8 > h.HeapSize {
+	// Each field a reader follows lies inside its record, computed in 64
+	// bits (in 32, offsets near 4 GiB wrapped around and passed).
+	fits := func(off, stride, n, width, size uint32) bool {
+		return uint64(off)+uint64(stride)*(uint64(n)-1)+uint64(width) <= uint64(size)
+	}
+	nch := uint32((uint64(h.TagSlots) + uint64(h.CtrChunk) - 1) / uint64(h.CtrChunk))
+	if !fits(h.ThreadCtrOff, 8, nch, 8, h.ThreadSize) || !fits(h.ThreadHeaps, 0, 1, 8, h.ThreadSize) ||
+		!fits(h.ThreadNext, 0, 1, 8, h.ThreadSize) || h.ClassStride < 8 || h.ReqStride < 16 ||
+		!fits(h.HeapNalloc, h.ClassStride, h.NClasses, 8, h.HeapSize) || !fits(h.HeapNfree, h.ClassStride, h.NClasses, 8, h.HeapSize) ||
+		!fits(h.HeapAreq, h.ReqStride, h.NClasses, 8, h.HeapSize) || !fits(h.HeapFreq, h.ReqStride, h.NClasses, 8, h.HeapSize) ||
+		!fits(h.HeapTag, 0, 1, 4, h.HeapSize) || !fits(h.HeapTnext, 0, 1, 8, h.HeapSize) {
 		return nil, fail("record field offsets outside their records")
 	}
 	classSize := make([]uint64, h.NClasses)
