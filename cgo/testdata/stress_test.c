@@ -5,7 +5,16 @@
  * exit and are replaced (their caches go back), and the main thread forks
  * children that keep allocating without exec.
  *
- * usage: stress_test SEED THREADS OPS_PER_THREAD ROUNDS [FORKS] */
+ * usage: stress_test SEED THREADS OPS_PER_THREAD ROUNDS [FORKS]
+ *
+ * After every round (threads joined, children reaped) the books are
+ * checked against a walk of the heap (tagalloc_check_books aborts if a
+ * tag's differ), and at the end the tags the workers used must hold
+ * nothing. It prints "stress-stats: ops N enomem N peak_threads N
+ * books_checks N lost_bytes N" (over the parent and its forked children).
+ * With STRESS_ENOMEM_OK=1 in the environment (a run with injected mapping
+ * failures, TAGALLOC_FAULT_EVERY), an allocation that fails with ENOMEM is
+ * counted as survived (enomem) instead of as an error. */
 #include "tcheck.h"
 
 #include <pthread.h>
@@ -17,6 +26,7 @@
 #define pthread_create ta_test_pthread_create
 int ta_test_pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 #endif
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +41,24 @@ static _Atomic(blk_t *) exchange[XSLOTS];
 static _Atomic(long) errors;
 static uint64_t g_seed;
 static long g_ops;
+
+/* Figures over the parent and its forked children: a shared page. */
+typedef struct {
+  _Atomic(long) ops, enomem, live_threads, peak_threads, checks;
+} shared_t;
+static shared_t *g_shared, g_private;
+static int g_enomem_ok;
+
+/* A failed allocation: survived if it is ENOMEM and the run injects
+ * failures, else an error. */
+static void alloc_failed(const char *what, size_t n) {
+  if (g_enomem_ok && errno == ENOMEM) {
+    atomic_fetch_add(&g_shared->enomem, 1);
+    return;
+  }
+  atomic_fetch_add(&errors, 1);
+  fprintf(stderr, "%s of %zu failed (errno %d)\n", what, n, errno);
+}
 
 /* Fill or check at most 4 KiB at each end and a sample in between, so
  * multi-MiB blocks stay cheap while every block is still checked. */
@@ -70,7 +98,7 @@ static void *do_alloc(uint64_t *s, size_t n) {
   case 1: { size_t a = (size_t)16 << (t_rand(s) % 10); p = aligned_alloc(a, n);
     if (p && ((uintptr_t)p & (a - 1))) { atomic_fetch_add(&errors, 1); fprintf(stderr, "aligned_alloc(%zu) misaligned %p\n", a, p); }
     break; }
-  case 2: if (posix_memalign(&p, 64, n) != 0) p = NULL; break;
+  case 2: { int e = posix_memalign(&p, 64, n); if (e) { p = NULL; errno = e; } break; }
   default: p = malloc(n); break;
   }
   if (p && malloc_usable_size(p) < n) { atomic_fetch_add(&errors, 1); fprintf(stderr, "usable %zu < %zu\n", malloc_usable_size(p), n); }
@@ -94,6 +122,9 @@ static void *worker(void *arg) {
   if ((uintptr_t)arg % 3) tagalloc_weak_set(tag);
   enum { SLOTS = 256 };
   blk_t *mine[SLOTS] = {0};
+  long live = atomic_fetch_add(&g_shared->live_threads, 1) + 1;
+  for (long peak = atomic_load(&g_shared->peak_threads); live > peak;)
+    if (atomic_compare_exchange_weak(&g_shared->peak_threads, &peak, live)) break;
   for (long op = 0; op < g_ops; op++) {
     unsigned i = (unsigned)(t_rand(&s) % SLOTS);
     uint64_t r = t_rand(&s) % 100;
@@ -103,8 +134,9 @@ static void *worker(void *arg) {
       size_t n = rand_size(&s), keep = n < b->n ? n : b->n;
       blk_t old = *b;
       int ok = verify(b);
+      errno = 0;
       void *q = realloc(b->p, n ? n : 1);
-      if (!q) continue;
+      if (!q) { alloc_failed("realloc", n ? n : 1); continue; }
       if (ok) {
         /* the prefix moved with the data: check it against the old pattern */
         const uint8_t *qp = q;
@@ -130,17 +162,21 @@ static void *worker(void *arg) {
     mine[i] = NULL;
     if (r == 99) tagalloc_weak_set(op & 1 ? "stress-odd" : "stress-even");
     else if (r == 98) tagalloc_weak_clear();
+    errno = 0;
     blk_t *b = malloc(sizeof *b);
-    if (!b) { atomic_fetch_add(&errors, 1); continue; }
+    if (!b) { alloc_failed("malloc", sizeof *b); continue; }
     b->n = rand_size(&s);
+    errno = 0;
     b->p = do_alloc(&s, b->n);
-    if (!b->p) { free(b); atomic_fetch_add(&errors, 1); fprintf(stderr, "allocation of %zu failed\n", b->n); continue; }
+    if (!b->p) { size_t n = b->n; free(b); alloc_failed("allocation", n); continue; }
     b->salt = t_rand(&s);
     fill(b);
     mine[i] = b;
   }
   for (unsigned i = 0; i < SLOTS; i++)
     if (mine[i]) release(mine[i]);
+  atomic_fetch_add(&g_shared->ops, g_ops);
+  atomic_fetch_sub(&g_shared->live_threads, 1);
   return NULL;
 }
 
@@ -150,9 +186,13 @@ static int child(uint64_t seed) {
   tagalloc_weak_set("forked-child"); /* its threads inherit it */
   g_ops = g_ops / 4 + 1;
   pthread_t t[2];
-  for (long i = 0; i < 2; i++) pthread_create(&t[i], NULL, worker, (void *)(i + 100));
+  int made[2] = {0, 0};
+  for (long i = 0; i < 2; i++) made[i] = pthread_create(&t[i], NULL, worker, (void *)(i + 100)) == 0;
   worker((void *)99);
-  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 2; i++)
+    if (made[i]) pthread_join(t[i], NULL);
+  t_check_books(); /* the child's books too: its heap holds the parent's blocks it copied */
+  atomic_fetch_add(&g_shared->checks, 1);
   return atomic_load(&errors) ? 1 : 0;
 }
 
@@ -167,9 +207,24 @@ int main(int argc, char **argv) {
   int rounds = atoi(argv[4]);
   int forks = argc > 5 ? atoi(argv[5]) : 0;
   if (!t_tagalloc_active()) fprintf(stderr, "note: tagalloc is not loaded\n");
+  const char *ok = getenv("STRESS_ENOMEM_OK");
+  g_enomem_ok = ok && *ok == '1';
+  g_shared = mmap(NULL, sizeof *g_shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (g_shared == MAP_FAILED) g_shared = &g_private;
   for (int r = 0; r < rounds; r++) {
     pthread_t *t = malloc(sizeof(pthread_t) * (size_t)threads);
-    for (long i = 0; i < threads; i++) pthread_create(&t[i], NULL, worker, (void *)(i + (long)r * threads));
+    int *made = calloc((size_t)threads, sizeof(int));
+    if (!t || !made) { /* only with injected failures: skip the round */
+      alloc_failed("round", sizeof(pthread_t) * (size_t)threads);
+      free(t);
+      free(made);
+      continue;
+    }
+    for (long i = 0; i < threads; i++) {
+      int e = pthread_create(&t[i], NULL, worker, (void *)(i + (long)r * threads));
+      made[i] = e == 0;
+      if (e) { errno = e == EAGAIN ? ENOMEM : e; alloc_failed("pthread_create", 0); }
+    }
     /* fork while the workers run: the child must not inherit a held lock */
     pid_t kids[16];
     int nk = 0;
@@ -178,8 +233,10 @@ int main(int argc, char **argv) {
       if (pid == 0) _exit(child(g_seed + (uint64_t)r * 131 + (uint64_t)f));
       if (pid > 0) kids[nk++] = pid;
     }
-    for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < threads; i++)
+      if (made[i]) pthread_join(t[i], NULL);
     free(t);
+    free(made);
     for (int i = 0; i < nk; i++) {
       int st = 0;
       waitpid(kids[i], &st, 0);
@@ -188,6 +245,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "forked child %d failed: status %#x\n", kids[i], st);
       }
     }
+    t_check_books(); /* a checkpoint: no other thread runs now */
+    atomic_fetch_add(&g_shared->checks, 1);
   }
   for (int i = 0; i < XSLOTS; i++) {
     blk_t *b = atomic_exchange(&exchange[i], NULL);
@@ -195,9 +254,25 @@ int main(int argc, char **argv) {
   }
   t_check();
   t_check_books(); /* every tag's books equal a walk of the heap (aborts if not) */
+  atomic_fetch_add(&g_shared->checks, 1);
+  /* Every block the workers allocated is freed: their tags must hold
+   * nothing (the books lost nothing, and charged nothing twice). */
+  size_t lost = 0;
+  static const char *const worker_tags[] = {"stress-0", "stress-1", "stress-2", "stress-odd", "stress-even"};
+  for (size_t i = 0; i < sizeof worker_tags / sizeof *worker_tags; i++) {
+    tagalloc_tag_stats_t st;
+    if (tagalloc_weak_stats(worker_tags[i], &st) == 0 && st.live_bytes) {
+      lost += st.live_bytes;
+      atomic_fetch_add(&errors, 1);
+      fprintf(stderr, "tag %s still holds %zu bytes in %zu blocks after every block was freed\n",
+              worker_tags[i], st.live_bytes, st.live_blocks);
+    }
+  }
   long e = atomic_load(&errors);
   printf("stress: seed %llu threads %d ops %ld rounds %d forks %d: %ld errors\n",
          (unsigned long long)g_seed, threads, g_ops, rounds, forks, e);
+  printf("stress-stats: ops %ld enomem %ld peak_threads %ld books_checks %ld lost_bytes %zu\n",
+         atomic_load(&g_shared->ops), atomic_load(&g_shared->enomem), atomic_load(&g_shared->peak_threads), atomic_load(&g_shared->checks), lost);
   printf("%d passed, %d failed\n", e ? 0 : 1, e ? 1 : 0);
   return e ? 1 : 0;
 }
