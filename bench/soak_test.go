@@ -1,0 +1,38 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSoakShort: the soak for a minute (every mode at least once): no
+// failed run, no byte lost, the books checked against heap walks, and
+// injected failures survived.
+func TestSoakShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a minute of stress: not in -short")
+	}
+	var log strings.Builder
+	res, err := Soak(context.Background(), SoakConfig{Duration: 60 * time.Second, Threads: 3, Ops: 3000, Seed: 7,
+		Timeout: 3 * time.Minute, Log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.WriteSummary(os.Stderr, 3)
+	t.Log("\n" + log.String())
+	if res.Failures != 0 || res.LostBytes != 0 {
+		t.Fatalf("%d failed runs, %d bytes lost", res.Failures, res.LostBytes)
+	}
+	if len(res.Runs) < len(SoakModes) {
+		t.Fatalf("%d runs: not every mode ran", len(res.Runs))
+	}
+	if res.BooksChecks < int64(2*len(res.Runs)) || res.RegionsRead == 0 || res.Ops == 0 {
+		t.Fatalf("too little checked: %+v", res)
+	}
+	if res.ENOMEM == 0 {
+		t.Fatal("the faults run saw no injected failure")
+	}
+}
