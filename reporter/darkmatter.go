@@ -8,6 +8,7 @@
 package reporter
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"sort"
@@ -17,7 +18,9 @@ import (
 )
 
 // DarkMatter is the dark-matter section of a process's stacks. Bytes and
-// blocks are estimates in sampled mode (exact with --stacks full).
+// blocks are estimates in sampled mode (exact with --stacks full). As in
+// DMD's own output, records name their stacks by id and Traces holds each
+// stack's frames once.
 type DarkMatter struct {
 	// Collections is how many times the process ran its reporters
 	// (tagalloc_collect_reports); the marks are those of the last one.
@@ -29,6 +32,9 @@ type DarkMatter struct {
 	OnceReported   DarkMatterTotals   `json:"once_reported"`
 	TwiceReported  DarkMatterTotals   `json:"twice_reported"`
 	Records        []DarkMatterRecord `json:"records"`
+	// Traces are the frames of every stack a record names, innermost
+	// first, by stack id.
+	Traces map[uint32][]Frame `json:"traces"`
 }
 
 // DarkMatterTotals add up one kind of record.
@@ -41,17 +47,17 @@ type DarkMatterTotals struct {
 
 // DarkMatterRecord is the live blocks of one kind (unreported, once,
 // twice) allocated at one stack under one tag and, once or twice
-// reported, measured from the same stacks.
+// reported, measured from the same stacks (ids into Traces; 0: none).
 type DarkMatterRecord struct {
-	Kind           string  `json:"kind"` // unreported, once-reported or twice-reported
-	Tag            string  `json:"tag"`
-	Library        string  `json:"library"`
-	Blocks         uint64  `json:"blocks"`
-	Bytes          uint64  `json:"bytes"`
-	RequestedBytes uint64  `json:"requested_bytes"`
-	Allocated      []Frame `json:"allocated_at"`
-	Reported       []Frame `json:"reported_at,omitempty"`
-	ReportedAgain  []Frame `json:"reported_again_at,omitempty"`
+	Kind           string `json:"kind"` // unreported, once-reported or twice-reported
+	Tag            string `json:"tag"`
+	Library        string `json:"library"`
+	Blocks         uint64 `json:"blocks"`
+	Bytes          uint64 `json:"bytes"`
+	RequestedBytes uint64 `json:"requested_bytes"`
+	Allocated      uint32 `json:"allocated_at"`
+	Reported       uint32 `json:"reported_at,omitempty"`
+	ReportedAgain  uint32 `json:"reported_again_at,omitempty"`
 }
 
 var darkKinds = [3]string{"unreported", "once-reported", "twice-reported"}
@@ -89,51 +95,69 @@ func darkMatter(p *tagtable.Profile, names map[uint32]string, stackFrames func(i
 		a.req += b.Weight * float64(b.Requested)
 		return true
 	})
-	dm := &DarkMatter{Collections: p.Collections, UnknownReports: p.UnknownReports, Records: []DarkMatterRecord{}}
+	dm := &DarkMatter{Collections: p.Collections, UnknownReports: p.UnknownReports, Records: []DarkMatterRecord{},
+		Traces: map[uint32][]Frame{}}
+	type entry struct {
+		key
+		*acc
+	}
+	entries := make([]entry, 0, len(accs))
 	for k, a := range accs {
-		tag, ok := names[k.tag]
+		entries = append(entries, entry{k, a})
+	}
+	// twice-reported (bugs) first, as DMD, then unreported, then
+	// once-reported; in each, most bytes first
+	rank := [3]int{1, 2, 0}
+	sort.Slice(entries, func(i, j int) bool {
+		a, b := entries[i], entries[j]
+		if a.kind != b.kind {
+			return rank[a.kind] < rank[b.kind]
+		}
+		if a.bytes != b.bytes {
+			return a.bytes > b.bytes
+		}
+		if a.stack != b.stack {
+			return a.stack < b.stack
+		}
+		if a.tag != b.tag {
+			return a.tag < b.tag
+		}
+		return a.rep[0] < b.rep[0] || a.rep[0] == b.rep[0] && a.rep[1] < b.rep[1]
+	})
+	libs := map[uint32]string{}
+	trace := func(id uint32) uint32 {
+		if _, ok := dm.Traces[id]; !ok {
+			dm.Traces[id] = stackFrames(id)
+		}
+		return id
+	}
+	for _, e := range entries {
+		tag, ok := names[e.tag]
 		if !ok {
 			tag = DefaultTag
 		}
-		r := DarkMatterRecord{Kind: darkKinds[k.kind], Tag: tag, Blocks: round(a.blocks), Bytes: round(a.bytes),
-			RequestedBytes: round(a.req), Allocated: stackFrames(k.stack)}
-		r.Library = library(r.Allocated)
-		if k.kind >= 1 {
-			r.Reported = stackFrames(k.rep[0])
+		r := DarkMatterRecord{Kind: darkKinds[e.kind], Tag: tag, Blocks: round(e.blocks), Bytes: round(e.bytes),
+			RequestedBytes: round(e.req), Allocated: trace(e.stack)}
+		lib, ok := libs[e.stack]
+		if !ok {
+			lib = library(dm.Traces[e.stack])
+			libs[e.stack] = lib
 		}
-		if k.kind == 2 {
-			r.ReportedAgain = stackFrames(k.rep[1])
+		r.Library = lib
+		if e.kind >= 1 {
+			r.Reported = trace(e.rep[0])
 		}
-		t := [3]*DarkMatterTotals{&dm.Unreported, &dm.OnceReported, &dm.TwiceReported}[k.kind]
+		if e.kind == 2 {
+			r.ReportedAgain = trace(e.rep[1])
+		}
+		t := [3]*DarkMatterTotals{&dm.Unreported, &dm.OnceReported, &dm.TwiceReported}[e.kind]
 		t.Records++
 		t.Blocks += r.Blocks
 		t.Bytes += r.Bytes
 		t.RequestedBytes += r.RequestedBytes
 		dm.Records = append(dm.Records, r)
 	}
-	kindOf := map[string]int{darkKinds[0]: 0, darkKinds[1]: 1, darkKinds[2]: 2}
-	sort.Slice(dm.Records, func(i, j int) bool {
-		a, b := dm.Records[i], dm.Records[j]
-		if a.Kind != b.Kind {
-			return kindOf[a.Kind] > kindOf[b.Kind] // twice-reported (bugs) first, as DMD
-		}
-		if a.Bytes != b.Bytes {
-			return a.Bytes > b.Bytes
-		}
-		if a.Tag != b.Tag {
-			return a.Tag < b.Tag
-		}
-		return framesKey(a.Allocated)+framesKey(a.Reported) < framesKey(b.Allocated)+framesKey(b.Reported)
-	})
 	return dm
-}
-
-func framesKey(fr []Frame) string {
-	var b strings.Builder
-	for _, f := range fr {
-		fmt.Fprintf(&b, "%s+%x;", f.Module, f.Offset)
-	}
-	return b.String()
 }
 
 // WriteDarkMatter writes, for every process whose reporters ran, DMD's
@@ -164,22 +188,23 @@ func (p Process) writeDarkMatter(w io.Writer) error {
 	if st.Mode == "full" {
 		tilde = ""
 	}
-	var b strings.Builder
+	b := bufio.NewWriterSize(w, 256<<10) // 20 MB texts: no copy of the whole
 	heap := dm.Unreported.Bytes + dm.OnceReported.Bytes + dm.TwiceReported.Bytes
-	fmt.Fprintf(&b, "#-----------------------------------------------------------------\n")
-	fmt.Fprintf(&b, "# tagalloc dark-matter report: process %d (%s)\n", p.PID, strings.Join(p.Command, " "))
-	fmt.Fprintf(&b, "# marks of the last of %s collections of the memory reporters; stacks: %s\n", comma(dm.Collections), st.Mode)
+	fmt.Fprintf(b, "#-----------------------------------------------------------------\n")
+	fmt.Fprintf(b, "# tagalloc dark-matter report: process %d (%s)\n", p.PID, strings.Join(p.Command, " "))
+	fmt.Fprintf(b, "# marks of the last of %s collections of the memory reporters; stacks: %s\n", comma(dm.Collections), st.Mode)
 	for _, t := range []struct {
 		name string
 		tot  DarkMatterTotals
 	}{{"Twice-reported", dm.TwiceReported}, {"Unreported", dm.Unreported}, {"Once-reported", dm.OnceReported}} {
-		fmt.Fprintf(&b, "# %-15s %s%s bytes in %s%s block(s), %s record(s) (%.2f%% of the sampled heap)\n", t.name+":",
+		fmt.Fprintf(b, "# %-15s %s%s bytes in %s%s block(s), %s record(s) (%.2f%% of the sampled heap)\n", t.name+":",
 			tilde, comma(t.tot.Bytes), tilde, comma(t.tot.Blocks), comma(t.tot.Records), pctf(t.tot.Bytes, heap))
 	}
 	if dm.UnknownReports > 0 {
-		fmt.Fprintf(&b, "# %s reports of blocks no longer live or never seen\n", comma(dm.UnknownReports))
+		fmt.Fprintf(b, "# %s reports of blocks no longer live or never seen\n", comma(dm.UnknownReports))
 	}
 	b.WriteString("\n")
+	texts := stackTexts{}
 	counts := map[string]int{}
 	for _, r := range dm.Records {
 		counts[r.Kind]++
@@ -189,7 +214,7 @@ func (p Process) writeDarkMatter(w io.Writer) error {
 	for _, r := range dm.Records {
 		if r.Kind != last {
 			i, last, run = 0, r.Kind, 0
-			fmt.Fprintf(&b, "#-----------------------------------------------------------------\n# %s records: %s\n\n", title(r.Kind), comma(uint64(counts[r.Kind])))
+			fmt.Fprintf(b, "#-----------------------------------------------------------------\n# %s records: %s\n\n", title(r.Kind), comma(uint64(counts[r.Kind])))
 		}
 		i++
 		run += r.Bytes
@@ -201,27 +226,24 @@ func (p Process) writeDarkMatter(w io.Writer) error {
 		if r.Bytes > r.RequestedBytes {
 			slop = r.Bytes - r.RequestedBytes
 		}
-		fmt.Fprintf(&b, "%s {\n", title(r.Kind))
-		fmt.Fprintf(&b, "  %s%s %s in heap block record %s of %s (tag %s)\n", tilde, comma(r.Blocks), blk, comma(uint64(i)), comma(uint64(counts[r.Kind])), r.Tag)
-		fmt.Fprintf(&b, "  %s%s bytes (%s%s requested / %s%s slop)\n", tilde, comma(r.Bytes), tilde, comma(r.RequestedBytes), tilde, comma(slop))
-		fmt.Fprintf(&b, "  %.2f%% of the heap (%.2f%% cumulative)\n", pctf(r.Bytes, heap), pctf(run, heap))
+		fmt.Fprintf(b, "%s {\n", title(r.Kind))
+		fmt.Fprintf(b, "  %s%s %s in heap block record %s of %s (tag %s)\n", tilde, comma(r.Blocks), blk, comma(uint64(i)), comma(uint64(counts[r.Kind])), r.Tag)
+		fmt.Fprintf(b, "  %s%s bytes (%s%s requested / %s%s slop)\n", tilde, comma(r.Bytes), tilde, comma(r.RequestedBytes), tilde, comma(slop))
+		fmt.Fprintf(b, "  %.2f%% of the heap (%.2f%% cumulative)\n", pctf(r.Bytes, heap), pctf(run, heap))
 		for _, s := range []struct {
 			what string
-			fr   []Frame
+			id   uint32
 		}{{"Allocated at", r.Allocated}, {"Reported at", r.Reported}, {"Reported again at", r.ReportedAgain}} {
-			if s.fr == nil {
+			if s.id == 0 && s.what != "Allocated at" {
 				continue
 			}
-			fmt.Fprintf(&b, "  %s {\n", s.what)
-			for k, f := range s.fr {
-				fmt.Fprintf(&b, "    #%02d: %s\n", k+1, f.String())
-			}
+			fmt.Fprintf(b, "  %s {\n", s.what)
+			b.WriteString(texts.text(dm.Traces[s.id], "    "))
 			b.WriteString("  }\n")
 		}
 		b.WriteString("}\n\n")
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.Flush()
 }
 
 // title capitalizes a kind for a heading: "unreported" -> "Unreported".

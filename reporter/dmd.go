@@ -6,9 +6,11 @@
 package reporter
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -42,18 +44,19 @@ func (p Process) writeDMD(w io.Writer) error {
 	if st.Mode == "full" {
 		tilde = ""
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "#-----------------------------------------------------------------\n")
-	fmt.Fprintf(&b, "# tagalloc DMD-style report: process %d (%s)\n", p.PID, strings.Join(p.Command, " "))
-	fmt.Fprintf(&b, "# stacks: %s", st.Mode)
+	b := bufio.NewWriterSize(w, 256<<10) // 20 MB texts: no copy of the whole
+	fmt.Fprintf(b, "#-----------------------------------------------------------------\n")
+	fmt.Fprintf(b, "# tagalloc DMD-style report: process %d (%s)\n", p.PID, strings.Join(p.Command, " "))
+	fmt.Fprintf(b, "# stacks: %s", st.Mode)
 	if st.Mode != "full" {
-		fmt.Fprintf(&b, ", one sample per ~%s allocated (figures marked ~ are estimates)", humanize.IBytes(st.SampleRate))
+		fmt.Fprintf(b, ", one sample per ~%s allocated (figures marked ~ are estimates)", humanize.IBytes(st.SampleRate))
 	}
-	fmt.Fprintf(&b, "; %s samples", comma(st.Samples))
+	fmt.Fprintf(b, "; %s samples", comma(st.Samples))
 	if st.Dropped > 0 {
-		fmt.Fprintf(&b, "; %s events LOST to a full ring", comma(st.Dropped))
+		fmt.Fprintf(b, "; %s events LOST to a full ring", comma(st.Dropped))
 	}
 	b.WriteString("\n\n")
+	texts := stackTexts{}
 	for _, kind := range []string{"Live", "Cumulative"} {
 		recs := append([]StackRecord(nil), st.Records...)
 		size := func(r StackRecord) uint64 { return r.LiveBytes }
@@ -71,7 +74,7 @@ func (p Process) writeDMD(w io.Writer) error {
 				n++
 			}
 		}
-		fmt.Fprintf(&b, "#-----------------------------------------------------------------\n# %s records: %s\n\n", kind, comma(uint64(n)))
+		fmt.Fprintf(b, "#-----------------------------------------------------------------\n# %s records: %s\n\n", kind, comma(uint64(n)))
 		var run uint64
 		i := 0
 		for _, r := range recs {
@@ -84,59 +87,56 @@ func (p Process) writeDMD(w io.Writer) error {
 			if blocks(r) == 1 {
 				blk = "block"
 			}
-			fmt.Fprintf(&b, "%s {\n", kind)
-			fmt.Fprintf(&b, "  %s%s %s in heap block record %s of %s (tag %s)\n", tilde, comma(blocks(r)), blk, comma(uint64(i)), comma(uint64(n)), r.Tag)
+			fmt.Fprintf(b, "%s {\n", kind)
+			fmt.Fprintf(b, "  %s%s %s in heap block record %s of %s (tag %s)\n", tilde, comma(blocks(r)), blk, comma(uint64(i)), comma(uint64(n)), r.Tag)
 			if kind == "Live" {
 				slop := uint64(0)
 				if r.LiveBytes > r.LiveRequestedBytes {
 					slop = r.LiveBytes - r.LiveRequestedBytes
 				}
-				fmt.Fprintf(&b, "  %s%s bytes (%s%s requested / %s%s slop)\n", tilde, comma(r.LiveBytes), tilde, comma(r.LiveRequestedBytes), tilde, comma(slop))
+				fmt.Fprintf(b, "  %s%s bytes (%s%s requested / %s%s slop)\n", tilde, comma(r.LiveBytes), tilde, comma(r.LiveRequestedBytes), tilde, comma(slop))
 			} else {
-				fmt.Fprintf(&b, "  %s%s bytes\n", tilde, comma(r.AllocBytes))
+				fmt.Fprintf(b, "  %s%s bytes\n", tilde, comma(r.AllocBytes))
 				if r.Reallocs > 0 {
-					fmt.Fprintf(&b, "  %s reallocs of sampled blocks, %s%s bytes copied\n", comma(r.Reallocs), tilde, comma(r.BytesCopied))
+					fmt.Fprintf(b, "  %s reallocs of sampled blocks, %s%s bytes copied\n", comma(r.Reallocs), tilde, comma(r.BytesCopied))
 				}
 			}
-			fmt.Fprintf(&b, "  %.2f%% of the heap (%.2f%% cumulative)\n", pctf(size(r), total), pctf(run, total))
-			fmt.Fprintf(&b, "  Allocated at {\n")
-			for k, f := range r.Frames {
-				fmt.Fprintf(&b, "    #%02d: %s\n", k+1, f.String())
-			}
-			fmt.Fprintf(&b, "  }\n}\n\n")
+			fmt.Fprintf(b, "  %.2f%% of the heap (%.2f%% cumulative)\n", pctf(size(r), total), pctf(run, total))
+			b.WriteString("  Allocated at {\n")
+			b.WriteString(texts.text(r.Frames, "    "))
+			b.WriteString("  }\n}\n\n")
 		}
 	}
 	if len(st.Growth) > 0 {
-		fmt.Fprintf(&b, "#-----------------------------------------------------------------\n# Growth of realloc chains, by call site\n\n")
+		fmt.Fprintf(b, "#-----------------------------------------------------------------\n# Growth of realloc chains, by call site\n\n")
 		for _, f := range st.Growth {
 			mark := "  "
 			if f.Flagged {
 				mark = "! "
 			}
-			fmt.Fprintf(&b, "%s%-12s %s: %s growth reallocs of %.3fx, ~%s copied\n", mark, f.Verdict, f.Name, comma(f.GrowSteps), f.MeanRatio, humanize.IBytes(f.BytesCopied))
+			fmt.Fprintf(b, "%s%-12s %s: %s growth reallocs of %.3fx, ~%s copied\n", mark, f.Verdict, f.Name, comma(f.GrowSteps), f.MeanRatio, humanize.IBytes(f.BytesCopied))
 			if f.Fix != "" {
-				fmt.Fprintf(&b, "    fix: %s\n", f.Fix)
+				fmt.Fprintf(b, "    fix: %s\n", f.Fix)
 			}
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "#-----------------------------------------------------------------\n# Libraries (the first frame outside libc and the allocator)\n\n")
+	fmt.Fprintf(b, "#-----------------------------------------------------------------\n# Libraries (the first frame outside libc and the allocator)\n\n")
 	for _, l := range st.Libraries {
-		fmt.Fprintf(&b, "  %s%10s live in %s%s blocks, %s%10s allocated in all  %s\n", tilde, humanize.IBytes(l.LiveBytes),
+		fmt.Fprintf(b, "  %s%10s live in %s%s blocks, %s%10s allocated in all  %s\n", tilde, humanize.IBytes(l.LiveBytes),
 			tilde, comma(l.LiveBlocks), tilde, humanize.IBytes(l.AllocBytes), l.Name)
 	}
 	b.WriteString("\n")
 	if st.History != nil {
-		writeHistory(&b, st.History, tilde)
+		writeHistory(b, st.History, tilde)
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.Flush()
 }
 
 // writeHistory prints what the event history keeps and its timeline: a
 // row per time bucket, bytes allocated/freed by all, then by the records
 // that allocated most in the span.
-func writeHistory(b *strings.Builder, h *History, tilde string) {
+func writeHistory(b *bufio.Writer, h *History, tilde string) {
 	fmt.Fprintf(b, "#-----------------------------------------------------------------\n# History (limit %s)\n\n", humanize.IBytes(h.LimitBytes))
 	fmt.Fprintf(b, "  %s events kept in %s (%s of memory), %s older events recycled (%s)\n",
 		comma(h.Events), humanize.IBytes(h.RetainedBytes), humanize.IBytes(h.UsedBytes), comma(h.EventsRecycled), humanize.IBytes(h.BytesRecycled))
@@ -181,20 +181,51 @@ func pctf(a, total uint64) float64 {
 }
 
 // String is a frame as DMD prints one: function (file:line) [module +offset].
-func (f Frame) String() string {
-	var b strings.Builder
+func (f Frame) String() string { return string(f.appendTo(nil)) }
+
+// appendTo appends String's text to b (without fmt: reports print
+// hundreds of thousands of frames).
+func (f Frame) appendTo(b []byte) []byte {
 	if f.Function != "" {
-		b.WriteString(f.Function)
+		b = append(b, f.Function...)
 	} else {
-		fmt.Fprintf(&b, "???")
+		b = append(b, "???"...)
 	}
 	if f.File != "" {
-		fmt.Fprintf(&b, " (%s:%d)", f.File, f.Line)
+		b = append(append(append(b, " ("...), f.File...), ':')
+		b = append(strconv.AppendInt(b, int64(f.Line), 10), ')')
 	}
 	if f.Module != "" {
-		fmt.Fprintf(&b, " [%s +0x%x]", f.Module, f.Offset)
+		b = append(append(append(b, " ["...), f.Module...), " +0x"...)
+		b = append(strconv.AppendUint(b, f.Offset, 16), ']')
 	} else {
-		fmt.Fprintf(&b, " [0x%x]", f.PC)
+		b = append(strconv.AppendUint(append(b, " [0x"...), f.PC, 16), ']')
 	}
-	return b.String()
+	return b
+}
+
+// stackTexts renders frame lists as DMD's numbered lines, each list once
+// (records of one stack share their frames' backing array).
+type stackTexts map[*Frame]string
+
+func (c stackTexts) text(fr []Frame, indent string) string {
+	if len(fr) == 0 {
+		return ""
+	}
+	if t, ok := c[&fr[0]]; ok {
+		return t
+	}
+	var b []byte
+	for k, f := range fr {
+		b = append(b, indent...)
+		b = append(b, '#')
+		if k < 9 {
+			b = append(b, '0')
+		}
+		b = strconv.AppendInt(b, int64(k+1), 10)
+		b = f.appendTo(append(b, ": "...))
+		b = append(b, '\n')
+	}
+	c[&fr[0]] = string(b)
+	return c[&fr[0]]
 }

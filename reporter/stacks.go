@@ -193,11 +193,19 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 	st := &Stacks{Mode: p.Mode, SampleRate: p.SampleRate, Dropped: p.Dropped, DroppedBytes: p.DroppedBytes,
 		UnknownFrees: p.UnknownFrees, Records: []StackRecord{}, Libraries: []LibraryTotals{}}
 	byStack := map[uint32][]Frame{}
+	byPC := map[uint64][]Frame{} // stacks share most of their return addresses
 	stackFrames := func(id uint32) []Frame {
 		fr, ok := byStack[id]
 		if !ok {
-			for _, pc := range p.Stacks[id] {
-				fr = append(fr, frames(p, pc, sym)...)
+			pcs := p.Stacks[id]
+			fr = make([]Frame, 0, len(pcs))
+			for _, pc := range pcs {
+				f, ok := byPC[pc]
+				if !ok {
+					f = frames(p, pc, sym)
+					byPC[pc] = f
+				}
+				fr = append(fr, f...)
 			}
 			byStack[id] = fr
 		}

@@ -124,8 +124,8 @@ func TestDarkMatter(t *testing.T) {
 	require.Equal(t, uint64(1), dm.TwiceReported.Blocks)
 	require.Equal(t, want["cache_bytes"]+want["list_bytes"], dm.OnceReported.Bytes)
 	require.Equal(t, uint64(150), dm.OnceReported.Blocks)
-	fn := func(fr []reporter.Frame) string {
-		for _, f := range fr {
+	fn := func(id uint32) string {
+		for _, f := range dm.Traces[id] {
 			if f.Module == "reporters" {
 				return f.Function
 			}
