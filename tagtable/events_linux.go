@@ -3,6 +3,7 @@ package tagtable
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"unsafe"
 
@@ -16,13 +17,19 @@ type Events struct {
 	hdr  *evHeader
 	ring []byte
 	mask uint64
+	// the header's identity, copied at open (the process may truncate
+	// its file under the mapping later; these never change)
+	pid, mode, forkPPID uint32
+	rate, forkSeq       uint64
 }
 
 // OpenEvents maps an events file read-write (the reader advances the
 // tail, so the writer can reuse the space). Everything in the header is
-// checked before use.
-func OpenEvents(path string) (*Events, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+// checked before use. The file is the process's: it must be a regular file
+// (not a FIFO that would block, nor a link elsewhere), and reading its
+// mapping after the process truncated it gives an error, not SIGBUS.
+func OpenEvents(path string) (ev *Events, err error) {
+	f, err := openOwnedFile(path, unix.O_RDWR)
 	if err != nil {
 		return nil, err
 	}
@@ -45,12 +52,12 @@ func OpenEvents(path string) (*Events, error) {
 		e.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	e.ring = mem[evHeaderSize : evHeaderSize+e.hdr.RingSize]
-	e.mask = e.hdr.RingSize - 1
 	return e, nil
 }
 
-func (e *Events) validate(size uint64) error {
+func (e *Events) validate(size uint64) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer recoverFault(&err)
 	h := e.hdr
 	if string(h.Magic[:]) != EventsMagic {
 		return fail("events magic %q, want %q", h.Magic[:], EventsMagic)
@@ -64,6 +71,9 @@ func (e *Events) validate(size uint64) error {
 	if r := h.RingSize; r < 4096 || r&(r-1) != 0 || r > size-evHeaderSize {
 		return fail("events ring of %d bytes in a file of %d", r, size)
 	}
+	e.ring = e.mem[evHeaderSize : evHeaderSize+h.RingSize]
+	e.mask = h.RingSize - 1
+	e.pid, e.mode, e.rate, e.forkPPID, e.forkSeq = h.PID, h.Mode, h.SampleRate, h.ForkPPID, h.ForkSeq
 	return nil
 }
 
@@ -77,11 +87,11 @@ func (e *Events) Close() error {
 }
 
 // PID is the process that writes the ring.
-func (e *Events) PID() int { return int(e.hdr.PID) }
+func (e *Events) PID() int { return int(e.pid) }
 
 // Mode is "sampled" or "full".
 func (e *Events) Mode() string {
-	if e.hdr.Mode == 2 {
+	if e.mode == 2 {
 		return "full"
 	}
 	return "sampled"
@@ -89,14 +99,18 @@ func (e *Events) Mode() string {
 
 // ForkedFrom names the FORK event in the parent's ring at which this
 // process was forked without exec (ppid 0: it was not).
-func (e *Events) ForkedFrom() (ppid int, seq uint64) { return int(e.hdr.ForkPPID), e.hdr.ForkSeq }
+func (e *Events) ForkedFrom() (ppid int, seq uint64) { return int(e.forkPPID), e.forkSeq }
 
 // SampleRate is the mean number of bytes between samples (1: every block).
-func (e *Events) SampleRate() uint64 { return max(e.hdr.SampleRate, 1) }
+func (e *Events) SampleRate() uint64 { return max(e.rate, 1) }
 
 // Dropped is what the writer could not put in a full ring: events, and
-// the usable bytes of the sampled blocks among them.
+// the usable bytes of the sampled blocks among them (0 if the file was
+// truncated).
 func (e *Events) Dropped() (events, bytes uint64) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var err error
+	defer recoverFault(&err)
 	return atomic.LoadUint64(&e.hdr.Dropped), atomic.LoadUint64(&e.hdr.DroppedBytes)
 }
 
@@ -110,12 +124,13 @@ func (e *Events) copyOut(dst []byte, pos uint64) {
 // Drain decodes every committed record into sink, frees their space for
 // the writer, and returns how many it read. A malformed record stops the
 // drain with an error (the rest of the ring is not trusted).
-func (e *Events) Drain(sink EventSink) (int, error) {
+func (e *Events) Drain(sink EventSink) (n int, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer recoverFault(&err)
 	h := e.hdr
 	tail := atomic.LoadUint64(&h.Tail)
 	head := atomic.LoadUint64(&h.Head)
 	var buf [8 + 4096 + 64 + 48]byte
-	n := 0
 	for tail < head {
 		word := (*uint64)(unsafe.Pointer(&e.ring[tail&e.mask]))
 		first := atomic.LoadUint64(word)

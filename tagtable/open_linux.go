@@ -14,8 +14,11 @@ import (
 // target process owns the books directory's entries, and a FIFO put in
 // place of its file would hang the reader in open or read, a symlink could
 // send it to a device or another file.
-func openRegionFile(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+func openRegionFile(path string) (*os.File, error) { return openOwnedFile(path, unix.O_RDONLY) }
+
+// openOwnedFile opens path (O_RDONLY or O_RDWR) as openRegionFile says.
+func openOwnedFile(path string, mode int) (*os.File, error) {
+	fd, err := unix.Open(path, mode|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if err == unix.ELOOP {
 			return nil, fmt.Errorf("%s: %w: a symbolic link, not a books file", path, ErrFormat)
@@ -33,4 +36,23 @@ func openRegionFile(path string) (*os.File, error) {
 		return nil, fmt.Errorf("%s: %w: not a regular file (%s)", path, ErrFormat, fi.Mode().Type())
 	}
 	return f, nil
+}
+
+// recoverFault turns a fault on a mapping into an error: the process
+// truncated the file it shares with us, and the pages past its new end
+// raise SIGBUS. Use with the fault panics on, in the function that reads
+// the mapping:
+//
+//	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+//	defer recoverFault(&err)
+func recoverFault(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if f, ok := r.(interface{ Addr() uintptr }); ok {
+		*err = fail("the file shrank while it was read (fault at %#x): the process truncated it", f.Addr())
+		return
+	}
+	panic(r)
 }

@@ -186,5 +186,16 @@ func TestHostileRegion(t *testing.T) {
 			end()
 		})
 	}
+	t.Run("events", func(t *testing.T) {
+		// the events file truncated while tagalloc run --stacks drains it
+		// (a SIGBUS in tagalloc before OpenEvents and Drain caught faults)
+		out := filepath.Join(t.TempDir(), "r.json")
+		_, se, code := runBounded(t, "run", "--stacks", "sampled", "-o", out, "--", prog, "events")
+		requireCalm(t, "run --stacks", se)
+		require.Equal(t, 0, code, "%s", se)
+		_, err := reporter.ReadFile(out)
+		require.NoError(t, err, "the books are whole: a report")
+		reports++
+	})
 	t.Logf("hostile regions: %d reports, %d clear errors, no panic or hang", reports, errs)
 }

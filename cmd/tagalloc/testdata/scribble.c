@@ -10,7 +10,8 @@
  *   counts (huge counters, tag counts, sizes and offsets), used (claims
  *   4 GiB in use), names (tag names without NUL, control bytes), flip
  *   (a thread keeps writing random bytes anywhere while tagalloc reads),
- *   zero (the whole region zeroed).
+ *   zero (the whole region zeroed), events (under tagalloc run --stacks:
+ *   its events file truncated to nothing while the launcher drains it).
  *   exit (default): exit(0) at once, through the library's exit handler
  *   (tagalloc run reads the books at the end); wait: print "ready PID",
  *   wait until stdin closes, then _exit.
@@ -135,6 +136,16 @@ int main(int argc, char **argv) {
     memset(region, 0, used);
   } else if (strcmp(mode, "flip") == 0) {
     pthread_create(&fl, NULL, flipper, NULL);
+  } else if (strcmp(mode, "events") == 0) {
+    const char *dir = getenv("TAGALLOC_DIR");
+    char path[600];
+    snprintf(path, sizeof path, "%s/%d.events", dir ? dir : ".", (int)getpid());
+    if (truncate(path, 0) != 0) {
+      perror(path);
+      return 2;
+    }
+    usleep(300 * 1000); /* the launcher drains every 20 ms */
+    _exit(0);           /* the sampler would write into the truncated mapping */
   } else {
     fprintf(stderr, "scribble: unknown mode %s\n", mode);
     return 2;
