@@ -39,7 +39,6 @@ type Stacks struct {
 	DarkMatter *DarkMatter `json:"dark_matter,omitempty"`
 }
 
-
 // History describes the profile's event history, a byte-limited chain of
 // chunks whose oldest are recycled (DESIGN.md D8): what it keeps, what it
 // forgot, the span it covers, and a timeline of estimated bytes allocated
@@ -47,7 +46,7 @@ type Stacks struct {
 // (the drainer's clock, read at each pass: about 20 ms resolution).
 type History struct {
 	LimitBytes     uint64 `json:"limit_bytes"`
-	UsedBytes      uint64 `json:"used_bytes"`     // memory its chunks hold
+	UsedBytes      uint64 `json:"used_bytes"`     // memory it holds: chunks written (<= limit_bytes) and one entry's copy
 	RetainedBytes  uint64 `json:"retained_bytes"` // encoded events kept
 	Events         uint64 `json:"events"`         // kept
 	EventsRecycled uint64 `json:"events_recycled"`

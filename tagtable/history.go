@@ -39,6 +39,11 @@ const (
 // 10 to 40 bytes each, most about 20.
 const maxHistEntry = 8 * binary.MaxVarintLen64
 
+// HistorySlack is what a history's memory (HistoryStats.Bytes) may hold
+// beyond its limit: the copy Range keeps of one entry that crosses the
+// end of the ring (segvec.Chunked's scratch buffer).
+const HistorySlack = 2 * maxHistEntry
+
 // history is a profile's event log (profileStore.hist), made at the
 // first event.
 type history struct {
@@ -114,7 +119,7 @@ func (p *Profile) record(kind uint64, site uint32, est int64, w0, w1, w2, w3 uin
 // HistoryStats is what the history holds and has forgotten.
 type HistoryStats struct {
 	LimitBytes    uint64 // the byte limit
-	Bytes         uint64 // memory the history holds (chunks written)
+	Bytes         uint64 // memory the history holds: chunks written (<= the limit), and Range's copy of one entry (< HistorySlack)
 	RetainedBytes uint64 // payload bytes of the events kept
 	Events        uint64 // events kept
 	Recycled      uint64 // events forgotten with their chunks

@@ -24,11 +24,11 @@ type drainer struct {
 	dir   string
 	limit int       // each profile's history limit (bytes)
 	t0    time.Time // the clock stamped on events counts from here
-	mu   sync.Mutex
-	open map[string]*drained // by path
-	errs []error
-	stop chan struct{}
-	done chan struct{}
+	mu    sync.Mutex
+	open  map[string]*drained // by path
+	errs  []error
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 type drained struct {
@@ -194,8 +194,12 @@ func parseSize(s string) (int, error) {
 	return int(v << shift), nil
 }
 
-// newSymbolizer names frames from the modules' ELF and DWARF tables.
-func newSymbolizer() reporter.Symbolize { return reporter.SymbolizeWith(symbolizer.New()) }
+// newSymbolizer names frames from the modules' ELF and DWARF tables; one
+// symbolizer serves every report of the run (the live view's too), so
+// each object file is read once.
+func newSymbolizer() reporter.Symbolize { return sharedSymbolize() }
+
+var sharedSymbolize = sync.OnceValue(func() reporter.Symbolize { return reporter.SymbolizeWith(symbolizer.New()) })
 
 // with calls f with the profiles so far, by pid, while nothing drains
 // into them.
