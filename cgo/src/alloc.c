@@ -268,8 +268,7 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
         pg->requested = size;
         return p;
       }
-      if (npages < pg->npages) {
-        _ta_span_shrink_inplace(pg, npages);
+      if (npages < pg->npages && _ta_span_shrink_inplace(pg, npages)) {
         _ta_count_resize(tag, usable, npages << TA_PAGE_SHIFT, pg->requested, size);
         pg->requested = size;
         return p;

@@ -14,6 +14,41 @@ _ta_arena_t _ta_arenas[TA_MAX_ARENAS];
 _Atomic(size_t) _ta_narenas;
 static pthread_mutex_t _ta_arena_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Signal handlers (types.h, error policy): a handler that interrupts its
+ * thread while it holds the arena lock, and allocates or frees, must not
+ * wait for that lock (it would wait forever). _ta_tls_arena is set before
+ * the lock is taken and cleared after it is released, so such a handler
+ * sees it: its span allocation fails (NULL, ENOMEM), its span free is
+ * deferred until the interrupted section releases the lock. */
+static __thread volatile int _ta_tls_arena; /* plain int: a signal handler on this thread reads it */
+#define TA_DEFERRED 32
+static __thread _ta_page_t *volatile _ta_tls_deferred[TA_DEFERRED];
+static __thread volatile int _ta_tls_ndeferred;
+static void _ta_span_free(_ta_page_t *h);
+
+/* Take the arena lock, unless this thread holds it (a signal handler). */
+static inline bool _ta_arena_lock_take(void) {
+  if (ta_unlikely(_ta_tls_arena)) return false;
+  _ta_tls_arena = 1;
+  pthread_mutex_lock(&_ta_arena_lock);
+  return true;
+}
+
+static void _ta_arena_free_deferred(void) {
+  while (_ta_tls_ndeferred > 0) {
+    int k = _ta_tls_ndeferred - 1;
+    _ta_page_t *h = _ta_tls_deferred[k];
+    _ta_tls_ndeferred = k;
+    _ta_span_free(h);
+  }
+}
+
+static inline void _ta_arena_lock_drop(void) {
+  pthread_mutex_unlock(&_ta_arena_lock);
+  _ta_tls_arena = 0;
+  if (ta_unlikely(_ta_tls_ndeferred)) _ta_arena_free_deferred();
+}
+
 #define TA_BINS 64                   /* exact bins for spans of 1..64 pages */
 static _ta_pageq_t _ta_bins[TA_BINS + 1]; /* [TA_BINS]: everything larger */
 static uint64_t _ta_bin_mask;         /* bit i: bin i (i+1 pages) non-empty */
@@ -55,9 +90,9 @@ static bool _ta_arena_add_locked(size_t want) {
 }
 
 static bool _ta_arena_init(void) {
-  pthread_mutex_lock(&_ta_arena_lock);
+  if (!_ta_arena_lock_take()) return false;
   bool ok = atomic_load(&_ta_narenas) > 0 || _ta_arena_add_locked(_ta_opt.arena_reserve);
-  pthread_mutex_unlock(&_ta_arena_lock);
+  _ta_arena_lock_drop();
   return ok;
 }
 
@@ -225,8 +260,11 @@ static void _ta_unlock_purge(bool all, uint64_t now) {
   _ta_books_publish_arena_locked();
   for (;;) {
     size_t n = _ta_purge_pick_locked(all, now, batch);
-    pthread_mutex_unlock(&_ta_arena_lock);
-    if (n == 0) return;
+    if (n == 0) {
+      _ta_arena_lock_drop();
+      return;
+    }
+    pthread_mutex_unlock(&_ta_arena_lock); /* _ta_tls_arena stays set: back soon */
     for (size_t i = 0; i < n; i++) _ta_os_purge(batch[i]->start, (size_t)batch[i]->npages << TA_PAGE_SHIFT);
     pthread_mutex_lock(&_ta_arena_lock);
     for (size_t i = 0; i < n; i++) {
@@ -238,14 +276,14 @@ static void _ta_unlock_purge(bool all, uint64_t now) {
     }
     _ta_books_publish_arena_locked();
     if (n < TA_PURGE_BATCH) {
-      pthread_mutex_unlock(&_ta_arena_lock);
+      _ta_arena_lock_drop();
       return;
     }
   }
 }
 
 static void _ta_arena_purge(bool all) {
-  pthread_mutex_lock(&_ta_arena_lock);
+  if (!_ta_arena_lock_take()) return; /* a signal handler: not now */
   _ta_unlock_purge(all, _ta_now_ms());
 }
 
@@ -345,7 +383,10 @@ static _ta_page_t *_ta_span_alloc_locked(size_t npages, size_t align_pages, uint
  * errno = ENOMEM; *zero (if given) says whether its memory is known zero. */
 static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kind, bool *zero) {
   if (!_ta_ensure_init() || _ta_fault()) return NULL;
-  pthread_mutex_lock(&_ta_arena_lock);
+  if (!_ta_arena_lock_take()) { /* a signal handler interrupted this thread's arena work */
+    errno = ENOMEM;
+    return NULL;
+  }
   uint64_t now = _ta_now_ms();
   _ta_page_t *h = _ta_span_alloc_locked(npages, align_pages, kind, now);
   if (h) {
@@ -392,7 +433,13 @@ static void _ta_span_free(_ta_page_t *h) {
     _ta_slop_free(h->slop, _ta_slop_bytes(h));
     h->slop = NULL;
   }
-  pthread_mutex_lock(&_ta_arena_lock);
+  if (!_ta_arena_lock_take()) { /* a signal handler: freed when the section ends */
+    if (_ta_tls_ndeferred < TA_DEFERRED) {
+      _ta_tls_deferred[_ta_tls_ndeferred] = h;
+      _ta_tls_ndeferred = _ta_tls_ndeferred + 1;
+    } /* else the span stays in use (never: TA_DEFERRED frees in one handler) */
+    return;
+  }
   uint64_t now = _ta_now_ms();
   ta_assert(h->kind == TA_KIND_SMALL || h->kind == TA_KIND_LARGE);
   _ta_arena_t *a = &_ta_arenas[h->arena];
@@ -407,7 +454,7 @@ static void _ta_span_free(_ta_page_t *h) {
 /* Grow a large span in place to npages if the pages after it are free. */
 static bool _ta_span_grow_inplace(_ta_page_t *h, size_t npages) {
   bool ok = false;
-  pthread_mutex_lock(&_ta_arena_lock);
+  if (!_ta_arena_lock_take()) return false; /* a signal handler: realloc moves it */
   uint64_t now = _ta_now_ms();
   size_t ai = h->arena;
   _ta_arena_t *a = &_ta_arenas[ai];
@@ -435,13 +482,13 @@ static bool _ta_span_grow_inplace(_ta_page_t *h, size_t npages) {
     _ta_note_hwm();
   }
   _ta_books_publish_arena_locked();
-  pthread_mutex_unlock(&_ta_arena_lock);
+  _ta_arena_lock_drop();
   return ok;
 }
 
 /* Give the pages of a large span beyond npages back to the arena. */
-static void _ta_span_shrink_inplace(_ta_page_t *h, size_t npages) {
-  pthread_mutex_lock(&_ta_arena_lock);
+static bool _ta_span_shrink_inplace(_ta_page_t *h, size_t npages) {
+  if (!_ta_arena_lock_take()) return false; /* a signal handler: realloc moves it */
   uint64_t now = _ta_now_ms();
   size_t ai = h->arena;
   _ta_arena_t *a = &_ta_arenas[ai];
@@ -450,6 +497,7 @@ static void _ta_span_shrink_inplace(_ta_page_t *h, size_t npages) {
   _ta_used_pages -= tail;
   _ta_free_range_locked(ai, idx + npages, tail, TA_PF_DIRTY, now);
   _ta_unlock_purge(false, now);
+  return true;
 }
 
 /* ---- checks ------------------------------------------------------------------- */
@@ -457,7 +505,7 @@ static void _ta_span_shrink_inplace(_ta_page_t *h, size_t npages) {
 /* Walk every arena and check the invariants above. Returns the number of
  * pages in use (for the accounting tests), aborts on a broken invariant. */
 static size_t _ta_arena_check(void) {
-  pthread_mutex_lock(&_ta_arena_lock);
+  if (!_ta_arena_lock_take()) return 0;
   size_t used = 0, freep = 0, dirty = 0, nfree = 0, inbins = 0, purging = 0;
   size_t n = atomic_load(&_ta_narenas);
   for (size_t ai = 0; ai < n; ai++) {
@@ -505,6 +553,6 @@ static size_t _ta_arena_check(void) {
   if (dl != dirty || dirty != _ta_dirty_pages) _ta_fatal("dirty pages: list %zu, spans %zu, counter %zu", dl, dirty, _ta_dirty_pages);
   if (purging != _ta_purging_pages) _ta_fatal("purging pages: walk %zu, counter %zu", purging, _ta_purging_pages);
   if (used != _ta_used_pages) _ta_fatal("pages in use: walk %zu, counter %zu", used, _ta_used_pages);
-  pthread_mutex_unlock(&_ta_arena_lock);
+  _ta_arena_lock_drop();
   return used;
 }

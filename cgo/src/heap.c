@@ -310,6 +310,11 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
     }
   }
   _ta_page_t *pg = _ta_find_page(h, c);
+  if (ta_unlikely(!pg && _ta_tls_arena)) { /* a signal handler inside arena work: no retry */
+    h->dir[c].page = &_ta_page_empty;
+    errno = ENOMEM;
+    return NULL;
+  }
   if (ta_unlikely(!pg)) {
     /* Out of memory: give back everything we can, then try once more. */
     _ta_heap_collect_all(h, true);

@@ -90,8 +90,14 @@ static void _ta_fork_child(void) {
   pthread_mutex_init(&_ta_tags_lock, NULL);
   _ta_sample_fork_child();
   _ta_report_fork_child();
-  /* Only the forking thread lives on: the others' records are free. */
+  /* Only the forking thread lives on: the others' records are free. Any
+   * of them may have been between a change to the heap and its count
+   * (the fast paths take no lock fork holds): then the copied books are
+   * off by those blocks, so they are resynced with the heap. */
   for (_ta_thread_t *t = _ta_threads_first(); t; t = t->next)
-    if (t != _ta_tls_thread) atomic_store_explicit(&t->live, false, memory_order_relaxed);
+    if (t != _ta_tls_thread && atomic_load_explicit(&t->live, memory_order_relaxed)) {
+      atomic_store_explicit(&t->live, false, memory_order_relaxed);
+      resync = true;
+    }
   if (resync) _ta_books_resync();
 }
