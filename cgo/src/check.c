@@ -168,7 +168,12 @@ static bool _ta_quar_holds(const void *p) {
 
 /* Give a freed (and counted) block back to its span, uncounted: small ones
  * through the lock-free remote list (whichever thread this is), large ones
- * to the arena. */
+ * to the arena. Pages of exited threads get such frees far more often than
+ * in the ordinary build (the quarantine releases blocks on whichever thread
+ * frees), and only a reclaim returns them once empty: one runs every 4096
+ * releases of a thread. */
+static __thread uint32_t _ta_check_released;
+
 static void _ta_check_release(void *p) {
   _ta_page_t *pg = _ta_page_of(p);
   if (pg->kind == TA_KIND_SMALL) {
@@ -177,6 +182,7 @@ static void _ta_check_release(void *p) {
   } else {
     _ta_span_free(pg);
   }
+  if (ta_unlikely((++_ta_check_released & 4095) == 0)) _ta_heaps_reclaim_abandoned();
 }
 
 /* p leaves the quarantine: its poison must be whole. */
