@@ -9,6 +9,7 @@ import (
 	"math"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/tagalloc/tagalloc/growth"
 	"github.com/tagalloc/tagalloc/symbolizer"
@@ -277,10 +278,33 @@ func history(p *tagtable.Profile, index map[tagtable.SiteKey]int, recs []StackRe
 		if !ok {
 			continue
 		}
-		h.Timeline = append(h.Timeline, TimelineSeries{Name: recs[i].Tag + ": " + siteName(recs[i]), Record: i,
+		h.Timeline = append(h.Timeline, TimelineSeries{Name: seriesName(recs[i], i), Record: i,
 			AllocBytes: s.AllocBytes, FreeBytes: s.FreeBytes})
 	}
 	return h
+}
+
+// seriesName names a record in the timeline: its index, tag and up to
+// three frames from the first in its library (a library's allocation
+// wrapper alone would name many records alike).
+func seriesName(r StackRecord, i int) string {
+	var names []string
+	for _, f := range r.Frames {
+		if len(names) == 0 && (f.Module == "" || f.Module != r.Library) {
+			continue
+		}
+		name := f.Function
+		if name == "" {
+			name = fmt.Sprintf("%s+0x%x", f.Module, f.Offset)
+		}
+		if names = append(names, name); len(names) == 3 {
+			break
+		}
+	}
+	if len(names) == 0 {
+		names = append(names, "unknown")
+	}
+	return fmt.Sprintf("record %d, %s: %s", i, r.Tag, strings.Join(names, " < "))
 }
 
 // siteName names a record by its first frame in the library it is

@@ -164,7 +164,7 @@ func TestStacksHistory(t *testing.T) {
 	require.Equal(t, "all", h.Timeline[0].Name)
 	require.Equal(t, -1, h.Timeline[0].Record)
 	z := h.Timeline[1]
-	require.Equal(t, "gpu: libz.so.1+0x10", z.Name)
+	require.Equal(t, "record 2, gpu: libz.so.1+0x10", z.Name)
 	require.Equal(t, "libz.so.1", st.Records[z.Record].Library)
 	var a, f uint64
 	for i := range z.AllocBytes {
@@ -186,10 +186,20 @@ func TestStacksHistory(t *testing.T) {
 	out := b.String()
 	require.Contains(t, out, "# History (limit 4.0 KiB)")
 	require.Contains(t, out, "older events recycled")
-	require.Contains(t, out, "[1] gpu: libz.so.1+0x10")
+	require.Contains(t, out, "[1] record 2, gpu: libz.so.1+0x10")
 	require.Contains(t, out, "into the run")
 
 	none, _ := sampleProfile()
 	require.NoError(t, none.SetHistoryLimit(0))
 	require.Nil(t, FromProfile(none, names, nil).History)
+}
+
+// A timeline series is named by record, tag and three frames from the
+// library's first: a library's malloc wrapper alone names nothing apart.
+func TestSeriesName(t *testing.T) {
+	r := StackRecord{Tag: "untagged", Library: "libsqlite3.so.0", Frames: []Frame{
+		{Module: "libc.so.6", Function: "malloc"}, {Module: "libsqlite3.so.0", Offset: 0xa7504},
+		{Module: "libsqlite3.so.0", Function: "sqlite3_exec"}, {Module: "sqlite3", Function: "main"}, {Module: "sqlite3", Function: "_start"}}}
+	require.Equal(t, "record 4, untagged: libsqlite3.so.0+0xa7504 < sqlite3_exec < main", seriesName(r, 4))
+	require.Equal(t, "record 0, x: unknown", seriesName(StackRecord{Tag: "x", Library: "unknown"}, 0))
 }
