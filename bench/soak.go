@@ -31,7 +31,9 @@ import (
 // sampling build recording stacks (TAGALLOC_STACKS=sampled, a small rate),
 // requested sizes kept (TAGALLOC_REQUESTED=1: the books' requested bytes
 // are checked against the heap walk too), and injected mapping failures
-// (TAGALLOC_FAULT_EVERY/TAGALLOC_FAULT_COUNT, random per run).
+// (TAGALLOC_FAULT_EVERY/TAGALLOC_FAULT_COUNT, random per run). Every mode
+// checks the books against a heap walk in the forked children too
+// (STRESS_CHECK_CHILD=1).
 var SoakModes = []string{"preload", "shared", "stacks", "requested", "faults"}
 
 // SoakConfig says how long and how hard to soak.
@@ -141,7 +143,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 		ops := cfg.Ops/2 + rng.IntN(cfg.Ops/2+1)
 		forks := rng.IntN(3)
 		args := []string{strconv.FormatUint(seed, 10), strconv.Itoa(cfg.Threads), strconv.Itoa(ops), "2", strconv.Itoa(forks)}
-		env := []string{"LD_PRELOAD=" + lib}
+		env := []string{"LD_PRELOAD=" + lib, "STRESS_CHECK_CHILD=1"}
 		dir := ""
 		switch mode {
 		case "shared", "stacks":
@@ -151,7 +153,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 			}
 			env = append(env, "TAGALLOC_DIR="+dir)
 			if mode == "stacks" {
-				env = []string{"LD_PRELOAD=" + stacksLib, "TAGALLOC_DIR=" + dir, "TAGALLOC_STACKS=sampled", "TAGALLOC_SAMPLE_RATE=64K"}
+				env = []string{"LD_PRELOAD=" + stacksLib, "STRESS_CHECK_CHILD=1", "TAGALLOC_DIR=" + dir, "TAGALLOC_STACKS=sampled", "TAGALLOC_SAMPLE_RATE=64K"}
 			}
 		case "requested":
 			env = append(env, "TAGALLOC_REQUESTED=1")
@@ -177,7 +179,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 				status = "FAILED: " + r.Err.Error()
 			}
 			fmt.Fprintf(cfg.Log, "soak: run %d %-9s %s %s: %.1fs, %d ops, %d ENOMEM, %d threads, rss %d MiB, %d checks, lost %d: %s\n",
-				i+1, mode, strings.Join(args, " "), strings.Join(r.Env[1:], " "), r.Wall.Seconds(), r.Ops, r.ENOMEM, r.PeakThreads,
+				i+1, mode, strings.Join(args, " "), strings.Join(r.Env[2:], " "), r.Wall.Seconds(), r.Ops, r.ENOMEM, r.PeakThreads,
 				r.MaxRSS>>20, r.BooksChecks, r.LostBytes, status)
 			if r.Err != nil {
 				fmt.Fprintf(cfg.Log, "%s\n", r.Output)
