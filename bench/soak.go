@@ -97,8 +97,9 @@ func buildStress(src, dir string) (string, error) {
 
 var (
 	statsRE = regexp.MustCompile(`stress-stats: ops (\d+) enomem (\d+) peak_threads (\d+) books_checks (\d+) lost_bytes (\d+)`)
-	// _ta_fatal from tagalloc_check_books
-	driftRE = regexp.MustCompile(`books of tag "[^"]*": (\d+) bytes in \d+ blocks, but the heap holds (\d+) bytes`)
+	// _ta_fatal from tagalloc_check_books: usable bytes, or requested
+	// bytes (TAGALLOC_REQUESTED=1), that the books and the heap disagree on
+	driftRE = regexp.MustCompile(`books of tag "[^"]*": (\d+) (?:bytes in \d+ blocks, but the heap holds|requested bytes, but the heap's live blocks asked for) (\d+)`)
 )
 
 // Soak runs the stress program in every mode, in turn, until cfg.Duration

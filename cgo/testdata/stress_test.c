@@ -183,6 +183,7 @@ static void *worker(void *arg) {
 /* A child forked without exec: keep allocating, with threads, then exit. */
 static int child(uint64_t seed) {
   g_seed = seed;
+  atomic_store(&errors, 0); /* the parent's, copied: not this child's */
   tagalloc_weak_set("forked-child"); /* its threads inherit it */
   g_ops = g_ops / 4 + 1;
   pthread_t t[2];
