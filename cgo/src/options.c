@@ -27,6 +27,8 @@ static const _ta_option_t _ta_options[] = {
      "1: keep each block's requested size, so reports give live requested bytes (costs a little time)"},
     {"TAGALLOC_SAMPLE_RATE", &_ta_opt.sample_rate, 512 * TA_KiB,
      "with stacks: mean bytes allocated between two sampled blocks (Poisson)"},
+    {"TAGALLOC_UNWIND", &_ta_opt.unwind, 0,
+     "with stacks: 0 cached CFI rules (libgcc where they do not reach), 1 libgcc only, 2 both, aborting if they differ"},
     {"TAGALLOC_CHECK", &_ta_opt.check, 7,
      "checking build (tagalloc run --check): a sum of 1 canaries after each block (overruns, found at free "
      "and realloc), 2 poison in freed blocks (writes after free, found at reuse), 4 delayed reuse (quarantine)"},

@@ -209,11 +209,34 @@ static _Unwind_Reason_Code _ta_unwind_cb(struct _Unwind_Context *ctx, void *arg)
   return u->n == TA_STACK_MAX ? _URC_END_OF_STACK : _URC_NO_REASON;
 }
 
-/* The calling thread's stack, innermost first, without our own frames. */
-static int _ta_stack_capture(uintptr_t *pc) {
+/* The calling thread's stack by the libgcc unwinder. */
+static int _ta_stack_capture_libgcc(uintptr_t *pc) {
   _ta_unwind_t u = {pc, 0};
   _Unwind_Backtrace(_ta_unwind_cb, &u);
   return u.n;
+}
+
+#include "unwind.c" /* the cached-CFI unwinder (x86-64) */
+
+/* The calling thread's stack, innermost first, without our own frames:
+ * by cached CFI rules, or by libgcc where they do not reach. */
+static int _ta_stack_capture(uintptr_t *pc) {
+#ifdef TA_FAST_UNWIND
+  if (_ta_opt.unwind != 1) {
+    int n = _ta_unwind_fast(pc, TA_STACK_MAX);
+    if (_ta_opt.unwind == 2 && n >= 0) {
+      uintptr_t ref[TA_STACK_MAX];
+      int m = _ta_stack_capture_libgcc(ref);
+      int i = 0;
+      while (i < n && i < m && pc[i] == ref[i]) i++;
+      if (i < n || i < m)
+        _ta_fatal("unwind check: frame %d of %d is %p, libgcc's of %d is %p", i, n, i < n ? (void *)pc[i] : NULL, m,
+                  i < m ? (void *)ref[i] : NULL);
+    }
+    if (n >= 0) return n;
+  }
+#endif
+  return _ta_stack_capture_libgcc(pc);
 }
 
 /* The id of stack pc[0..n), written to the ring the first time it is seen

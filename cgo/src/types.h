@@ -329,6 +329,7 @@ typedef struct _ta_options_s {
   size_t fault_count;       /* TAGALLOC_FAULT_COUNT */
   size_t stacks;            /* TAGALLOC_STACKS: 0 off, 1 sampled, 2 full (sample.c) */
   size_t sample_rate;       /* TAGALLOC_SAMPLE_RATE: mean bytes between samples */
+  size_t unwind;            /* TAGALLOC_UNWIND: how stacks are taken (unwind.c) */
   size_t check;             /* TAGALLOC_CHECK: TA_CHECK builds, what to check (check.c) */
   size_t check_quarantine;  /* TAGALLOC_CHECK_QUARANTINE: bytes of freed blocks held back */
 } _ta_options_t;

@@ -162,3 +162,29 @@ func TestDarkMatter(t *testing.T) {
 	require.Contains(t, text, "leak_dark")
 	require.Contains(t, text, "30 blocks in heap block record")
 }
+
+// The cached-CFI unwinder takes the same stacks as libgcc's in a real
+// program (Python: deep stacks through libpython and libc), every
+// allocation checked (TAGALLOC_UNWIND=2 aborts on a difference).
+func TestUnwindMatchesLibgcc(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	bin, err := tagallocBin()
+	require.NoError(t, err)
+	out := filepath.Join(t.TempDir(), "py.json")
+	cmd := exec.Command(bin, "run", "-q", "--stacks", "full", "-o", out, "--", "python3", "-c",
+		"import json, threading; t = threading.Thread(target=lambda: json.dumps(list(range(5000)))); t.start(); t.join(); print(len(json.dumps([{'k': i} for i in range(5000)])))")
+	cmd.Env = append(cmd.Environ(), "TAGALLOC_UNWIND=2", "PYTHONMALLOC=malloc")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	rep, err := reporter.ReadFile(out)
+	require.NoError(t, err)
+	var stacks int
+	for _, p := range rep.Processes {
+		if p.Stacks != nil {
+			stacks += len(p.Stacks.Records)
+		}
+	}
+	require.Greater(t, stacks, 100, "python's allocation sites")
+}
