@@ -53,6 +53,11 @@ static size_t _ta_first_not(const uint8_t *p, size_t from, size_t to, uint8_t b)
   size_t i = from;
   for (; i < to && (i & 7); i++)
     if (p[i] != b) return i;
+  for (; i + 32 <= to; i += 32) { /* 32 bytes a step */
+    uint64_t v[4];
+    memcpy(v, p + i, 32);
+    if (((v[0] ^ w) | (v[1] ^ w) | (v[2] ^ w) | (v[3] ^ w)) != 0) break;
+  }
   for (; i + 8 <= to; i += 8) {
     uint64_t v;
     memcpy(&v, p + i, 8);
@@ -185,7 +190,9 @@ static void _ta_check_release(void *p) {
   if (ta_unlikely((++_ta_check_released & 4095) == 0)) _ta_heaps_reclaim_abandoned();
 }
 
-/* p leaves the quarantine: its poison must be whole. */
+/* p leaves the quarantine: its poison must be whole (checked again when a
+ * small block is handed out: after this its span may go back to the arena
+ * and be carved afresh, poisoned again, so this is the last sure look). */
 static void _ta_check_evict(void *p, size_t usable) {
   if (_ta_chk(TA_CHK_POISON)) {
     const uint8_t *b = p;

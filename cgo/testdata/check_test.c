@@ -17,9 +17,11 @@ static void churn(size_t n, size_t bytes) {
     void *q = malloc(n);
     free(q);
   }
-  void *keep[64];
-  for (int i = 0; i < 64; i++) keep[i] = malloc(n);
-  for (int i = 0; i < 64; i++) free(keep[i]);
+  /* then more blocks at once than a page holds, so the free lists (LIFO:
+   * the early frees sink to the bottom) are drained */
+  static void *keep[4096];
+  for (int i = 0; i < 4096; i++) keep[i] = malloc(n);
+  for (int i = 0; i < 4096; i++) free(keep[i]);
 }
 
 /* A pattern that does not depend on the address (realloc moves blocks). */
@@ -190,6 +192,15 @@ int main(int argc, char **argv) {
     free(p);
     p[20] = 0x42;
     churn(24, 16u << 20);
+  } else if (!strcmp(m, "write-after-free-head")) { /* where the free list's link goes */
+    free(p);
+    p[5] = 0x42;
+    churn(24, 16u << 20);
+  } else if (!strcmp(m, "write-after-free-large")) {
+    unsigned char *q = malloc(300000);
+    free(q);
+    q[200000] = 0x42;
+    churn(300000, 64u << 20);
   } else if (!strcmp(m, "write-after-free-reuse")) { /* TAGALLOC_CHECK=3: caught at reuse */
     free(p);
     p[40] = 0x42;
