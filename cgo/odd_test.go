@@ -37,7 +37,7 @@ func TestOdd(t *testing.T) {
 		{"signal-arena", []string{"signal-arena", "3"}, false},
 		{"signal-crash", []string{"signal-crash", "3"}, false},
 		{"thread-exit", []string{"thread-exit", "300"}, true},
-		{"fork-storm", []string{"fork-storm", "15"}, true},
+		{"fork-storm", []string{"fork-storm", "10"}, true},
 		{"dlopen", []string{"dlopen", dl, "300"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
