@@ -69,7 +69,9 @@ type EventSink interface {
 	Stack(id uint32, pcs []uint64)
 	Alloc(addr, usable, requested uint64, tag, stack uint32)
 	Free(addr uint64)
-	Resize(old, new, usable, requested uint64)
+	// Resize: a sampled block reallocated; selected says whether the
+	// realloc itself was sampled (the countdown crossed zero at it).
+	Resize(old, new, usable, requested uint64, selected bool)
 	Fork(seq uint64) // the process forked here (the child's ring names seq)
 	// Collect: the process's memory reporters began collection seq;
 	// Report: one of them measured the sampled block at addr from stack.
@@ -115,10 +117,10 @@ func decode(typ uint64, b []byte, sink EventSink) error {
 		}
 		sink.Free(u64(0))
 	case EvResize:
-		if len(b) < 32 {
+		if len(b) < 40 {
 			return fail("resize record of %d bytes", len(b))
 		}
-		sink.Resize(u64(0), u64(1), u64(2), u64(3))
+		sink.Resize(u64(0), u64(1), u64(2), u64(3), u64(4)&1 != 0)
 	case EvFork:
 		if len(b) < 8 {
 			return fail("fork record of %d bytes", len(b))

@@ -48,7 +48,7 @@ func TestEventsDrainIntoProfile(t *testing.T) {
 		rec(EvStack, 1|2<<32, 0x1000, 0x2000),
 		rec(EvAlloc, 0xa0, 4096, 4000, 3|1<<32),
 		rec(EvAlloc, 0xb0, 64, 60, 3|1<<32),
-		rec(EvResize, 0xb0, 0xc0, 128, 100),
+		rec(EvResize, 0xb0, 0xc0, 128, 100, 1),
 		rec(EvFree, 0xa0),
 		rec(EvFree, 0xdead), // never seen
 	)
@@ -69,9 +69,9 @@ func TestEventsDrainIntoProfile(t *testing.T) {
 	require.Equal(t, uint64(1), prof.UnknownFrees)
 	s, ok := prof.Site(SiteKey{Stack: 1, Tag: 3})
 	require.True(t, ok)
-	require.Equal(t, uint64(2), s.Samples)
+	require.Equal(t, uint64(3), s.Samples, "two allocs and a selected realloc")
 	require.Equal(t, uint64(1), s.Moves)
-	w := prof.Weight(60)
+	w := prof.Weight(100) // the realloc was selected: weighed by its new size
 	require.InDelta(t, 128*w, s.EstLiveBytes, 1e-6)
 	// drained records are zeroed and the tail advanced: a second drain reads nothing
 	n, err = ev.Drain(prof)
@@ -116,7 +116,7 @@ func FuzzDrain(f *testing.F) {
 	f.Add(append(rec(EvStack, 1|64<<32), make([]byte, 512)...), uint64(528))
 	f.Add(rec(EvModule, 1, 2, 3, 4, 20|10<<32, 0, 0, 0), uint64(72))
 	f.Add(append(append(rec(EvStack, 1|2<<32, 0x1000, 0x2000), rec(EvAlloc, 0x7000, 64, 60, 1|1<<32)...),
-		append(rec(EvResize, 0x7000, 0x8000, 128, 100), rec(EvFree, 0x8000)...)...), uint64(136))
+		append(rec(EvResize, 0x7000, 0x8000, 128, 100, 1), rec(EvFree, 0x8000)...)...), uint64(136))
 	// One profile serves 256 inputs (making one maps its off-heap store):
 	// what earlier inputs left in it is more state for the next to meet.
 	var prof *Profile

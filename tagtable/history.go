@@ -86,7 +86,10 @@ func (p *Profile) SetHistoryLimit(limit int) error {
 // milliseconds since the run began (the drainer sets it at every pass).
 func (p *Profile) SetClock(ms uint64) { p.clockMs = ms }
 
-func (p *Profile) record(kind uint64, site uint32, est int64, w0, w1, w2, w3 uint64) {
+// record appends one event: est is the estimated bytes it allocated (an
+// alloc, a resize) or freed (a free); freed, a resize's estimated bytes
+// freed (its block's old weight out).
+func (p *Profile) record(kind uint64, site uint32, est int64, freed uint64, w0, w1, w2, w3 uint64) {
 	h := p.store.hist
 	if h == nil {
 		if p.histLimit == 0 {
@@ -102,10 +105,9 @@ func (p *Profile) record(kind uint64, site uint32, est int64, w0, w1, w2, w3 uin
 	var b [maxHistEntry]byte
 	n := binary.PutUvarint(b[:], kind|p.clockMs<<2)
 	n += binary.PutUvarint(b[n:], uint64(site))
+	n += binary.PutUvarint(b[n:], uint64(max(est, 0)))
 	if kind == histResize {
-		n += binary.PutVarint(b[n:], est)
-	} else {
-		n += binary.PutUvarint(b[n:], uint64(est))
+		n += binary.PutUvarint(b[n:], freed)
 	}
 	n += binary.PutUvarint(b[n:], w0)
 	n += binary.PutUvarint(b[n:], w1)
@@ -158,7 +160,10 @@ type HistoryEvent struct {
 	Ms      uint64
 	Site    SiteKey
 	Known   bool  // the block was one the profile held (Site is set)
-	Est     int64 // estimated bytes: allocated (alloc, a growing resize), freed (free: positive; a shrinking resize: negative)
+	Est     int64 // estimated bytes allocated (alloc, resize) or freed (free)
+	// EstFreed: a resize's estimated bytes freed (the block as it was
+	// counted before, out; Est is it as counted after, in).
+	EstFreed int64
 	Addr    uint64
 	NewAddr uint64 // resize
 	Usable  uint64
@@ -192,18 +197,17 @@ func (p *Profile) decodeHistory(seq uint64, b []byte) (HistoryEvent, bool) {
 		return e, false
 	}
 	b = b[n:]
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return e, false
+	}
+	e.Est, b = int64(v), b[n:]
 	if kind&3 == histResize {
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			return e, false
-		}
-		e.Est, b = v, b[n:]
-	} else {
 		v, n := binary.Uvarint(b)
 		if n <= 0 {
 			return e, false
 		}
-		e.Est, b = int64(v), b[n:]
+		e.EstFreed, b = int64(v), b[n:]
 	}
 	k := 0
 	for len(b) > 0 && k < len(w) {
@@ -299,12 +303,17 @@ func (p *Profile) Timeline(buckets, top int) Timeline {
 			}
 		}
 		switch {
-		case e.Kind == "alloc" || e.Kind == "resize" && e.Est > 0:
+		case e.Kind == "alloc":
 			add(true, uint64(e.Est))
 		case e.Kind == "free":
 			add(false, uint64(e.Est))
-		case e.Kind == "resize" && e.Est < 0:
-			add(false, uint64(-e.Est))
+		case e.Kind == "resize":
+			if e.Est > 0 {
+				add(true, uint64(e.Est))
+			}
+			if e.EstFreed > 0 {
+				add(false, uint64(e.EstFreed))
+			}
 		}
 		return true
 	})

@@ -45,7 +45,7 @@ func feed(seed uint64, n int, ps ...*Profile) int {
 				to = next
 			}
 			for _, p := range ps {
-				p.Resize(live[j], to, size, size)
+				p.Resize(live[j], to, size, size, true)
 			}
 			live[j] = to
 		default:

@@ -274,7 +274,7 @@ func (p *Profile) Alloc(addr, usable, req uint64, tag, stack uint32) {
 	w := p.Weight(req)
 	p.newBlock(addr, LiveBlock{Usable: usable, Requested: req, Tag: tag, Stack: stack, Weight: w})
 	s, si := p.site(SiteKey{stack, tag})
-	p.record(histAlloc, si, estBytes(w, usable), addr, usable, req, 0)
+	p.record(histAlloc, si, estBytes(w, usable), 0, addr, usable, req, 0)
 	s.Samples++
 	s.LiveSamples++
 	s.EstAllocBlocks += w
@@ -289,37 +289,53 @@ func (p *Profile) Free(addr uint64) {
 	b := p.block(addr)
 	if b == nil {
 		p.UnknownFrees++
-		p.record(histFree, 0, 0, addr, 0, 0, 0)
+		p.record(histFree, 0, 0, 0, addr, 0, 0, 0)
 		return
 	}
 	s, si := p.site(SiteKey{b.Stack, b.Tag})
-	p.record(histFree, si, estBytes(b.Weight, b.Usable), addr, b.Usable, b.Requested, 0)
-	s.LiveSamples--
+	p.record(histFree, si, estBytes(b.Weight, b.Usable), 0, addr, b.Usable, b.Requested, 0)
+	if b.Weight > 0 { // a chain's block not counted since its last realloc weighs 0
+		s.LiveSamples--
+	}
 	s.EstLiveBlocks -= b.Weight
 	s.EstLiveBytes -= b.Weight * float64(b.Usable)
 	s.EstLiveRequested -= b.Weight * float64(b.Requested)
 	p.dropBlock(addr) // b's slot may be reused from here on
 }
 
-// Resize moves or resizes a sampled block (realloc); it stays charged to
-// the stack and tag it was sampled at.
-func (p *Profile) Resize(old, new, usable, req uint64) {
+// Resize records a realloc of a sampled block, moved (new != old) or in
+// place; the block stays charged to the stack and tag it was sampled at,
+// and its chain goes on (for the growth diagnosis). For the estimates a
+// realloc is an allocation of req bytes, sampled or not on its own
+// (selected: the countdown crossed zero at it), as tcmalloc and heapprofd
+// count it: the block counts from now on with the weight of its new size
+// if selected, else not at all (weight 0, its chain still followed), so
+// every live block is counted with the probability of its last
+// (re)allocation and the live estimates stay unbiased. A selected move
+// adds its new size (and a block) to the cumulative estimates, as the
+// books count a move; otherwise what the live estimate gains is counted
+// as allocated (the books count an in-place resize's growth).
+func (p *Profile) Resize(old, new, usable, req uint64, selected bool) {
 	b := p.block(old)
 	if b == nil {
 		p.UnknownFrees++
-		p.record(histResize, 0, 0, old, new, usable, req)
+		p.record(histResize, 0, 0, 0, old, new, usable, req)
 		return
 	}
 	s, si := p.site(SiteKey{b.Stack, b.Tag})
-	p.record(histResize, si, estBytes(b.Weight, usable)-estBytes(b.Weight, b.Usable), old, new, usable, req)
+	w := 0.0
+	if selected {
+		w = p.Weight(req)
+	}
 	s.Reallocs++
 	if req > b.Requested && b.Requested > 0 {
 		s.GrowSteps++
 		s.SumLogGrowth += math.Log(float64(req) / float64(b.Requested))
 	}
-	if new != old {
+	moved := new != old
+	if moved {
 		s.Moves++
-		s.EstBytesCopied += b.Weight * float64(min(b.Usable, usable))
+		s.EstBytesCopied += w * float64(min(b.Usable, usable))
 		if other := p.block(new); other != nil { // its free was lost: end it
 			p.Free(new)
 		}
@@ -327,12 +343,31 @@ func (p *Profile) Resize(old, new, usable, req uint64) {
 		st.slotOf[new] = st.slotOf[old]
 		delete(st.slotOf, old)
 	}
-	s.EstLiveBytes += b.Weight * (float64(usable) - float64(b.Usable))
-	s.EstLiveRequested += b.Weight * (float64(req) - float64(b.Requested))
-	if usable > b.Usable {
-		s.EstAllocBytes += b.Weight * float64(usable-b.Usable)
+	// out with the old weight, in with the new: a moved block selected is
+	// a fresh allocation (and block); otherwise what the live estimate
+	// gains counts as allocated, what it loses as freed
+	liveInc := w*float64(usable) - b.Weight*float64(b.Usable)
+	allocInc := max(liveInc, 0)
+	if selected && moved {
+		allocInc = w * float64(usable)
+		s.EstAllocBlocks += w
 	}
-	b.Usable, b.Requested = usable, req
+	p.record(histResize, si, int64(math.Round(allocInc)), uint64(math.Round(allocInc-liveInc)), old, new, usable, req)
+	if b.Weight > 0 {
+		s.LiveSamples--
+	}
+	s.EstLiveBlocks -= b.Weight
+	s.EstLiveBytes -= b.Weight * float64(b.Usable)
+	s.EstLiveRequested -= b.Weight * float64(b.Requested)
+	s.EstAllocBytes += allocInc
+	if selected {
+		s.Samples++
+		s.LiveSamples++
+		s.EstLiveBlocks += w
+		s.EstLiveBytes += w * float64(usable)
+		s.EstLiveRequested += w * float64(req)
+	}
+	b.Usable, b.Requested, b.Weight = usable, req, w
 }
 
 // LiveBlockAt returns the sampled block that starts at addr, if it is

@@ -15,7 +15,7 @@ func TestProfileLiveAccessors(t *testing.T) {
 		p.Alloc(0x1000+i*0x100, 64, 60+i, 2, 1)
 	}
 	p.Free(0x1000)
-	p.Resize(0x1100, 0x9000, 128, 100)
+	p.Resize(0x1100, 0x9000, 128, 100, true)
 	require.Equal(t, 9, p.LiveCount())
 	_, ok := p.LiveBlockAt(0x1000)
 	require.False(t, ok, "freed")
@@ -83,7 +83,7 @@ func TestProfileStoreAndClone(t *testing.T) {
 	require.Equal(t, 5000, p.store.blocks.Len(), "freed slots are reused")
 	p.Alloc(0x100, 16, 16, 1, 2)
 	p.Alloc(0x200, 32, 32, 1, 2)
-	p.Resize(0x100, 0x200, 48, 40) // 0x200's free was lost: it ends
+	p.Resize(0x100, 0x200, 48, 40, true) // 0x200's free was lost: it ends
 	p.Alloc(0x200, 16, 16, 1, 2)   // and 0x200's again
 	p.check(t)
 	s, ok := p.Site(SiteKey{Stack: 2, Tag: 1})

@@ -314,15 +314,21 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
 }
 
 #if TA_SAMPLING
-/* With sampled stacks: a sampled block that realloc resizes or moves stays
- * sampled (its free inside the move is not reported: the resize is). */
+/* With sampled stacks: a realloc is sampled as an allocation of size bytes
+ * (sample.c), whether it moves the block or not; inside it, the move's
+ * malloc and free are not sampled on their own, and a sampled block that
+ * moves stays sampled (the resize is reported, not its free). */
 static void *_ta_realloc(void *p, size_t size) {
-  _ta_page_t *pg = p ? _ta_page_of(p) : NULL;
-  if (!p || size == 0 || !_ta_ev || (pg && !TA_SAMPLED(pg))) return _ta_realloc_unsampled(p, size);
+  if (!p || size == 0 || !_ta_ev) return _ta_realloc_unsampled(p, size);
+  int64_t left = _ta_sample_left;
   _ta_realloc_keep = p;
   void *q = _ta_realloc_unsampled(p, size);
   _ta_realloc_keep = NULL;
-  if (q) _ta_sample_resize(p, q, size); /* on failure p is as it was */
+  if (!q) { /* p is as it was */
+    _ta_sample_left = left;
+    return q;
+  }
+  _ta_sample_realloc(p, q, size, left);
   return q;
 }
 #else

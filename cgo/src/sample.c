@@ -26,8 +26,9 @@
  *   STACK   u32 id, depth; u64 pc[depth] (return addresses, innermost first)
  *   ALLOC   u64 addr, usable, requested; u32 tag, stack
  *   FREE    u64 addr
- *   RESIZE  u64 old addr, new addr, usable, requested (realloc of a
- *           sampled block: it stays sampled, in place or moved)
+ *   RESIZE  u64 old addr, new addr, usable, requested, flags (realloc of
+ *           a sampled block: it stays sampled, in place or moved; flags
+ *           bit 0: the realloc itself was selected by the countdown)
  *   FORK    u64 seq: the process is forking; the child's ring header names
  *           this parent and seq, so the reader starts the child's profile
  *           from the parent's at this point (its inherited blocks), and the
@@ -481,24 +482,41 @@ TA_NOINLINE static void _ta_sample_free(void *p) {
   pthread_mutex_unlock(&_ta_sample_lock);
 }
 
-/* realloc moved or resized block p to q (maybe p itself): a sampled block
- * stays sampled at its new place (one chain, for the growth diagnosis),
- * unless q was sampled on its own, which ends p's chain. */
-TA_NOINLINE static void _ta_sample_resize(void *p, void *q, size_t req) {
+/* realloc moved or resized block p to q (maybe p itself), req bytes
+ * asked; left is the countdown before it (the move's own malloc and free
+ * did not count). For sampling, a realloc is an allocation of req bytes
+ * (as tcmalloc and heapprofd count it): the countdown goes down by req and
+ * the realloc is selected if it crosses zero. A sampled p stays sampled at
+ * q, so its chain goes on for the growth diagnosis: RESIZE says whether
+ * the realloc was selected (the reader weighs the block by its new size if
+ * so, else no more), which keeps the estimates unbiased and their
+ * variance that of fresh samples. An unsampled p that is selected starts
+ * a sample at q, from the realloc's stack. */
+TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t left) {
   if (!_ta_ev) return;
+  if (!_ta_sample_rng) left = _ta_sample_next(); /* the thread's first countdown: drawn */
+  left -= (int64_t)(req ? req : 1);
+  bool selected = left < 0 && !_ta_in_sampler;
+  _ta_sample_left = selected ? _ta_sample_next() : left;
   pthread_mutex_lock(&_ta_sample_lock);
-  if (_ta_set_has((uintptr_t)p)) {
+  bool was = _ta_set_has((uintptr_t)p);
+  if (was) {
     _ta_sample_unmark(p);
-    if (p != q && _ta_set_has((uintptr_t)q)) {
+    if (p != q && _ta_set_has((uintptr_t)q)) { /* q's free was lost: end p's chain there */
       uint64_t rec[1] = {(uintptr_t)p};
       _ta_ev_write(TA_EV_FREE, rec, 16);
     } else {
       _ta_sample_mark(q);
-      uint64_t rec[4] = {(uintptr_t)p, (uintptr_t)q, _ta_usable_of(q), req};
+      uint64_t rec[5] = {(uintptr_t)p, (uintptr_t)q, _ta_usable_of(q), req, selected};
       _ta_ev_write(TA_EV_RESIZE, rec, 8 + sizeof rec);
     }
   }
   pthread_mutex_unlock(&_ta_sample_lock);
+  if (!was && selected) {
+    _ta_page_t *pg = _ta_page_of(q);
+    uint32_t tag = pg ? pg->tag : _ta_current_tag(); /* huge: the tag realloc charged */
+    (void)_ta_sample_take(q, req, tag);                /* a fresh sample, from this stack */
+  }
 }
 
 /* fork: the parent marks the point in its ring; the child gets an events
@@ -555,7 +573,7 @@ static void _ta_sample_collect(uint64_t seq) {
 
 #define _ta_sample_alloc(p, req, tag) (p)
 #define _ta_sample_free(p) ((void)0)
-#define _ta_sample_resize(p, q, req) ((void)0)
+#define _ta_sample_realloc(p, q, req, left) ((void)0)
 #define _ta_sample_init() ((void)0)
 #define _ta_sample_fork_prepare() ((void)0)
 #define _ta_sample_fork_parent() ((void)0)
