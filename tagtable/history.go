@@ -155,19 +155,19 @@ func (p *Profile) HistoryStats() HistoryStats {
 
 // HistoryEvent is one decoded history entry.
 type HistoryEvent struct {
-	Seq     uint64
-	Kind    string // alloc, free or resize
-	Ms      uint64
-	Site    SiteKey
-	Known   bool  // the block was one the profile held (Site is set)
-	Est     int64 // estimated bytes allocated (alloc, resize) or freed (free)
+	Seq   uint64
+	Kind  string // alloc, free or resize
+	Ms    uint64
+	Site  SiteKey
+	Known bool  // the block was one the profile held (Site is set)
+	Est   int64 // estimated bytes allocated (alloc, resize) or freed (free)
 	// EstFreed: a resize's estimated bytes freed (the block as it was
 	// counted before, out; Est is it as counted after, in).
 	EstFreed int64
-	Addr    uint64
-	NewAddr uint64 // resize
-	Usable  uint64
-	Req     uint64
+	Addr     uint64
+	NewAddr  uint64 // resize
+	Usable   uint64
+	Req      uint64
 }
 
 // EachHistory calls f with the events kept, oldest first, until f returns

@@ -84,7 +84,7 @@ func TestProfileStoreAndClone(t *testing.T) {
 	p.Alloc(0x100, 16, 16, 1, 2)
 	p.Alloc(0x200, 32, 32, 1, 2)
 	p.Resize(0x100, 0x200, 48, 40, true) // 0x200's free was lost: it ends
-	p.Alloc(0x200, 16, 16, 1, 2)   // and 0x200's again
+	p.Alloc(0x200, 16, 16, 1, 2)         // and 0x200's again
 	p.check(t)
 	s, ok := p.Site(SiteKey{Stack: 2, Tag: 1})
 	require.True(t, ok)
