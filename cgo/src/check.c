@@ -26,12 +26,13 @@
  * expected 0xWANT (block of N bytes requested, U usable, tag "T")" and aborts.
  *
  * Quarantine: a FIFO ring of freed small and large blocks (one for the
- * process, under _ta_quar_lock, a leaf lock: nothing else is called while it
- * is held), TAGALLOC_CHECK_QUARANTINE bytes in all; a block over a quarter of
+ * process, under _ta_quar_lock, a leaf lock: no other lock is taken while
+ * it is held), TAGALLOC_CHECK_QUARANTINE bytes in all; a block over a quarter of
  * that is not held. A block is freed in the books when it enters (the heap
  * walk leaves quarantined blocks out, so tagalloc_check_books holds) and
  * goes back to its span, without being counted again, when it leaves. Huge
- * blocks (own mappings) get canaries but are unmapped at once. realloc
+ * blocks (own mappings) get canaries but go back at once (unmapped, or
+ * cached for reuse by huge.c): writes after their free are not caught. realloc
  * always moves a block of the arena, so a stale pointer to the old one hits
  * poison; it keeps the block's tag. */
 
