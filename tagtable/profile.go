@@ -25,6 +25,7 @@ type LiveBlock struct {
 	MarkedIn     uint64
 	Reports      uint32
 	ReportStacks [2]uint32
+	site         uint32 // its site's index + 1 (no lookup by SiteKey on free)
 }
 
 // SiteKey names a record: one stack, one tag.
@@ -230,6 +231,14 @@ func (p *Profile) site(k SiteKey) (*Site, uint32) {
 	return s, uint32(i) + 1
 }
 
+// siteOfBlock returns a live block's site and its index + 1.
+func (p *Profile) siteOfBlock(b *LiveBlock) (*Site, uint32) {
+	if b.site == 0 {
+		return p.site(SiteKey{b.Stack, b.Tag})
+	}
+	return p.store.sites.At(int(b.site - 1)), b.site
+}
+
 // block returns the live block at addr, or nil.
 func (p *Profile) block(addr uint64) *LiveBlock {
 	st := p.store
@@ -272,8 +281,8 @@ func (p *Profile) Alloc(addr, usable, req uint64, tag, stack uint32) {
 		p.Free(addr)
 	}
 	w := p.Weight(req)
-	p.newBlock(addr, LiveBlock{Usable: usable, Requested: req, Tag: tag, Stack: stack, Weight: w})
 	s, si := p.site(SiteKey{stack, tag})
+	p.newBlock(addr, LiveBlock{Usable: usable, Requested: req, Tag: tag, Stack: stack, Weight: w, site: si})
 	p.record(histAlloc, si, estBytes(w, usable), 0, addr, usable, req, 0)
 	s.Samples++
 	s.LiveSamples++
@@ -292,7 +301,7 @@ func (p *Profile) Free(addr uint64) {
 		p.record(histFree, 0, 0, 0, addr, 0, 0, 0)
 		return
 	}
-	s, si := p.site(SiteKey{b.Stack, b.Tag})
+	s, si := p.siteOfBlock(b)
 	p.record(histFree, si, estBytes(b.Weight, b.Usable), 0, addr, b.Usable, b.Requested, 0)
 	if b.Weight > 0 { // a chain's block not counted since its last realloc weighs 0
 		s.LiveSamples--
@@ -322,7 +331,7 @@ func (p *Profile) Resize(old, new, usable, req uint64, selected bool) {
 		p.record(histResize, 0, 0, 0, old, new, usable, req)
 		return
 	}
-	s, si := p.site(SiteKey{b.Stack, b.Tag})
+	s, si := p.siteOfBlock(b)
 	w := 0.0
 	if selected {
 		w = p.Weight(req)
@@ -377,7 +386,9 @@ func (p *Profile) LiveBlockAt(addr uint64) (LiveBlock, bool) {
 	if b == nil {
 		return LiveBlock{}, false
 	}
-	return *b, true
+	v := *b
+	v.site = 0 // the table's own
+	return v, true
 }
 
 // EachLive calls f for every live sampled block, in no set order, until f
