@@ -78,7 +78,9 @@ func child(t *testing.T, name string, env ...string) string {
 }
 
 func TestDebugMode(t *testing.T) {
-	out := child(t, "TestDebugChild", "TAGALLOC_GO_DEBUG=1")
+	// one P: the LIFO reuse it checks is per P, and a goroutine moved
+	// to another P between Free and Malloc (a loaded machine) gets another
+	out := child(t, "TestDebugChild", "TAGALLOC_GO_DEBUG=1", "GOMAXPROCS=1")
 	if !strings.Contains(out, "debug checks passed") {
 		t.Fatalf("child output:\n%s", out)
 	}
