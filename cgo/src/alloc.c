@@ -188,11 +188,11 @@ static inline __attribute__((always_inline)) void _ta_free(void *p) {
 #if TA_CHECK
     _ta_check_poison_block(b, pg->block_size); /* internal frees too (check.c) */
 #endif
+    TA_HOT_ADD(*(uint64_t *)((uint8_t *)h + pg->nfree_off), 1); /* h->dir[pg->sclass].nfree */
     b->key = _ta_free_key;
     b->next = pg->free; /* LIFO: the next malloc of the class gets it, hot */
     pg->free = b;
-    pg->used--;
-    TA_HOT_ADD(h->dir[pg->sclass].nfree, 1);
+    pg->used--; /* last: its flags decide the branch below (one sub, no reload) */
     if (ta_unlikely(pg->used == 0 || pg->slop != NULL || atomic_load_explicit(&pg->in_full, memory_order_relaxed) || TA_SAMPLED(pg)))
       _ta_free_local_slow(h, pg, p);
     return;

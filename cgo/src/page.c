@@ -82,6 +82,7 @@ static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
 /* Set up a fresh small span for class c. */
 static void _ta_page_init_small(_ta_page_t *pg, unsigned c) {
   pg->sclass = (uint8_t)c;
+  pg->nfree_off = (uint16_t)(offsetof(_ta_heap_t, dir) + c * sizeof(_ta_direct_t) + offsetof(_ta_direct_t, nfree));
   pg->block_size = _ta_classes[c].size;
   pg->reserved = (uint16_t)_ta_classes[c].objects;
   pg->capacity = 0;

@@ -206,7 +206,8 @@ typedef struct _ta_page_s {
    * so reads of them never overlap an owner's writes) */
   uint8_t kind;               /* TA_KIND_* */
   uint8_t flags;              /* TA_PF_* (free spans) */
-  uint16_t pad0;
+  uint16_t nfree_off;         /* small: offset of its class's free count in a heap
+                                 (dir[sclass].nfree): free adds there in one step */
   uint32_t npages;            /* span length in pages (heads) */
   uint32_t head_off;          /* pages back to the head; 0 on a head */
   uint32_t arena;             /* index of the arena holding this page */
