@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/tagalloc/tagalloc/growth"
 	"github.com/tagalloc/tagalloc/symbolizer"
@@ -165,6 +167,38 @@ func frames(p *tagtable.Profile, pc uint64, sym Symbolize) []Frame {
 	return out
 }
 
+// symbolizeAll names every return address of p's stacks once, on all
+// CPUs (reading object files' DWARF is most of a report's time, and the
+// process is gone by then): the frames of each address.
+func symbolizeAll(p *tagtable.Profile, sym Symbolize) map[uint64][]Frame {
+	seen := map[uint64]bool{}
+	var pcs []uint64
+	for _, st := range p.Stacks {
+		for _, pc := range st {
+			if !seen[pc] {
+				seen[pc] = true
+				pcs = append(pcs, pc)
+			}
+		}
+	}
+	out := make([][]Frame, len(pcs))
+	var wg sync.WaitGroup
+	workers := min(runtime.GOMAXPROCS(0), len(pcs)/64+1)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(pcs); i += workers {
+				out[i] = frames(p, pcs[i], sym)
+			}
+		})
+	}
+	wg.Wait()
+	byPC := make(map[uint64][]Frame, len(pcs))
+	for i, pc := range pcs {
+		byPC[pc] = out[i]
+	}
+	return byPC
+}
+
 // library names the library a record is charged to: the first module of
 // its frames outside the C and C++ runtimes, the loader and the allocator
 // (symbolizer.Library), or "unknown" when no frame has a module.
@@ -193,7 +227,7 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 	st := &Stacks{Mode: p.Mode, SampleRate: p.SampleRate, Dropped: p.Dropped, DroppedBytes: p.DroppedBytes,
 		UnknownFrees: p.UnknownFrees, Records: []StackRecord{}, Libraries: []LibraryTotals{}}
 	byStack := map[uint32][]Frame{}
-	byPC := map[uint64][]Frame{} // stacks share most of their return addresses
+	byPC := symbolizeAll(p, sym) // stacks share most of their return addresses
 	stackFrames := func(id uint32) []Frame {
 		fr, ok := byStack[id]
 		if !ok {

@@ -320,6 +320,8 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
  * moves stays sampled (the resize is reported, not its free). */
 static void *_ta_realloc(void *p, size_t size) {
   if (!p || size == 0 || !_ta_ev) return _ta_realloc_unsampled(p, size);
+  _ta_page_t *pg = _ta_page_of(p);
+  bool maybe = !pg || TA_SAMPLED(pg); /* p may be sampled (huge blocks: always look) */
   int64_t left = _ta_sample_left;
   _ta_realloc_keep = p;
   void *q = _ta_realloc_unsampled(p, size);
@@ -328,7 +330,12 @@ static void *_ta_realloc(void *p, size_t size) {
     _ta_sample_left = left;
     return q;
   }
-  _ta_sample_realloc(p, q, size, left);
+  int64_t next = left - (int64_t)size;
+  if (ta_likely(!maybe && next >= 0 && _ta_sample_rng)) { /* the common case: counted down, nothing to say */
+    _ta_sample_left = next;
+    return q;
+  }
+  _ta_sample_realloc(p, q, size, left, maybe);
   return q;
 }
 #else

@@ -484,7 +484,8 @@ TA_NOINLINE static void _ta_sample_free(void *p) {
 
 /* realloc moved or resized block p to q (maybe p itself), req bytes
  * asked; left is the countdown before it (the move's own malloc and free
- * did not count). For sampling, a realloc is an allocation of req bytes
+ * did not count); maybe: p's page holds sampled blocks (else p is not
+ * one). For sampling, a realloc is an allocation of req bytes
  * (as tcmalloc and heapprofd count it): the countdown goes down by req and
  * the realloc is selected if it crosses zero. A sampled p stays sampled at
  * q, so its chain goes on for the growth diagnosis: RESIZE says whether
@@ -492,14 +493,15 @@ TA_NOINLINE static void _ta_sample_free(void *p) {
  * so, else no more), which keeps the estimates unbiased and their
  * variance that of fresh samples. An unsampled p that is selected starts
  * a sample at q, from the realloc's stack. */
-TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t left) {
+TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t left, bool maybe) {
   if (!_ta_ev) return;
   if (!_ta_sample_rng) left = _ta_sample_next(); /* the thread's first countdown: drawn */
   left -= (int64_t)(req ? req : 1);
   bool selected = left < 0 && !_ta_in_sampler;
   _ta_sample_left = selected ? _ta_sample_next() : left;
+  if (!maybe && !selected) return; /* p's page holds no sampled block: nothing to look up */
   pthread_mutex_lock(&_ta_sample_lock);
-  bool was = _ta_set_has((uintptr_t)p);
+  bool was = maybe && _ta_set_has((uintptr_t)p);
   if (was) {
     _ta_sample_unmark(p);
     if (p != q && _ta_set_has((uintptr_t)q)) { /* q's free was lost: end p's chain there */
@@ -573,7 +575,7 @@ static void _ta_sample_collect(uint64_t seq) {
 
 #define _ta_sample_alloc(p, req, tag) (p)
 #define _ta_sample_free(p) ((void)0)
-#define _ta_sample_realloc(p, q, req, left) ((void)0)
+#define _ta_sample_realloc(p, q, req, left, maybe) ((void)0)
 #define _ta_sample_init() ((void)0)
 #define _ta_sample_fork_prepare() ((void)0)
 #define _ta_sample_fork_parent() ((void)0)
