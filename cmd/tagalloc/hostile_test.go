@@ -120,18 +120,22 @@ func startHostile(t *testing.T, cmd *exec.Cmd) (string, func() (string, int)) {
 	done := make(chan struct{})
 	timer := time.AfterFunc(hostileTimeout, func() { _ = cmd.Process.Kill() })
 	t.Cleanup(func() { timer.Stop(); stdin.Close(); _ = cmd.Process.Kill(); <-done })
+	var code int
+	wait := func() {
+		_ = cmd.Wait() // also ends the copying into se
+		code = cmd.ProcessState.ExitCode()
+		close(done)
+	}
 	acc, buf := "", make([]byte, 4096)
 	for readyPID(acc) == "" {
 		n, err := stdout.Read(buf)
-		require.NoError(t, err, "the target ended before ready: %s", se.String())
+		if err != nil {
+			wait() // se is whole only once the command is waited for
+			t.Fatalf("the target ended before ready: %v\n%s", err, se.String())
+		}
 		acc += string(buf[:n])
 	}
-	var code int
-	go func() {
-		_ = cmd.Wait()
-		code = cmd.ProcessState.ExitCode()
-		close(done)
-	}()
+	go wait()
 	return readyPID(acc), func() (string, int) {
 		stdin.Close()
 		select {
