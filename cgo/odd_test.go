@@ -45,8 +45,12 @@ func TestOdd(t *testing.T) {
 			if tc.check {
 				libs = append(libs, checkLib(t))
 			}
-			for _, l := range libs {
-				r := runProg(t, 90*time.Second, []string{"LD_PRELOAD=" + l}, prog, tc.args...)
+			for i, l := range libs {
+				env := []string{"LD_PRELOAD=" + l}
+				if i == 1 { // the checking build: its quarantine and batched reclaim hold more
+					env = append(env, "ODD_RSS_SLACK_KB=32768")
+				}
+				r := runProg(t, 90*time.Second, env, prog, tc.args...)
 				requirePassed(t, tc.name+" with "+filepath.Base(filepath.Dir(l)), r)
 				t.Log(strings.TrimSpace(strings.Split(r.stdout, "\n")[0]))
 			}
