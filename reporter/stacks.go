@@ -234,12 +234,7 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 			pcs := p.Stacks[id]
 			fr = make([]Frame, 0, len(pcs))
 			for _, pc := range pcs {
-				f, ok := byPC[pc]
-				if !ok {
-					f = frames(p, pc, sym)
-					byPC[pc] = f
-				}
-				fr = append(fr, f...)
+				fr = append(fr, byPC[pc]...) // symbolizeAll named every one
 			}
 			byStack[id] = fr
 		}
