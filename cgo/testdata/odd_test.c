@@ -65,6 +65,15 @@ static void ring_clear(ring_t *r) {
   for (int i = 0; i < RING; i++) free(r->p[i]), r->p[i] = NULL;
 }
 
+/* The end of every mode: the books equal a heap walk, the heap's invariants
+ * hold, and the mode is counted as passed or failed. */
+static int odd_finish(void) {
+  t_check_books();
+  t_check();
+  if (t_cur_failed) t_failed++; else t_passed++;
+  return t_summary();
+}
+
 /* ---- signals ------------------------------------------------------------------ */
 
 static _Atomic(long) handler_calls, handler_bad, handler_null;
@@ -175,10 +184,7 @@ static int run_signals(int crash, double secs) {
    * and needs the arena itself (types.h); not otherwise */
   if (!arena_mode) CHECK(atomic_load(&handler_null) == 0, "malloc in the handler failed");
   CHECK(atomic_load(&handler_calls) > 100, "only %ld handler calls", atomic_load(&handler_calls));
-  t_check_books();
-  t_check();
-  if (t_cur_failed) t_failed++; else t_passed++;
-  return t_summary();
+  return odd_finish();
 }
 
 /* ---- threads that exit holding cached blocks ------------------------------------ */
@@ -236,10 +242,7 @@ static int run_thread_exit(int rounds) {
   const char *slack_env = getenv("ODD_RSS_SLACK_KB");
   size_t slack = slack_env ? (size_t)strtoul(slack_env, NULL, 10) : 8192;
   CHECK(rss_max <= rss_early + slack, "RSS grew from %zu kB to %zu kB (slack %zu kB)", rss_early, rss_max, slack);
-  t_check_books();
-  t_check();
-  if (t_cur_failed) t_failed++; else t_passed++;
-  return t_summary();
+  return odd_finish();
 }
 
 /* ---- fork from many threads at once ---------------------------------------------------- */
@@ -307,10 +310,7 @@ static int run_fork_storm(int rounds) {
   t_cur = "fork-storm";
   CHECK(atomic_load(&child_failures) == 0, "%ld failures", atomic_load(&child_failures));
   CHECK(atomic_load(&children) == (long)FORKERS * rounds, "%ld children", atomic_load(&children));
-  t_check_books();
-  t_check();
-  if (t_cur_failed) t_failed++; else t_passed++;
-  return t_summary();
+  return odd_finish();
 }
 
 /* ---- dlopen of a library that allocates in its constructor and destructor ------------- */
@@ -340,10 +340,7 @@ static int run_dlopen(const char *lib, int rounds) {
   const char *slack_env = getenv("ODD_RSS_SLACK_KB");
   size_t slack = slack_env ? (size_t)strtoul(slack_env, NULL, 10) : 8192;
   CHECK(rss_max <= rss_early + slack, "RSS grew from %zu kB to %zu kB (slack %zu kB)", rss_early, rss_max, slack);
-  t_check_books();
-  t_check();
-  if (t_cur_failed) t_failed++; else t_passed++;
-  return t_summary();
+  return odd_finish();
 }
 
 int main(int argc, char **argv) {
