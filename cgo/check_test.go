@@ -3,7 +3,6 @@ package cgo
 import (
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,16 +15,7 @@ import (
 // the call, the address, the block and the first bad byte; correct programs
 // run clean in it with their books exact.
 
-var strictCheckLib = sync.OnceValues(func() (string, error) {
-	return Build(BuildOptions{Strict: true, Extra: CheckFlags})
-})
-
-func checkLib(t *testing.T) string {
-	t.Helper()
-	p, err := strictCheckLib()
-	require.NoError(t, err, "building the checking library")
-	return p
-}
+func checkLib(t *testing.T) string { return strictLib(t, "checking", CheckFlags...) }
 
 // requireAbort: the run was killed by SIGABRT and said each of want.
 func requireAbort(t *testing.T, what string, r result, want ...string) {

@@ -30,20 +30,22 @@ var testCFlags = []string{"-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werro
 	"-fno-builtin"} // so the compiler cannot elide a malloc/free pair under test
 
 // preloadLib builds the library with warnings fatal, once per test binary.
-var strictLib = sync.OnceValues(func() (string, error) {
-	return Build(BuildOptions{Strict: true})
-})
+// strictBuilds caches the -Werror builds of the library the tests use, by
+// their extra flags (none, sampling, checking), each built once.
+var strictBuilds sync.Map // string -> func() (string, error)
 
-var strictStacksLib = sync.OnceValues(func() (string, error) {
-	return Build(BuildOptions{Strict: true, Extra: SamplingFlags})
-})
-
-func lib(t *testing.T) string {
+// strictLib builds (once) the library with extra flags, or fails t.
+func strictLib(t *testing.T, what string, extra ...string) string {
 	t.Helper()
-	p, err := strictLib()
-	require.NoError(t, err, "building the preload library")
+	f, _ := strictBuilds.LoadOrStore(strings.Join(extra, " "), sync.OnceValues(func() (string, error) {
+		return Build(BuildOptions{Strict: true, Extra: extra})
+	}))
+	p, err := f.(func() (string, error))()
+	require.NoError(t, err, "building the %s library", what)
 	return p
 }
+
+func lib(t *testing.T) string { return strictLib(t, "preload") }
 
 // buildC compiles a test program. Variants: "plain" (for LD_PRELOAD),
 // "core" (linked with the prefixed core, TA_DEBUG=2), "tsan" (core under
@@ -198,8 +200,7 @@ func TestStress(t *testing.T) {
 		// the sampling build, recording every block: threads, cross-thread
 		// frees, reallocs and forks with the sampler and its ring in the way
 		// (nobody drains the ring: it fills, and drops are counted)
-		sl, err := strictStacksLib()
-		require.NoError(t, err)
+		sl := strictLib(t, "sampling", SamplingFlags...)
 		prog := buildC(t, "stress_test", "plain")
 		for _, mode := range []string{"full", "sampled"} {
 			dir := t.TempDir()
