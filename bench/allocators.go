@@ -41,6 +41,16 @@ var knownLibs = map[string][]string{
 // TagallocLibrary finds tagalloc's library; a variable so tests can stub it.
 var TagallocLibrary = cgo.Library
 
+// NoCounts is tagalloc built without its books' per-class counts in the
+// fast paths (-DTA_MEASURE_NO_COUNTS): a measurement-only build, so the
+// table can show what exact per-tag books cost (tagalloc/tagalloc-nocounts).
+const NoCounts = "tagalloc-nocounts"
+
+// NoCountsLibrary builds it; a variable so tests can stub it.
+var NoCountsLibrary = func() (string, error) {
+	return cgo.Build(cgo.BuildOptions{Extra: []string{"-DTA_MEASURE_NO_COUNTS"}})
+}
+
 // FindAllocators resolves names (each "name" or "name=/path/lib.so") to
 // allocators. One that cannot be found is left out, with a note saying why;
 // an unknown name without a path is an error.
@@ -71,10 +81,14 @@ func FindAllocators(names []string) (found []Allocator, notes []string, err erro
 		switch name {
 		case Glibc:
 			found = append(found, Allocator{Name: Glibc})
-		case "tagalloc":
-			lib, err := TagallocLibrary()
+		case "tagalloc", NoCounts:
+			build := TagallocLibrary
+			if name == NoCounts {
+				build = NoCountsLibrary
+			}
+			lib, err := build()
 			if err != nil {
-				notes = append(notes, "tagalloc: skipped, its library does not build yet: "+briefError(err.Error()))
+				notes = append(notes, name+": skipped, its library does not build yet: "+briefError(err.Error()))
 				continue
 			}
 			found = append(found, Allocator{Name: name, Preload: lib})
@@ -82,7 +96,7 @@ func FindAllocators(names []string) (found []Allocator, notes []string, err erro
 			files, ok := knownLibs[name]
 			if !ok {
 				return nil, nil, fmt.Errorf("unknown allocator %q (known: %s; or give name=/path/to/lib.so)",
-					name, strings.Join(DefaultAllocators, ", "))
+					name, strings.Join(append(DefaultAllocators, NoCounts), ", "))
 			}
 			if lib := findLib(files); lib != "" {
 				found = append(found, Allocator{Name: name, Preload: lib})
