@@ -29,6 +29,9 @@ type drainer struct {
 	errs  []error
 	stop  chan struct{}
 	done  chan struct{}
+	warm  *warmer // names return addresses as they come (nil: not)
+	npass int
+	ended bool // finish closed the rings: no more passes
 }
 
 type drained struct {
@@ -38,8 +41,17 @@ type drained struct {
 	bad  bool // a malformed record: not drained any more
 }
 
-func startDrainer(dir string, every time.Duration, historyLimit int) *drainer {
+// warmEvery is how many passes go between two looks for new stacks to
+// symbolize in the background.
+const warmEvery = 10
+
+// startDrainer drains every `every`; with sym, it also has new stacks'
+// return addresses symbolized in the background (warmer).
+func startDrainer(dir string, every time.Duration, historyLimit int, sym reporter.Symbolize) *drainer {
 	d := &drainer{dir: dir, limit: historyLimit, t0: time.Now(), open: map[string]*drained{}, stop: make(chan struct{}), done: make(chan struct{})}
+	if sym != nil {
+		d.warm = newWarmer(sym)
+	}
 	go func() {
 		defer close(d.done)
 		t := time.NewTicker(every)
@@ -64,6 +76,9 @@ func startDrainer(dir string, every time.Duration, historyLimit int) *drainer {
 func (d *drainer) pass(final bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.ended {
+		return false
+	}
 	progress := false
 	files, _ := filepath.Glob(filepath.Join(d.dir, "*.events"))
 	for _, f := range files {
@@ -106,7 +121,11 @@ func (d *drainer) pass(final bool) bool {
 		}
 		progress = progress || n > 0
 		o.prof.Dropped, o.prof.DroppedBytes = o.ev.Dropped()
+		if d.warm != nil && !final && d.npass%warmEvery == 0 {
+			d.warm.add(o.prof)
+		}
 	}
+	d.npass++
 	return progress
 }
 
@@ -148,11 +167,16 @@ func (d *drainer) start(ev *tagtable.Events, final bool) (*tagtable.Profile, boo
 func (d *drainer) finish() (map[int]*tagtable.Profile, []error) {
 	close(d.stop)
 	<-d.done
+	if d.warm != nil {
+		d.warm.close()
+		d.warm = nil
+	}
 	for d.pass(false) {
 	}
 	d.pass(true)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.ended = true
 	out := map[int]*tagtable.Profile{}
 	for _, o := range d.open {
 		if o.ev != nil {
@@ -201,9 +225,12 @@ func newSymbolizer() reporter.Symbolize { return sharedSymbolize() }
 
 var sharedSymbolize = sync.OnceValue(func() reporter.Symbolize { return reporter.SymbolizeWith(symbolizer.New()) })
 
-// with calls f with the profiles so far, by pid, while nothing drains
-// into them.
+// with drains what the rings hold now, then calls f with the profiles,
+// by pid, while nothing drains into them. Draining first keeps a live
+// view's estimates level with the books f reads next: a profile up to a
+// tick behind them read low on a growing heap.
 func (d *drainer) with(f func(map[int]*tagtable.Profile)) {
+	d.pass(false)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m := map[int]*tagtable.Profile{}
