@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,7 +45,9 @@ const usage = `usage:
 `
 
 func main() {
+	stopProfile := cpuProfile(os.Getenv("TAGALLOC_CPUPROFILE"))
 	code, err := run(os.Args[1:], os.Stdout, os.Stderr)
+	stopProfile()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "tagalloc: %v\n", err)
 		if code == 0 {
@@ -52,6 +55,26 @@ func main() {
 		}
 	}
 	os.Exit(code)
+}
+
+// cpuProfile profiles tagalloc itself into file (TAGALLOC_CPUPROFILE, for
+// tagalloc's developers: go tool pprof FILE); "" does nothing.
+func cpuProfile(file string) (stop func()) {
+	if file == "" {
+		return func() {}
+	}
+	f, err := os.Create(file)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tagalloc: TAGALLOC_CPUPROFILE: %v\n", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 func run(args []string, stdout, stderr io.Writer) (int, error) {
@@ -152,7 +175,7 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	}
 	var dr *drainer
 	if *stacks != "off" {
-		dr = startDrainer(books, 20*time.Millisecond, histLimit)
+		dr = startDrainer(books, 20*time.Millisecond, histLimit, newSymbolizer())
 	}
 	if *serveAddr != "" {
 		stopServe := make(chan struct{})
