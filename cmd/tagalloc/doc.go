@@ -12,4 +12,7 @@
 // main only wires flags to packages: the library is built by package cgo,
 // the books are read by tagtable and rendered by reporter. Errors print as
 // "tagalloc: ..." with a non-zero exit; files are written atomically.
+//
+// For tagalloc's own developers, TAGALLOC_CPUPROFILE=FILE writes a CPU
+// profile of tagalloc itself (not of PROG) for go tool pprof.
 package main
