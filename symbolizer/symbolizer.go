@@ -77,6 +77,7 @@ type config struct {
 	demangle  Demangle
 	cacheSize int
 	root      string
+	diskDir   string
 }
 
 // DefaultDebugDir is where separate debug files are looked for unless
@@ -122,6 +123,8 @@ type Symbolizer struct {
 	clock    uint64
 	byModule map[modKey]*entry // how each module was resolved
 	byID     map[string]*entry // objects loaded without error, by build-id
+
+	disk *diskCache // nil without WithDiskCache
 }
 
 // modKey identifies a module's file: by build-id when it has one, else by
@@ -136,6 +139,7 @@ type entry struct {
 	obj     *object
 	err     error
 	stale   bool
+	keep    bool   // its frames go to the disk cache: the file of the build-id, with DWARF
 	lastUse uint64 // guarded by Symbolizer.mu
 }
 
@@ -157,6 +161,9 @@ func New(opts ...Option) *Symbolizer {
 	}
 	if cfg.demangle != DemangleNone {
 		s.demangle = func(name string) string { return demangle.Filter(name, dopts...) }
+	}
+	if cfg.diskDir != "" {
+		s.disk = newDiskCache(cfg.diskDir, cfg.diskFingerprint)
 	}
 	return s
 }
@@ -186,25 +193,49 @@ func (s *Symbolizer) frames(m *Module, pc, addr uint64) ([]Frame, error) {
 	if m == nil {
 		return []Frame{{Function: fmt.Sprintf("0x%x", addr)}}, ErrNoModule
 	}
-	name := m.Name()
-	fallback := func(stale bool) []Frame {
-		return []Frame{{Function: fmt.Sprintf("%s+0x%x", name, addr-m.Bias), Module: name, Stale: stale}}
+	// With a disk cache, the frames of a build-id's address found by an
+	// earlier run (or earlier in this one) are used without the object.
+	var rec *diskRecord
+	if s.disk != nil && m.BuildID != "" {
+		rec = s.disk.record(m.BuildID)
+	}
+	if rec != nil {
+		if fr, ok := rec.get(pc - m.Bias); ok {
+			return named(fr, m, addr), nil
+		}
 	}
 	e := s.entry(m)
 	if e.err != nil {
-		return fallback(e.stale), e.err
+		return fallback(m, addr, e.stale), e.err
 	}
 	fr := e.obj.frames(pc - m.Bias)
-	if len(fr) == 0 {
-		return fallback(false), nil
+	if rec != nil && e.keep {
+		rec.put(pc-m.Bias, fr, s.disk.limit)
 	}
+	return named(fr, m, addr), nil
+}
+
+// named fills in the frames an object gave for addr in m (none: the
+// fallback frame): the module's name, and "module+0xVADDR" where no
+// function was named.
+func named(fr []Frame, m *Module, addr uint64) []Frame {
+	if len(fr) == 0 {
+		return fallback(m, addr, false)
+	}
+	name := m.Name()
 	for i := range fr {
 		fr[i].Module = name
 		if fr[i].Function == "" {
 			fr[i].Function = fmt.Sprintf("%s+0x%x", name, addr-m.Bias)
 		}
 	}
-	return fr, nil
+	return fr
+}
+
+// fallback is the one frame "module+0xVADDR" of addr in m.
+func fallback(m *Module, addr uint64, stale bool) []Frame {
+	name := m.Name()
+	return []Frame{{Function: fmt.Sprintf("%s+0x%x", name, addr-m.Bias), Module: name, Stale: stale}}
 }
 
 // entry returns the cache entry of m's file, loading it on first use.
@@ -232,7 +263,15 @@ func (s *Symbolizer) entry(m *Module) *entry {
 	s.mu.Unlock()
 
 	e.once.Do(func() {
-		e.obj, e.stale, e.err = s.load(m)
+		var standIn bool
+		e.obj, standIn, e.stale, e.err = s.load(m)
+		// What the disk cache keeps: frames from DWARF of the file the
+		// process ran (not a debug file standing in for another build),
+		// the costly part to compute again; a file without DWARF loads
+		// fast, and may be named better next time (an unstripped copy or
+		// a debug file found by .gnu_debuglink, which the cache's
+		// fingerprint does not see).
+		e.keep = e.err == nil && !standIn && e.obj.dw != nil
 		if e.err == nil && m.BuildID != "" {
 			s.mu.Lock()
 			if s.byID[m.BuildID] == nil {
@@ -277,8 +316,9 @@ func (s *Symbolizer) evictLocked(keep *entry) {
 
 // load opens m's file (and its debug file) and loads it. When the module
 // records a build-id, the file must have it too; if it does not (or is
-// gone), a debug file of the recorded build-id can still stand in.
-func (s *Symbolizer) load(m *Module) (obj *object, stale bool, err error) {
+// gone), a debug file of the recorded build-id can still stand in
+// (standIn).
+func (s *Symbolizer) load(m *Module) (obj *object, standIn, stale bool, err error) {
 	defer recoverInto(&err)
 	path := cleanPath(s.cfg.root, m.Path)
 	exe, openErr := elf.Open(path)
@@ -296,18 +336,18 @@ func (s *Symbolizer) load(m *Module) (obj *object, stale bool, err error) {
 	case m.BuildID != "" && (exe == nil || fileID != m.BuildID):
 		if dbg = openDebugByID(s.cfg.debugDirs, m.BuildID); dbg == nil {
 			if exe == nil {
-				return nil, false, fmt.Errorf("symbolizer: %s: %w", m.Path, openErr)
+				return nil, false, false, fmt.Errorf("symbolizer: %s: %w", m.Path, openErr)
 			}
 			got := fileID
 			if got == "" {
 				got = "none"
 			}
-			return nil, true, fmt.Errorf("%w: %s has build-id %s, the process ran %s (and no debug file of it is in %v)",
+			return nil, false, true, fmt.Errorf("%w: %s has build-id %s, the process ran %s (and no debug file of it is in %v)",
 				ErrBuildIDMismatch, m.Path, got, m.BuildID, s.cfg.debugDirs)
 		}
 		exe = nil // another build: its symbols would be wrong
 	case exe == nil:
-		return nil, false, fmt.Errorf("symbolizer: %s: %w", m.Path, openErr)
+		return nil, false, false, fmt.Errorf("symbolizer: %s: %w", m.Path, openErr)
 	default:
 		if fileID != "" {
 			dbg = openDebugByID(s.cfg.debugDirs, fileID)
@@ -321,7 +361,7 @@ func (s *Symbolizer) load(m *Module) (obj *object, stale bool, err error) {
 	}
 	obj, err = newObject(exe, dbg, s.demangle)
 	if err != nil {
-		return nil, false, fmt.Errorf("symbolizer: %s: %w", m.Path, err)
+		return nil, false, false, fmt.Errorf("symbolizer: %s: %w", m.Path, err)
 	}
-	return obj, false, nil
+	return obj, exe == nil, false, nil
 }
