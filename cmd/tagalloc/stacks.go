@@ -223,7 +223,30 @@ func parseSize(s string) (int, error) {
 // each object file is read once.
 func newSymbolizer() reporter.Symbolize { return sharedSymbolize() }
 
-var sharedSymbolize = sync.OnceValue(func() reporter.Symbolize { return reporter.SymbolizeWith(symbolizer.New()) })
+var sharedSymbolize = sync.OnceValue(func() reporter.Symbolize {
+	var opts []symbolizer.Option
+	if dir, ok := symbolizer.DiskCacheFromEnv(); ok {
+		opts = append(opts, symbolizer.WithDiskCache(dir))
+	}
+	sharedSymbolizer = symbolizer.New(opts...)
+	return reporter.SymbolizeWith(sharedSymbolizer)
+})
+
+// sharedSymbolizer is the one behind sharedSymbolize, set by its first
+// call. It keeps the frames it finds in a disk cache by build-id
+// (~/.cache/tagalloc/symbols; TAGALLOC_SYMBOL_CACHE=DIR or off), so later
+// runs need not read the objects' DWARF again.
+var sharedSymbolizer *symbolizer.Symbolizer
+
+// flushSymbols writes the frames found since the symbolizer's disk cache
+// was read (or last flushed) to it; a failure is printed and otherwise
+// ignored.
+func flushSymbols() {
+	sharedSymbolize() // sharedSymbolizer is set once this returns
+	if err := sharedSymbolizer.Flush(); err != nil {
+		fmt.Fprintf(os.Stderr, "tagalloc: symbol cache: %v\n", err)
+	}
+}
 
 // with drains what the rings hold now, then calls f with the profiles,
 // by pid, while nothing drains into them. Draining first keeps a live
