@@ -107,6 +107,26 @@ static inline bool _ta_page_keep_empty(_ta_heap_t *h, _ta_page_t *pg) {
   return h->dir[pg->sclass].page == pg;
 }
 
+/* ---- the direct page (its biased used count: page.c, TA_USED_BIAS) ---------------- */
+
+static inline void _ta_dir_install(_ta_heap_t *h, unsigned c, _ta_page_t *pg) {
+  pg->used += TA_USED_BIAS - (uint32_t)TA_HOT_LOAD(h->dir[c].nalloc);
+  atomic_signal_fence(memory_order_seq_cst); /* biased before a malloc can take from it */
+  h->dir[c].page = pg;
+}
+
+/* pg stops being c's direct page, its used count settled; returns it (NULL
+ * if there was none). */
+static inline _ta_page_t *_ta_dir_retire(_ta_heap_t *h, unsigned c) {
+  _ta_page_t *pg = h->dir[c].page;
+  if (pg == &_ta_page_empty) return NULL;
+  h->dir[c].page = &_ta_page_empty;
+  atomic_signal_fence(memory_order_seq_cst); /* no malloc takes from it after the count is read */
+  pg->used += (uint32_t)TA_HOT_LOAD(h->dir[c].nalloc) - TA_USED_BIAS;
+  return pg;
+}
+
+
 /* Release an empty small span back to the arena. */
 static void _ta_page_release(_ta_heap_t *h, _ta_page_t *pg) {
   unsigned c = pg->sclass;
@@ -133,7 +153,7 @@ static void _ta_page_unfull(_ta_heap_t *h, _ta_page_t *pg) {
 static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg, void *b) {
   if (TA_SAMPLED(pg)) _ta_sample_free(b);
   if (pg->slop) TA_HOT_ADD(h->req[pg->sclass].freq, pg->block_size - _ta_slop_get(pg, _ta_block_index(pg, b)));
-  if (pg->used == 0 && !_ta_page_keep_empty(h, pg)) {
+  if (!_ta_page_keep_empty(h, pg) && pg->used == 0) { /* direct: biased, kept anyway */
     _ta_page_release(h, pg);
     return;
   }
@@ -277,6 +297,7 @@ static _ta_page_t *_ta_find_page(_ta_heap_t *h, unsigned c) {
  * have room back, and return empty pages (the direct ones too if asked). */
 static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct) {
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
+    _ta_page_t *direct = _ta_dir_retire(h, c); /* its count settled while we look */
     for (_ta_page_t *pg = h->full[c].first, *next; pg; pg = next) {
       next = pg->next;
       _ta_page_collect(pg);
@@ -285,9 +306,12 @@ static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct) {
     for (_ta_page_t *pg = h->queue[c].first, *next; pg; pg = next) {
       next = pg->next;
       _ta_page_collect(pg);
-      if (pg->used == 0 && (release_direct || !_ta_page_keep_empty(h, pg) || pg->reserved < TA_KEEP_EMPTY_MIN_OBJECTS))
+      if (pg->used == 0 && (release_direct || pg != direct || pg->reserved < TA_KEEP_EMPTY_MIN_OBJECTS)) {
+        if (pg == direct) direct = NULL;
         _ta_page_release(h, pg);
+      }
     }
+    if (direct) _ta_dir_install(h, c, direct);
   }
 }
 
@@ -301,6 +325,7 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
       return NULL;
     }
   }
+  (void)_ta_dir_retire(h, c); /* settled: find_page reads and checks used */
   if (ta_unlikely((++h->slow_count & 255) == 0)) {
     uint64_t now = _ta_now_ms();
     if (now - h->last_gc_ms >= TA_GC_INTERVAL_MS) {
@@ -311,7 +336,6 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
   }
   _ta_page_t *pg = _ta_find_page(h, c);
   if (ta_unlikely(!pg && _ta_tls_arena)) { /* a signal handler inside arena work: no retry */
-    h->dir[c].page = &_ta_page_empty;
     errno = ENOMEM;
     return NULL;
   }
@@ -322,17 +346,19 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
     _ta_arena_purge(true);
     pg = _ta_find_page(h, c);
     if (!pg) {
-      h->dir[c].page = &_ta_page_empty;
       errno = ENOMEM;
       return NULL;
     }
   }
-  h->dir[c].page = pg;
+  (void)_ta_dir_retire(h, c); /* one a signal handler's malloc put there meanwhile */
+  _ta_dir_install(h, c, pg);
   _ta_block_t *b = pg->free;
   pg->free = b->next;
   b->key = 0;
+  TA_HOT_ADD(h->dir[c].nalloc, 1); /* counts for pg->used too (biased) */
+#if defined(TA_MEASURE_NO_COUNTS)
   pg->used++;
-  TA_HOT_ADD(h->dir[c].nalloc, 1);
+#endif
   if (pg->slop) {
     _ta_slop_set(pg, _ta_block_index(pg, b), pg->block_size - size);
     TA_HOT_ADD(h->req[c].areq, size);
@@ -399,6 +425,7 @@ static void _ta_heap_fold_counts_locked(_ta_heap_t *h) {
     fb += f * _ta_classes[c].size;
     TA_HOT_STORE(h->dir[c].nalloc, 0);
     TA_HOT_STORE(h->dir[c].nfree, 0);
+    if (h->dir[c].page != &_ta_page_empty) h->dir[c].page->used += (uint32_t)a; /* biased on nalloc */
   }
   TA_CTR_ADD(h->ctr->alloc_bytes, ab);
   TA_CTR_ADD(h->ctr->alloc_blocks, an);
@@ -410,6 +437,7 @@ static void _ta_heap_fold_counts_locked(_ta_heap_t *h) {
 
 static void _ta_heap_abandon(_ta_heap_t *h) {
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
+    (void)_ta_dir_retire(h, c);
     _ta_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};
     for (int i = 0; i < 2; i++) {
       while (qs[i]->first) {
@@ -429,7 +457,6 @@ static void _ta_heap_abandon(_ta_heap_t *h) {
         pthread_mutex_unlock(&_ta_aband_lock);
       }
     }
-    h->dir[c].page = &_ta_page_empty;
   }
   pthread_mutex_lock(&_ta_heaps_lock);
   _ta_heap_fold_counts_locked(h);

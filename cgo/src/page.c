@@ -23,6 +23,31 @@ static void _ta_page_extend(_ta_page_t *pg) {
   __atomic_store_n(&pg->capacity, pg->capacity + n, __ATOMIC_RELAXED);
 }
 
+/* ---- the direct page's used count ------------------------------------------------
+ * malloc's fast path adds only to dir[c].nalloc, the books' count of the
+ * class: the direct page's used count is stored as
+ *     used + TA_USED_BIAS - (uint32_t)dir[c].nalloc   (mod 2^32)
+ * and so follows every block malloc takes without being written. Free
+ * subtracts from the stored value as from any page's. The stored value
+ * goes down by one at every malloc and free of the page's blocks; the bias
+ * keeps it away from 0, where free takes its slow path: a free meets 0 at
+ * most once in 2^31 operations, a needless slow path (an empty direct page
+ * is kept anyway, _ta_page_keep_empty). Readers of the books see nothing
+ * of this: nalloc is what they read. _ta_dir_install biases a
+ * page as it becomes direct; _ta_dir_retire settles it as it stops being
+ * (the slow path, the heap walk and abandon retire the direct page before
+ * they look at used); _ta_page_used reads any page's true count. */
+#define TA_USED_BIAS 0x80000000u
+
+/* The blocks of small span pg handed out and not collected back, whether
+ * or not it is a direct page (its owner, or anyone while it is at rest). */
+static inline uint32_t _ta_page_used(const _ta_page_t *pg) {
+  const _ta_heap_t *h = atomic_load_explicit(&pg->heap, memory_order_relaxed);
+  if (h && h->dir[pg->sclass].page == pg)
+    return pg->used - TA_USED_BIAS + (uint32_t)TA_HOT_LOAD(h->dir[pg->sclass].nalloc);
+  return pg->used;
+}
+
 /* Take the blocks other threads freed into pg (owner only). */
 static void _ta_page_collect(_ta_page_t *pg) {
   if (atomic_load_explicit(&pg->xthread_free, memory_order_relaxed) == 0) return;
@@ -105,8 +130,9 @@ static void _ta_page_check(const _ta_page_t *pg) {
     }
   }
   /* blocks freed by other threads are still counted in used until collected */
-  if (pg->used + counts[0] + (pg->reserved - pg->capacity) != pg->reserved)
-    _ta_fatal("page %p: used %u + free %zu + uncarved %u != reserved %u", pg->start, pg->used, counts[0],
+  uint32_t used = _ta_page_used(pg);
+  if (used + counts[0] + (pg->reserved - pg->capacity) != pg->reserved)
+    _ta_fatal("page %p: used %u + free %zu + uncarved %u != reserved %u", pg->start, used, counts[0],
               (unsigned)(pg->reserved - pg->capacity), pg->reserved);
-  if (counts[1] > pg->used) _ta_fatal("page %p: %zu blocks freed by others but only %u in use", pg->start, counts[1], pg->used);
+  if (counts[1] > used) _ta_fatal("page %p: %zu blocks freed by others but only %u in use", pg->start, counts[1], used);
 }

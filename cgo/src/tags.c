@@ -445,7 +445,7 @@ static void _ta_walk_heap(void) {
       if (h->kind == TA_KIND_SMALL) {
         size_t remote = 0;
         for (const _ta_block_t *b = (const _ta_block_t *)atomic_load(&h->xthread_free); b; b = b->next) remote++;
-        size_t live = h->used - remote;
+        size_t live = _ta_page_used(h) - remote;
         _ta_walk_bytes[h->tag] += live * h->block_size;
         _ta_walk_blocks[h->tag] += live;
         if (h->slop) { /* requested bytes of the live blocks: carved, on no free list */

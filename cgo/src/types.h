@@ -31,7 +31,9 @@
  *
  * The malloc path
  *   1. class c = _ta_class_of(size); page = heap->dir[c].page   (TLS heap)
- *   2. pop page->free; page->used++; return.                  (fast path)
+ *   2. pop page->free; dir[c].nalloc++; return.                (fast path)
+ *      The direct page's used count is kept biased (TA_USED_BIAS, heap.c)
+ *      so that the books' count is the only one malloc adds to.
  *   3. otherwise (heap.c) move the cross-thread list into free, carve more blocks, try the class's other pages, rescan full
  *      pages that other threads freed into, adopt an abandoned page, or take
  *      a new span from the arena (arena.c, under the arena lock).
@@ -195,7 +197,8 @@ typedef struct _ta_page_s {
   void *slop;                 /* TAGALLOC_REQUESTED: per block, usable - requested
                                  (uint16_t if block_size < 64 KiB, else uint32_t) */
   _Atomic(struct _ta_heap_s *) heap; /* owner; NULL if free or abandoned */
-  uint32_t used;              /* blocks handed out, not yet collected back */
+  uint32_t used;              /* blocks handed out, not yet collected back; biased
+                                 while it is its heap's direct page (TA_USED_BIAS) */
   uint32_t capacity;          /* blocks carved so far (others read it atomically) */
   uint32_t block_size;        /* class size (small); 0 for large */
   uint16_t reserved;          /* blocks that fit in the span */
