@@ -50,6 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	timeout := fs.Duration("timeout", 10*time.Minute, "limit for one run")
 	verbose := fs.Bool("v", false, "print a line per run")
 	list := fs.Bool("list", false, "list the workloads and exit")
+	libOf := fs.String("lib", "", "print the preload library of this `allocator` (building it if need be) and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: allocbench [flags]\n\nflags:\n")
 		fs.PrintDefaults()
@@ -62,6 +63,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	}
 	if *runs < 1 {
 		return 2, errors.New("-runs must be at least 1")
+	}
+	if *libOf != "" {
+		found, notes, err := bench.FindAllocators([]string{*libOf})
+		if err != nil {
+			return 2, err
+		}
+		if len(found) == 0 {
+			return 1, fmt.Errorf("%s: %s", *libOf, strings.Join(notes, "; "))
+		}
+		fmt.Fprintln(stdout, found[0].Preload) // "" for glibc
+		return 0, nil
 	}
 	workloads := bench.Workloads()
 	if *only != "" {
