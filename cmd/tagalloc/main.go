@@ -240,6 +240,9 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 			return code, fmt.Errorf("run: writing %s: %w", *out, err)
 		}
 	}
+	if dr != nil {
+		flushSymbols() // what this run named, for the next (symbolizer's disk cache)
+	}
 	return code, werr
 }
 

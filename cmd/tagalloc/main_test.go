@@ -22,6 +22,22 @@ import (
 	"github.com/tagalloc/tagalloc/reporter"
 )
 
+// TestMain gives the runs a symbol cache of their own (symbolizer's disk
+// cache), so what earlier runs on this machine named cannot stand in for
+// what a test expects the symbolizer to find; the cache is still used
+// from run to run within the tests.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "tagalloc-symbols")
+	if err == nil && os.Getenv("TAGALLOC_SYMBOL_CACHE") == "" {
+		os.Setenv("TAGALLOC_SYMBOL_CACHE", dir)
+	}
+	code := m.Run()
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
 // The CLI is tested as a user runs it: the built binary, in child processes.
 var tagallocBin = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "tagalloc-cli")
