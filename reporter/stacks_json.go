@@ -1,0 +1,108 @@
+// The stacks section's JSON: records name their frames by trace.
+
+package reporter
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// In the JSON, the records of a stacks section do not carry their frames:
+// each names a trace (1 + its index in trace_table), a trace lists frame
+// indexes (into frame_table, innermost first), and every distinct frame is
+// written once. Records share most of their frames (every Python stack
+// goes through the same dozens of interpreter frames), so a --stacks full
+// run of Python wrote 199 MB with frames in every record and about 14 MB
+// this way. Reading takes both forms (reports written before this carry
+// "frames" in each record); in Go, StackRecord.Frames is always filled.
+
+// stackRecordJSON is StackRecord as written: Frames out, Trace in.
+type stackRecordJSON struct {
+	StackRecord
+	Frames []Frame `json:"frames,omitempty"` // the old form (read only)
+	Trace  int     `json:"trace,omitempty"`  // 1 + index in trace_table
+}
+
+type stacksAlias Stacks // Stacks without its methods
+
+type stacksJSON struct {
+	*stacksAlias
+	Records    []stackRecordJSON `json:"records"`
+	FrameTable []Frame           `json:"frame_table,omitempty"`
+	TraceTable [][]uint32        `json:"trace_table,omitempty"`
+}
+
+// MarshalJSON writes s with its records' frames in the two tables.
+func (s *Stacks) MarshalJSON() ([]byte, error) {
+	out := stacksJSON{stacksAlias: (*stacksAlias)(s), Records: make([]stackRecordJSON, len(s.Records))}
+	if s.Records == nil {
+		out.Records = nil
+	}
+	frameIdx := map[Frame]uint32{}
+	type traceKey struct {
+		first *Frame
+		n     int
+	}
+	traceIdx := map[traceKey]int{} // records of one stack share their frames' array
+	for i, r := range s.Records {
+		out.Records[i].StackRecord = r
+		out.Records[i].StackRecord.Frames = nil
+		if len(r.Frames) == 0 {
+			continue
+		}
+		k := traceKey{&r.Frames[0], len(r.Frames)}
+		t, ok := traceIdx[k]
+		if !ok {
+			ids := make([]uint32, len(r.Frames))
+			for j, f := range r.Frames {
+				id, ok := frameIdx[f]
+				if !ok {
+					id = uint32(len(out.FrameTable))
+					frameIdx[f] = id
+					out.FrameTable = append(out.FrameTable, f)
+				}
+				ids[j] = id
+			}
+			out.TraceTable = append(out.TraceTable, ids)
+			t = len(out.TraceTable)
+			traceIdx[k] = t
+		}
+		out.Records[i].Trace = t
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads either form, checking every index.
+func (s *Stacks) UnmarshalJSON(b []byte) error {
+	in := stacksJSON{stacksAlias: (*stacksAlias)(s)}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	traces := make([][]Frame, len(in.TraceTable))
+	for t, ids := range in.TraceTable {
+		fr := make([]Frame, len(ids))
+		for j, id := range ids {
+			if int64(id) >= int64(len(in.FrameTable)) {
+				return fmt.Errorf("stacks: trace %d names frame %d of %d", t+1, id, len(in.FrameTable))
+			}
+			fr[j] = in.FrameTable[id]
+		}
+		traces[t] = fr
+	}
+	s.Records = nil
+	if in.Records != nil {
+		s.Records = make([]StackRecord, len(in.Records))
+	}
+	for i, r := range in.Records {
+		s.Records[i] = r.StackRecord
+		switch {
+		case r.Trace < 0 || r.Trace > len(traces):
+			return fmt.Errorf("stacks: record %d names trace %d of %d", i, r.Trace, len(traces))
+		case r.Trace > 0:
+			s.Records[i].Frames = traces[r.Trace-1] // shared, as when the report was made
+		default:
+			s.Records[i].Frames = r.Frames
+		}
+	}
+	return nil
+}
