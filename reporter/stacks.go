@@ -199,6 +199,45 @@ func symbolizeAll(p *tagtable.Profile, sym Symbolize) map[uint64][]Frame {
 	return byPC
 }
 
+// framesByStack lays out the frames of every stack the sites name, on all
+// CPUs (a --stacks full run has tens of thousands of stacks, each of
+// hundreds of frames once inlined calls are counted): by stack id.
+func framesByStack(p *tagtable.Profile, sites []*tagtable.Site, byPC map[uint64][]Frame) map[uint32][]Frame {
+	seen := map[uint32]bool{}
+	var ids []uint32
+	for _, s := range sites {
+		if !seen[s.Stack] {
+			seen[s.Stack] = true
+			ids = append(ids, s.Stack)
+		}
+	}
+	out := make([][]Frame, len(ids))
+	var wg sync.WaitGroup
+	workers := min(runtime.GOMAXPROCS(0), len(ids)/256+1)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(ids); i += workers {
+				pcs := p.Stacks[ids[i]]
+				n := 0
+				for _, pc := range pcs {
+					n += len(byPC[pc])
+				}
+				fr := make([]Frame, 0, n)
+				for _, pc := range pcs {
+					fr = append(fr, byPC[pc]...) // symbolizeAll named every one
+				}
+				out[i] = fr
+			}
+		})
+	}
+	wg.Wait()
+	m := make(map[uint32][]Frame, len(ids))
+	for i, id := range ids {
+		m[id] = out[i]
+	}
+	return m
+}
+
 // library names the library a record is charged to: the first module of
 // its frames outside the C and C++ runtimes, the loader and the allocator
 // (symbolizer.Library), or "unknown" when no frame has a module.
@@ -226,8 +265,18 @@ func round(f float64) uint64 {
 func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *Stacks {
 	st := &Stacks{Mode: p.Mode, SampleRate: p.SampleRate, Dropped: p.Dropped, DroppedBytes: p.DroppedBytes,
 		UnknownFrees: p.UnknownFrees, Records: []StackRecord{}, Libraries: []LibraryTotals{}}
-	byStack := map[uint32][]Frame{}
+	// The timeline reads only the history: it is built meanwhile.
+	var tl tagtable.Timeline
+	tlDone := make(chan struct{})
+	go func() {
+		defer close(tlDone)
+		if p.HistoryStats().LimitBytes != 0 {
+			tl = p.Timeline(timelineBuckets, timelineTop)
+		}
+	}()
 	byPC := symbolizeAll(p, sym) // stacks share most of their return addresses
+	sites := p.SortedSites()
+	byStack := framesByStack(p, sites, byPC)
 	stackFrames := func(id uint32) []Frame {
 		fr, ok := byStack[id]
 		if !ok {
@@ -242,7 +291,7 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 	}
 	libs := map[string]*LibraryTotals{}
 	index := map[tagtable.SiteKey]int{} // site -> record
-	for _, s := range p.SortedSites() {
+	for _, s := range sites {
 		index[s.SiteKey] = len(st.Records)
 		st.Samples += s.Samples
 		fr := stackFrames(s.Stack)
@@ -273,7 +322,8 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 		st.Libraries = append(st.Libraries, *l)
 	}
 	st.Growth = diagnoseGrowth(st.Records)
-	st.History = history(p, index, st.Records)
+	<-tlDone
+	st.History = history(p, tl, index, st.Records)
 	st.DarkMatter = darkMatter(p, names, stackFrames)
 	sort.Slice(st.Libraries, func(i, j int) bool {
 		a, b := st.Libraries[i], st.Libraries[j]
@@ -289,12 +339,11 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 }
 
 // history reports the profile's event history and its timeline.
-func history(p *tagtable.Profile, index map[tagtable.SiteKey]int, recs []StackRecord) *History {
+func history(p *tagtable.Profile, tl tagtable.Timeline, index map[tagtable.SiteKey]int, recs []StackRecord) *History {
 	hs := p.HistoryStats()
 	if hs.LimitBytes == 0 {
 		return nil
 	}
-	tl := p.Timeline(timelineBuckets, timelineTop)
 	h := &History{LimitBytes: hs.LimitBytes, UsedBytes: hs.Bytes, RetainedBytes: hs.RetainedBytes, Events: hs.Events,
 		EventsRecycled: hs.Recycled, BytesRecycled: hs.RecycledBytes, FirstSeq: hs.FirstSeq, NextSeq: hs.NextSeq,
 		StartMs: hs.FirstMs, EndMs: hs.LastMs, BucketMs: tl.BucketMs, Timeline: []TimelineSeries{}}
