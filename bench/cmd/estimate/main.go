@@ -462,11 +462,11 @@ func (c *config) live(ctx context.Context) (int, error) {
 	fmt.Fprintf(w, "estimate -live: %s\n", c.describe())
 	var all []snapshot
 	var summed []float64
-	t := &bench.Table{Header: []string{"run", "polls", "snapshots", "live (median)", "median err", "mean |err|", "worst", "summed",
+	t := &bench.Table{Header: []string{"run", "polls", "snapshots", "live (median)", "median err", "mean |err|", "worst (its live)", "summed",
 		"theory RSE", "sqrt(rate/live)", "theory mean |err|"}}
 	row := func(name, polls string, s summary) []string {
 		return []string{name, polls, strconv.Itoa(s.N), bytesOf(s.LiveMedian), pct(s.Median, true), pct(s.MeanAbs, false),
-			pct(s.Worst, true), pct(s.Summed, true), pct(s.RSE, false), pct(s.Simple, false), pct(meanAbsNormal*s.RSE, false)}
+			pct(s.Worst, true) + " at " + bytesOf(s.WorstLive), pct(s.Summed, true), pct(s.RSE, false), pct(s.Simple, false), pct(meanAbsNormal*s.RSE, false)}
 	}
 	var rate uint64
 	for i := range c.runs {

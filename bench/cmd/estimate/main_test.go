@@ -93,6 +93,7 @@ func TestSummarize(t *testing.T) {
 	assert.InDelta(t, 0.05, s.Median, 1e-9)
 	assert.InDelta(t, (0.10+0.20+0.05)/3, s.MeanAbs, 1e-9)
 	assert.InDelta(t, -0.20, s.Worst, 1e-9)
+	assert.InDelta(t, 200, s.WorstLive, 1e-9)
 	assert.InDelta(t, 375.0/400-1, s.Summed, 1e-9)
 	assert.InDelta(t, 0.2, s.RSE, 1e-9)
 	assert.InDelta(t, 0.2, s.Simple, 1e-9)

@@ -96,6 +96,7 @@ type summary struct {
 	Median     float64 // median signed error
 	MeanAbs    float64 // mean |error|
 	Worst      float64 // the error farthest from 0, with its sign
+	WorstLive  float64 // the exact live heap of that snapshot
 	Summed     float64 // sum of estimates / sum of exact totals - 1
 	RSE        float64 // median predicted relative standard error of one snapshot
 	Simple     float64 // median sqrt(rate/live)
@@ -105,7 +106,7 @@ type summary struct {
 // summarize returns the figures of snaps; N is 0 (and the rest NaN) for none.
 func summarize(snaps []snapshot) summary {
 	nan := math.NaN()
-	s := summary{N: len(snaps), Median: nan, MeanAbs: nan, Worst: nan, Summed: nan, RSE: nan, Simple: nan, LiveMedian: nan}
+	s := summary{N: len(snaps), Median: nan, MeanAbs: nan, Worst: nan, WorstLive: nan, Summed: nan, RSE: nan, Simple: nan, LiveMedian: nan}
 	if len(snaps) == 0 {
 		return s
 	}
@@ -119,7 +120,7 @@ func summarize(snaps []snapshot) summary {
 		sumEst += sn.Estimate
 		sumExact += sn.Exact
 		if math.Abs(e) > math.Abs(s.Worst) {
-			s.Worst = e
+			s.Worst, s.WorstLive = e, sn.Exact
 		}
 	}
 	s.Median = bench.Median(errs)
