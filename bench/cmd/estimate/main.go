@@ -59,8 +59,13 @@
 // at exit and cumulative bytes (allocated over the run) are compared, for
 // the libraries holding at least -share (1%) of the exact run's heap, live
 // and cumulative separately. A table per measure gives library, share,
-// exact, median estimate, median error, worst error over the sampled runs,
-// and the theory's RSE for one run (from the full run's records). The exact
+// exact, median estimate, median error, worst error and mean error (with
+// its standard error: the runs are independent draws) over the sampled
+// runs, and the theory's RSE for one run (from the full run's records),
+// after the theory's RSE for the whole heap. Many programs free nearly
+// everything before they exit (sqlite3 and python hold tens of KiB then):
+// their live comparison is a few samples or none, which that RSE, far
+// above 50%, says; their cumulative one is the meaningful one. The exact
 // figures come from another run than the estimates, so this is only
 // meaningful for a deterministic program (same allocations every run:
 // sqlite3 on the same input, Python with the same PYTHONHASHSEED); the
@@ -570,19 +575,25 @@ func (c *config) libraries(ctx context.Context) (int, error) {
 		}
 		fmt.Fprintf(w, "\n%s: books %s in the full run; its stacks' libraries add up to %s of that; the sampled runs' books differ from it by up to %s\n",
 			m.Name, bytesOf(books), pct(stacksTotal(exact, m)/books, false), pct(spread, false))
-		rows, _ := compareLibraries(exact, sampled, m, c.share, float64(rate))
+		rows, _, rse := compareLibraries(exact, sampled, m, c.share, float64(rate))
+		fmt.Fprintf(w, "theory RSE of the whole's estimate: %s", pct(rse, false))
+		if rse > 0.5 {
+			fmt.Fprintf(w, " (too little for sampling at this rate: the comparison below says nothing)")
+		}
+		fmt.Fprintln(w)
 		if len(rows) == 0 {
 			fmt.Fprintf(w, "no library holds %s of it\n", pct(c.share, false))
 			continue
 		}
-		t := &bench.Table{Header: []string{"library", "share", "exact", "median estimate", "median err", "worst err", "theory RSE"}}
+		t := &bench.Table{Header: []string{"library", "share", "exact", "median estimate", "median err", "worst err", "mean err ± SE", "theory RSE"}}
 		within := 0
 		for _, r := range rows {
+			mean, se := meanSE(r.Errs())
 			if math.Abs(r.Worst()) <= 0.10 {
 				within++
 			}
 			t.Rows = append(t.Rows, []string{r.Name, pct(r.Share, false), bytesOf(r.Exact), bytesOf(bench.Median(r.Estimates)),
-				pct(bench.Median(r.Errs()), true), pct(r.Worst(), true), pct(r.RSE, false)})
+				pct(bench.Median(r.Errs()), true), pct(r.Worst(), true), pct(mean, true) + " ± " + pct(se, false), pct(r.RSE, false)})
 		}
 		if err := t.Render(w); err != nil {
 			return 1, err

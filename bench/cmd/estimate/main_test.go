@@ -131,8 +131,9 @@ func TestCompareLibraries(t *testing.T) {
 	exact := libProc(map[string]uint64{"libbig.so": 600_000, "libmid.so": 395_000, "libtiny.so": 5_000})
 	s1 := libProc(map[string]uint64{"libbig.so": 660_000, "libmid.so": 355_500, "libtiny.so": 9_000})
 	s2 := libProc(map[string]uint64{"libbig.so": 570_000}) // never sampled libmid
-	rows, total := compareLibraries(exact, []*reporter.Process{s1, s2}, measures[1], 0.01, 512<<10)
+	rows, total, rse := compareLibraries(exact, []*reporter.Process{s1, s2}, measures[1], 0.01, 512<<10)
 	assert.Equal(t, 1e6, total)
+	assert.InDelta(t, math.Sqrt(512<<10/1e6), rse, 0.001)
 	require.Len(t, rows, 2, "libtiny holds 0.5%%: left out")
 	big, mid := rows[0], rows[1]
 	assert.Equal(t, "libbig.so", big.Name)
@@ -145,13 +146,13 @@ func TestCompareLibraries(t *testing.T) {
 	assert.InDeltaSlice(t, []float64{-0.10, -1}, mid.Errs(), 1e-9)
 	assert.InDelta(t, -1, mid.Worst(), 1e-9)
 
-	live, total := compareLibraries(exact, []*reporter.Process{s1}, measures[0], 0.5, 512<<10)
+	live, total, _ := compareLibraries(exact, []*reporter.Process{s1}, measures[0], 0.5, 512<<10)
 	assert.Equal(t, 5e5, total)
 	require.Len(t, live, 1)
 	assert.Equal(t, []float64{330_000}, live[0].Estimates)
 
 	assert.Equal(t, 1e6, stacksTotal(exact, measures[1]))
-	none, _ := compareLibraries(&reporter.Process{}, nil, measures[0], 0.01, 512<<10)
+	none, _, _ := compareLibraries(&reporter.Process{}, nil, measures[0], 0.01, 512<<10)
 	assert.Empty(t, none)
 }
 

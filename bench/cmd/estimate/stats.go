@@ -206,16 +206,18 @@ func (r libRow) Worst() float64 {
 // the exact run's heap total by m, the exact figure and each sampled run's
 // estimate, biggest first. The predicted error comes from the exact run's
 // records (every block recorded) at rate. total is the exact run's books'
-// total by m.
-func compareLibraries(exact *reporter.Process, sampled []*reporter.Process, m measure, share, rate float64) (rows []libRow, total float64) {
+// total by m, and totalRSE the predicted relative error of its estimate.
+func compareLibraries(exact *reporter.Process, sampled []*reporter.Process, m measure, share, rate float64) (rows []libRow, total, totalRSE float64) {
 	total = float64(m.books(exact.Heap))
 	if exact.Stacks == nil || total == 0 {
-		return nil, total
+		return nil, total, math.NaN()
 	}
-	variance := map[string]float64{}
+	variance, all := map[string]float64{}, 0.0
 	for _, r := range exact.Stacks.Records {
 		b, n := m.record(r)
-		variance[r.Library] += sampleVariance(float64(b), float64(n), rate)
+		v := sampleVariance(float64(b), float64(n), rate)
+		variance[r.Library] += v
+		all += v
 	}
 	for _, l := range exact.Stacks.Libraries {
 		x := float64(m.lib(l))
@@ -237,7 +239,7 @@ func compareLibraries(exact *reporter.Process, sampled []*reporter.Process, m me
 		rows = append(rows, row)
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Exact > rows[j].Exact })
-	return rows, total
+	return rows, total, math.Sqrt(all) / total
 }
 
 // launched is the process tagalloc run started (the one with an exit
