@@ -58,7 +58,7 @@ type Site struct {
 // the Vecs nor the maps (integers only) hold Go pointers, so the GC never
 // scans them, however many blocks are live. Invariants:
 //
-//	len(slotOf) + len(freeSlots) == blocks.Len()
+//	slotOf.Len() + len(freeSlots) == blocks.Len()
 //	len(siteOf) == sites.Len()
 //
 // Close unmaps the Vecs (a cleanup does it for a profile dropped without
@@ -94,7 +94,7 @@ type Profile struct {
 // Go heap are kept in what the Vecs hold.
 type profileStore struct {
 	blocks    *segvec.Vec[LiveBlock]
-	slotOf    map[uint64]uint32 // block address -> slot in blocks
+	slotOf    *addrMap // block address -> slot in blocks
 	freeSlots []uint32          // slots of blocks freed, for reuse
 	sites     *segvec.Vec[Site]
 	siteOf    map[SiteKey]uint32 // -> index in sites
@@ -104,7 +104,7 @@ type profileStore struct {
 func newProfileStore() *profileStore {
 	return &profileStore{
 		blocks: segvec.MustNew[LiveBlock](segvec.Name("tagalloc live blocks")),
-		slotOf: map[uint64]uint32{},
+		slotOf: newAddrMap(),
 		sites:  segvec.MustNew[Site](segvec.Name("tagalloc sites")),
 		siteOf: map[SiteKey]uint32{},
 	}
@@ -181,7 +181,7 @@ func (p *Profile) clone(withHistory bool) *Profile {
 			dst.blocks.Append(b)
 		}
 	}
-	dst.slotOf = maps.Clone(src.slotOf)
+	dst.slotOf = src.slotOf.Clone()
 	dst.freeSlots = slices.Clone(src.freeSlots)
 	for _, seg := range src.sites.Segments() {
 		for _, s := range seg {
@@ -242,7 +242,7 @@ func (p *Profile) siteOfBlock(b *LiveBlock) (*Site, uint32) {
 // block returns the live block at addr, or nil.
 func (p *Profile) block(addr uint64) *LiveBlock {
 	st := p.store
-	if i, ok := st.slotOf[addr]; ok {
+	if i, ok := st.slotOf.Get(addr); ok {
 		return st.blocks.At(int(i))
 	}
 	return nil
@@ -255,18 +255,18 @@ func (p *Profile) newBlock(addr uint64, b LiveBlock) {
 		i := st.freeSlots[n-1]
 		st.freeSlots = st.freeSlots[:n-1]
 		*st.blocks.At(int(i)) = b
-		st.slotOf[addr] = i
+		st.slotOf.Put(addr, i)
 		return
 	}
-	st.slotOf[addr] = uint32(st.blocks.Append(b))
+	st.slotOf.Put(addr, uint32(st.blocks.Append(b)))
 }
 
 // dropBlock forgets the block at addr and frees its slot.
 func (p *Profile) dropBlock(addr uint64) {
 	st := p.store
-	i := st.slotOf[addr]
-	delete(st.slotOf, addr)
-	st.freeSlots = append(st.freeSlots, i)
+	if i, ok := st.slotOf.Delete(addr); ok {
+		st.freeSlots = append(st.freeSlots, i)
+	}
 }
 
 // Module records a module.
@@ -349,8 +349,9 @@ func (p *Profile) Resize(old, new, usable, req uint64, selected bool) {
 			p.Free(new)
 		}
 		st := p.store
-		st.slotOf[new] = st.slotOf[old]
-		delete(st.slotOf, old)
+		if i, ok := st.slotOf.Delete(old); ok {
+			st.slotOf.Put(new, i)
+		}
 	}
 	// out with the old weight, in with the new: a moved block selected is
 	// a fresh allocation (and block); otherwise what the live estimate
@@ -396,15 +397,11 @@ func (p *Profile) LiveBlockAt(addr uint64) (LiveBlock, bool) {
 // valid only during the call.
 func (p *Profile) EachLive(f func(addr uint64, b *LiveBlock) bool) {
 	st := p.store
-	for a, i := range st.slotOf {
-		if !f(a, st.blocks.At(int(i))) {
-			return
-		}
-	}
+	st.slotOf.Range(func(a uint64, i uint32) bool { return f(a, st.blocks.At(int(i))) })
 }
 
 // LiveCount is the number of live sampled blocks.
-func (p *Profile) LiveCount() int { return len(p.store.slotOf) }
+func (p *Profile) LiveCount() int { return p.store.slotOf.Len() }
 
 // Site returns the record of one (stack, tag), if any block was sampled
 // there.

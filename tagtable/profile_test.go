@@ -45,12 +45,13 @@ func TestProfileLiveAccessors(t *testing.T) {
 func (p *Profile) check(t *testing.T) {
 	t.Helper()
 	st := p.store
-	require.Equal(t, st.blocks.Len(), len(st.slotOf)+len(st.freeSlots), "live + free == slots")
+	require.Equal(t, st.blocks.Len(), st.slotOf.Len()+len(st.freeSlots), "live + free == slots")
 	seen := map[uint32]bool{}
-	for _, i := range st.slotOf {
+	st.slotOf.Range(func(_ uint64, i uint32) bool {
 		require.False(t, seen[i], "slot %d twice", i)
 		seen[i] = true
-	}
+		return true
+	})
 	for _, i := range st.freeSlots {
 		require.False(t, seen[i], "slot %d live and free", i)
 		seen[i] = true
