@@ -95,7 +95,7 @@ type Profile struct {
 type profileStore struct {
 	blocks    *segvec.Vec[LiveBlock]
 	slotOf    *addrMap // block address -> slot in blocks
-	freeSlots []uint32          // slots of blocks freed, for reuse
+	freeSlots []uint32 // slots of blocks freed, for reuse
 	sites     *segvec.Vec[Site]
 	siteOf    map[SiteKey]uint32 // -> index in sites
 	hist      *history           // the event history (history.go); nil until the first event
