@@ -181,22 +181,28 @@ func symbolizeAll(p *tagtable.Profile, sym Symbolize) map[uint64][]Frame {
 			}
 		}
 	}
-	out := make([][]Frame, len(pcs))
+	return parallelMap(pcs, 64, func(pc uint64) []Frame { return frames(p, pc, sym) })
+}
+
+// parallelMap returns f of every key, computed on all CPUs (each worker
+// taking at least minEach keys).
+func parallelMap[K comparable](keys []K, minEach int, f func(K) []Frame) map[K][]Frame {
+	out := make([][]Frame, len(keys))
 	var wg sync.WaitGroup
-	workers := min(runtime.GOMAXPROCS(0), len(pcs)/64+1)
+	workers := min(runtime.GOMAXPROCS(0), len(keys)/minEach+1)
 	for w := range workers {
 		wg.Go(func() {
-			for i := w; i < len(pcs); i += workers {
-				out[i] = frames(p, pcs[i], sym)
+			for i := w; i < len(keys); i += workers {
+				out[i] = f(keys[i])
 			}
 		})
 	}
 	wg.Wait()
-	byPC := make(map[uint64][]Frame, len(pcs))
-	for i, pc := range pcs {
-		byPC[pc] = out[i]
+	m := make(map[K][]Frame, len(keys))
+	for i, k := range keys {
+		m[k] = out[i]
 	}
-	return byPC
+	return m
 }
 
 // framesByStack lays out the frames of every stack the sites name, on all
@@ -211,31 +217,18 @@ func framesByStack(p *tagtable.Profile, sites []*tagtable.Site, byPC map[uint64]
 			ids = append(ids, s.Stack)
 		}
 	}
-	out := make([][]Frame, len(ids))
-	var wg sync.WaitGroup
-	workers := min(runtime.GOMAXPROCS(0), len(ids)/256+1)
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < len(ids); i += workers {
-				pcs := p.Stacks[ids[i]]
-				n := 0
-				for _, pc := range pcs {
-					n += len(byPC[pc])
-				}
-				fr := make([]Frame, 0, n)
-				for _, pc := range pcs {
-					fr = append(fr, byPC[pc]...) // symbolizeAll named every one
-				}
-				out[i] = fr
-			}
-		})
-	}
-	wg.Wait()
-	m := make(map[uint32][]Frame, len(ids))
-	for i, id := range ids {
-		m[id] = out[i]
-	}
-	return m
+	return parallelMap(ids, 256, func(id uint32) []Frame {
+		pcs := p.Stacks[id]
+		n := 0
+		for _, pc := range pcs {
+			n += len(byPC[pc])
+		}
+		fr := make([]Frame, 0, n)
+		for _, pc := range pcs {
+			fr = append(fr, byPC[pc]...) // symbolizeAll named every one
+		}
+		return fr
+	})
 }
 
 // library names the library a record is charged to: the first module of

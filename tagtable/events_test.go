@@ -14,15 +14,7 @@ import (
 // ringFile writes an events file with a 4 KiB ring holding recs (each a
 // type and a body, padded to 8 bytes), committed.
 func ringFile(t testing.TB, recs ...[]byte) string {
-	const ring = 4096
-	b := make([]byte, evHeaderSize+ring)
-	copy(b, EventsMagic)
-	binary.LittleEndian.PutUint32(b[8:], EventsVersion)
-	binary.LittleEndian.PutUint32(b[12:], evHeaderSize)
-	binary.LittleEndian.PutUint64(b[16:], ring)
-	binary.LittleEndian.PutUint32(b[24:], 42)
-	binary.LittleEndian.PutUint32(b[28:], 1)
-	binary.LittleEndian.PutUint64(b[32:], 1024)
+	b := ringImage(4096, 42, 1, 1024)
 	pos := 0
 	for _, r := range recs {
 		copy(b[evHeaderSize+pos:], r)
@@ -32,6 +24,20 @@ func ringFile(t testing.TB, recs ...[]byte) string {
 	p := filepath.Join(t.TempDir(), "1.events")
 	require.NoError(t, os.WriteFile(p, b, 0o600))
 	return p
+}
+
+// ringImage is an empty events file: header (pid, mode 1 sampled or 2
+// full, sample rate) and a ring of ring bytes.
+func ringImage(ring uint64, pid, mode uint32, rate uint64) []byte {
+	b := make([]byte, evHeaderSize+ring)
+	copy(b, EventsMagic)
+	binary.LittleEndian.PutUint32(b[8:], EventsVersion)
+	binary.LittleEndian.PutUint32(b[12:], evHeaderSize)
+	binary.LittleEndian.PutUint64(b[16:], ring)
+	binary.LittleEndian.PutUint32(b[24:], pid)
+	binary.LittleEndian.PutUint32(b[28:], mode)
+	binary.LittleEndian.PutUint64(b[32:], rate)
+	return b
 }
 
 // rec builds a record: first word len | typ << 32, then the words.
@@ -204,16 +210,8 @@ func BenchmarkDrainLive(b *testing.B) {
 		addrs[i] = newAddr()
 		prof.Alloc(addrs[i], 64, 60, 1, uint32(1+rng.IntN(stacks)))
 	}
-	hdr := make([]byte, evHeaderSize+ring)
-	copy(hdr, EventsMagic)
-	binary.LittleEndian.PutUint32(hdr[8:], EventsVersion)
-	binary.LittleEndian.PutUint32(hdr[12:], evHeaderSize)
-	binary.LittleEndian.PutUint64(hdr[16:], ring)
-	binary.LittleEndian.PutUint32(hdr[24:], 1)
-	binary.LittleEndian.PutUint32(hdr[28:], 2)
-	binary.LittleEndian.PutUint64(hdr[32:], 1)
 	p := filepath.Join(b.TempDir(), "1.events")
-	require.NoError(b, os.WriteFile(p, hdr, 0o600))
+	require.NoError(b, os.WriteFile(p, ringImage(ring, 1, 2, 1), 0o600))
 	ev, err := OpenEvents(p)
 	require.NoError(b, err)
 	defer ev.Close()
