@@ -2,13 +2,15 @@
 # bench/stacks_cost.sh: what --stacks costs, against heaptrack, in one run.
 #
 # Runs python3.11 (bench/workloads/python_bench.py 1, PYTHONMALLOC=malloc)
-# and sqlite3 (200000 rows of bench/workloads/sqlite_bench.sql) ROUNDS times
-# each (default 5), interleaved: plain under glibc, under `tagalloc run`
+# sqlite3 (200000 rows of bench/workloads/sqlite_bench.sql) and redis-server
+# (under redis-benchmark -P 16 -n 300000 -t set,get,lpush,lpop; the whole
+# server run is timed, start to exit) ROUNDS times each (default 5),
+# interleaved: plain under glibc, under `tagalloc run`
 # (untracked), with --stacks sampled -o, with --stacks full -o, under
 # heaptrack (recording), and heaptrack's recording plus heaptrack_print (its
 # analysis, which tagalloc's report includes). Prints the medians of wall
-# time and the ratios the issue sets targets for. Needs heaptrack, sqlite3
-# and a python3.11 (the pyenv one if present).
+# time and the ratios the issue sets targets for. Needs heaptrack, sqlite3,
+# redis-server and a python3.11 (the pyenv one if present).
 #
 #   bench/stacks_cost.sh [ROUNDS]
 set -euo pipefail
@@ -20,19 +22,31 @@ go build -o "$work/tagalloc" ./cmd/tagalloc
 TA=$work/tagalloc
 PY=$(command -v python3.11 || true)
 for p in /root/.pyenv/versions/3.11*/bin/python3.11; do [ -x "$p" ] && PY=$p; done
-for t in heaptrack heaptrack_print sqlite3; do
+for t in heaptrack heaptrack_print sqlite3 redis-server redis-benchmark redis-cli; do
   command -v $t >/dev/null || { echo "stacks_cost.sh: $t is not installed" >&2; exit 1; }
 done
 [ -n "$PY" ] || { echo "stacks_cost.sh: no python3.11" >&2; exit 1; }
 
+port=$((20000 + RANDOM % 20000))
+redis() { # PREFIX...: a server under PREFIX, benchmarked, shut down
+  "$@" redis-server --port $port --save "" --appendonly no &
+  local pid=$! i
+  for i in $(seq 100); do redis-cli -p $port ping >/dev/null 2>&1 && break; sleep 0.05; done
+  redis-benchmark -p $port -P 16 -n 300000 -t set,get,lpush,lpop -q
+  redis-cli -p $port shutdown nosave || true
+  wait $pid || true
+}
 workload() { # WORKLOAD PREFIX...
   local w=$1; shift
-  if [ "$w" = python ]; then PYTHONMALLOC=malloc "$@" "$PY" bench/workloads/python_bench.py 1
-  else "$@" sqlite3 -cmd ".parameter set @rows 200000" :memory: <bench/workloads/sqlite_bench.sql; fi
+  case $w in
+    python) PYTHONMALLOC=malloc "$@" "$PY" bench/workloads/python_bench.py 1 ;;
+    sqlite) "$@" sqlite3 -cmd ".parameter set @rows 200000" :memory: <bench/workloads/sqlite_bench.sql ;;
+    redis) redis "$@" ;;
+  esac
 }
 now() { date +%s.%N; }
 for r in $(seq "$rounds"); do
-  for w in python sqlite; do
+  for w in python sqlite redis; do
     for v in glibc tagalloc sampled full heaptrack; do
       rm -f "$work"/ht.*
       case $v in
@@ -62,8 +76,8 @@ awk '
   }
   END {
     printf "%-8s %8s %9s %8s %8s %10s %16s\n", "workload", "glibc", "tagalloc", "sampled", "full", "heaptrack", "heaptrack+print"
-    split("python sqlite", ws, " ")
-    for (k = 1; k <= 2; k++) {
+    split("python sqlite redis", ws, " ")
+    for (k = 1; k <= 3; k++) {
       w = ws[k]
       g = median(t[w" glibc"]); u = median(t[w" tagalloc"]); s = median(t[w" sampled"]); f = median(t[w" full"])
       h = median(t[w" heaptrack"]); hp = median(t[w" heaptrack+print"])
