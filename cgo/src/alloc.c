@@ -28,10 +28,7 @@ static inline void *_ta_malloc_class_unsampled(unsigned c, size_t size) {
   if (ta_likely(b != NULL)) {
     pg->free = b->next;
     b->key = 0;
-    TA_HOT_ADD(h->dir[c].nalloc, 1); /* counts for pg->used too (TA_USED_BIAS) */
-#if defined(TA_MEASURE_NO_COUNTS)
-    pg->used++; /* no nalloc to follow: the fast path as it would be without the books */
-#endif
+    TA_COUNT_TAKEN(h, c, pg);
     if (ta_unlikely(pg->slop != NULL)) return _ta_note_requested(h, pg, c, b, size);
     return b;
   }

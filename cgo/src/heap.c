@@ -109,14 +109,8 @@ static inline bool _ta_page_keep_empty(_ta_heap_t *h, _ta_page_t *pg) {
 
 /* ---- the direct page (its biased used count: page.c, TA_USED_BIAS) ---------------- */
 
-static inline void _ta_dir_install(_ta_heap_t *h, unsigned c, _ta_page_t *pg) {
-  pg->used += TA_USED_BIAS - (uint32_t)TA_HOT_LOAD(h->dir[c].nalloc);
-  atomic_signal_fence(memory_order_seq_cst); /* biased before a malloc can take from it */
-  h->dir[c].page = pg;
-}
-
-/* pg stops being c's direct page, its used count settled; returns it (NULL
- * if there was none). */
+/* The direct page of class c stops being one, its used count settled;
+ * returns it (NULL if there was none). */
 static inline _ta_page_t *_ta_dir_retire(_ta_heap_t *h, unsigned c) {
   _ta_page_t *pg = h->dir[c].page;
   if (pg == &_ta_page_empty) return NULL;
@@ -126,6 +120,14 @@ static inline _ta_page_t *_ta_dir_retire(_ta_heap_t *h, unsigned c) {
   return pg;
 }
 
+/* pg becomes the direct page of class c, in place of any (a signal
+ * handler's malloc may have put one there since the caller retired it). */
+static inline void _ta_dir_install(_ta_heap_t *h, unsigned c, _ta_page_t *pg) {
+  (void)_ta_dir_retire(h, c);
+  pg->used += TA_USED_BIAS - (uint32_t)TA_HOT_LOAD(h->dir[c].nalloc);
+  atomic_signal_fence(memory_order_seq_cst); /* biased before a malloc can take from it */
+  h->dir[c].page = pg;
+}
 
 /* Release an empty small span back to the arena. */
 static void _ta_page_release(_ta_heap_t *h, _ta_page_t *pg) {
@@ -350,15 +352,11 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
       return NULL;
     }
   }
-  (void)_ta_dir_retire(h, c); /* one a signal handler's malloc put there meanwhile */
   _ta_dir_install(h, c, pg);
   _ta_block_t *b = pg->free;
   pg->free = b->next;
   b->key = 0;
-  TA_HOT_ADD(h->dir[c].nalloc, 1); /* counts for pg->used too (biased) */
-#if defined(TA_MEASURE_NO_COUNTS)
-  pg->used++;
-#endif
+  TA_COUNT_TAKEN(h, c, pg);
   if (pg->slop) {
     _ta_slop_set(pg, _ta_block_index(pg, b), pg->block_size - size);
     TA_HOT_ADD(h->req[c].areq, size);
@@ -413,6 +411,7 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
 static void _ta_heap_fold_counts_locked(_ta_heap_t *h) {
   uint64_t ab = 0, an = 0, fb = 0, fn = 0, ar = 0, fr = 0;
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
+    (void)_ta_dir_retire(h, c); /* its used count follows nalloc, about to go */
     ar += TA_HOT_LOAD(h->req[c].areq);
     fr += TA_HOT_LOAD(h->req[c].freq);
     TA_HOT_STORE(h->req[c].areq, 0);
@@ -425,7 +424,6 @@ static void _ta_heap_fold_counts_locked(_ta_heap_t *h) {
     fb += f * _ta_classes[c].size;
     TA_HOT_STORE(h->dir[c].nalloc, 0);
     TA_HOT_STORE(h->dir[c].nfree, 0);
-    if (h->dir[c].page != &_ta_page_empty) h->dir[c].page->used += (uint32_t)a; /* biased on nalloc */
   }
   TA_CTR_ADD(h->ctr->alloc_bytes, ab);
   TA_CTR_ADD(h->ctr->alloc_blocks, an);

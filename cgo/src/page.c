@@ -36,7 +36,7 @@ static void _ta_page_extend(_ta_page_t *pg) {
  * of this: nalloc is what they read. _ta_dir_install biases a
  * page as it becomes direct; _ta_dir_retire settles it as it stops being
  * (the slow path, the heap walk and abandon retire the direct page before
- * they look at used); _ta_page_used reads any page's true count. */
+ * they look at used, and folding a heap's counts before they go); _ta_page_used reads any page's true count. */
 #define TA_USED_BIAS 0x80000000u
 
 /* The blocks of small span pg handed out and not collected back, whether

@@ -372,6 +372,15 @@ extern __thread _ta_thread_t *_ta_tls_thread;
 #define TA_HOT_ADD(field, n) ((field) += (n))
 #endif
 #define TA_HOT_LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+/* A block taken from pg, heap h's direct page of class c: the books count
+ * it, and pg's used count follows that count (page.c, TA_USED_BIAS). The
+ * no-counts build, which has no count to follow, counts it in used. */
+#if defined(TA_MEASURE_NO_COUNTS)
+#define TA_COUNT_TAKEN(h, c, pg) ((void)(h), (void)(c), (pg)->used++)
+#else
+#define TA_COUNT_TAKEN(h, c, pg) TA_HOT_ADD((h)->dir[c].nalloc, 1)
+#endif
 #define TA_HOT_STORE(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
 
 /* ---- layer entry points ------------------------------------------------------ */
