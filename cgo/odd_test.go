@@ -41,17 +41,13 @@ func TestOdd(t *testing.T) {
 		{"dlopen", []string{"dlopen", dl, "300"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			libs := []string{lib(t)}
-			if tc.check {
-				libs = append(libs, checkLib(t))
+			envs := [][]string{{"LD_PRELOAD=" + lib(t)}}
+			if tc.check { // its quarantine and batched reclaim hold more
+				envs = append(envs, []string{"LD_PRELOAD=" + checkLib(t), "ODD_RSS_SLACK_KB=32768"})
 			}
-			for i, l := range libs {
-				env := []string{"LD_PRELOAD=" + l}
-				if i == 1 { // the checking build: its quarantine and batched reclaim hold more
-					env = append(env, "ODD_RSS_SLACK_KB=32768")
-				}
+			for _, env := range envs {
 				r := runProg(t, 90*time.Second, env, prog, tc.args...)
-				requirePassed(t, tc.name+" with "+filepath.Base(filepath.Dir(l)), r)
+				requirePassed(t, tc.name+" with "+filepath.Base(filepath.Dir(env[0])), r)
 				t.Log(strings.TrimSpace(strings.Split(r.stdout, "\n")[0]))
 			}
 		})

@@ -74,6 +74,15 @@ static int odd_finish(void) {
   return t_summary();
 }
 
+/* RSS after the rounds stays within a slack of what it was halfway: 8 MiB,
+ * or ODD_RSS_SLACK_KB (the checking build holds freed blocks back in its
+ * quarantine and reclaims exited threads' pages in batches). */
+static void check_rss_bounded(size_t rss_early, size_t rss_max) {
+  const char *slack_env = getenv("ODD_RSS_SLACK_KB");
+  size_t slack = slack_env ? (size_t)strtoul(slack_env, NULL, 10) : 8192;
+  CHECK(rss_max <= rss_early + slack, "RSS grew from %zu kB to %zu kB (slack %zu kB)", rss_early, rss_max, slack);
+}
+
 /* ---- signals ------------------------------------------------------------------ */
 
 static _Atomic(long) handler_calls, handler_bad, handler_null;
@@ -237,11 +246,7 @@ static int run_thread_exit(int rounds) {
   }
   printf("thread-exit: %d rounds of %d threads, RSS %zu kB after round %d, at most %zu kB after\n", rounds, XTHREADS,
          rss_early, rounds / 2, rss_max);
-  /* the checking build holds freed blocks back (its quarantine) and
-   * reclaims exited threads' pages in batches: it gets more slack */
-  const char *slack_env = getenv("ODD_RSS_SLACK_KB");
-  size_t slack = slack_env ? (size_t)strtoul(slack_env, NULL, 10) : 8192;
-  CHECK(rss_max <= rss_early + slack, "RSS grew from %zu kB to %zu kB (slack %zu kB)", rss_early, rss_max, slack);
+  check_rss_bounded(rss_early, rss_max);
   return odd_finish();
 }
 
@@ -335,11 +340,7 @@ static int run_dlopen(const char *lib, int rounds) {
     if (r % 20 == 0) t_check_books();
   }
   printf("dlopen: %d rounds, RSS %zu kB after round %d, at most %zu kB after\n", rounds, rss_early, rounds / 2, rss_max);
-  /* the checking build holds freed blocks back (its quarantine) and
-   * reclaims exited threads' pages in batches: it gets more slack */
-  const char *slack_env = getenv("ODD_RSS_SLACK_KB");
-  size_t slack = slack_env ? (size_t)strtoul(slack_env, NULL, 10) : 8192;
-  CHECK(rss_max <= rss_early + slack, "RSS grew from %zu kB to %zu kB (slack %zu kB)", rss_early, rss_max, slack);
+  check_rss_bounded(rss_early, rss_max);
   return odd_finish();
 }
 
