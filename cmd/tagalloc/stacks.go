@@ -76,6 +76,10 @@ func startDrainer(dir string, every time.Duration, historyLimit int, sym reporte
 func (d *drainer) pass(final bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.passLocked(final)
+}
+
+func (d *drainer) passLocked(final bool) bool {
 	if d.ended {
 		return false
 	}
@@ -221,29 +225,24 @@ func parseSize(s string) (int, error) {
 // newSymbolizer names frames from the modules' ELF and DWARF tables; one
 // symbolizer serves every report of the run (the live view's too), so
 // each object file is read once.
-func newSymbolizer() reporter.Symbolize { return sharedSymbolize() }
+func newSymbolizer() reporter.Symbolize { return reporter.SymbolizeWith(sharedSymbolizer()) }
 
-var sharedSymbolize = sync.OnceValue(func() reporter.Symbolize {
+// sharedSymbolizer keeps the frames it finds in a disk cache by build-id
+// (~/.cache/tagalloc/symbols; TAGALLOC_SYMBOL_CACHE=DIR or off), so later
+// runs need not read the objects' DWARF again.
+var sharedSymbolizer = sync.OnceValue(func() *symbolizer.Symbolizer {
 	var opts []symbolizer.Option
 	if dir, ok := symbolizer.DiskCacheFromEnv(); ok {
 		opts = append(opts, symbolizer.WithDiskCache(dir))
 	}
-	sharedSymbolizer = symbolizer.New(opts...)
-	return reporter.SymbolizeWith(sharedSymbolizer)
+	return symbolizer.New(opts...)
 })
-
-// sharedSymbolizer is the one behind sharedSymbolize, set by its first
-// call. It keeps the frames it finds in a disk cache by build-id
-// (~/.cache/tagalloc/symbols; TAGALLOC_SYMBOL_CACHE=DIR or off), so later
-// runs need not read the objects' DWARF again.
-var sharedSymbolizer *symbolizer.Symbolizer
 
 // flushSymbols writes the frames found since the symbolizer's disk cache
 // was read (or last flushed) to it; a failure is printed and otherwise
 // ignored.
 func flushSymbols() {
-	sharedSymbolize() // sharedSymbolizer is set once this returns
-	if err := sharedSymbolizer.Flush(); err != nil {
+	if err := sharedSymbolizer().Flush(); err != nil {
 		fmt.Fprintf(os.Stderr, "tagalloc: symbol cache: %v\n", err)
 	}
 }
@@ -253,9 +252,9 @@ func flushSymbols() {
 // view's estimates level with the books f reads next: a profile up to a
 // tick behind them read low on a growing heap.
 func (d *drainer) with(f func(map[int]*tagtable.Profile)) {
-	d.pass(false)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.passLocked(false)
 	m := map[int]*tagtable.Profile{}
 	for _, o := range d.open {
 		if o.prof != nil && o.ev != nil {
