@@ -217,18 +217,21 @@ func framesByStack(p *tagtable.Profile, sites []*tagtable.Site, byPC map[uint64]
 			ids = append(ids, s.Stack)
 		}
 	}
-	return parallelMap(ids, 256, func(id uint32) []Frame {
-		pcs := p.Stacks[id]
-		n := 0
-		for _, pc := range pcs {
-			n += len(byPC[pc])
-		}
-		fr := make([]Frame, 0, n)
-		for _, pc := range pcs {
-			fr = append(fr, byPC[pc]...) // symbolizeAll named every one
-		}
-		return fr
-	})
+	return parallelMap(ids, 256, func(id uint32) []Frame { return stackOf(p.Stacks[id], byPC) })
+}
+
+// stackOf is the frames of a stack's return addresses, each named by
+// symbolizeAll.
+func stackOf(pcs []uint64, byPC map[uint64][]Frame) []Frame {
+	n := 0
+	for _, pc := range pcs {
+		n += len(byPC[pc])
+	}
+	fr := make([]Frame, 0, n)
+	for _, pc := range pcs {
+		fr = append(fr, byPC[pc]...)
+	}
+	return fr
 }
 
 // library names the library a record is charged to: the first module of
@@ -272,12 +275,8 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 	byStack := framesByStack(p, sites, byPC)
 	stackFrames := func(id uint32) []Frame {
 		fr, ok := byStack[id]
-		if !ok {
-			pcs := p.Stacks[id]
-			fr = make([]Frame, 0, len(pcs))
-			for _, pc := range pcs {
-				fr = append(fr, byPC[pc]...) // symbolizeAll named every one
-			}
+		if !ok { // a stack no site names (a memory reporter's)
+			fr = stackOf(p.Stacks[id], byPC)
 			byStack[id] = fr
 		}
 		return fr
