@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/tagalloc/tagalloc/internal/atomicfile"
 	"github.com/tagalloc/tagalloc/tagtable"
 )
 
@@ -310,8 +310,10 @@ func (r *Report) WriteJSON(w io.Writer) error {
 		}
 		b = out.Bytes()
 	}
-	b = append(b, '\n')
-	_, err = w.Write(b)
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	_, err = w.Write([]byte{'\n'}) // not appended: that could copy the whole report
 	return err
 }
 
@@ -319,17 +321,5 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // rename, so a reader never sees half a report. The file is the owner's
 // only (0600).
 func WriteFileAtomic(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, write)
 }

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+
+	"github.com/tagalloc/tagalloc/internal/atomicfile"
 )
 
 // diskCacheVersion is the format version written in every cache file.
@@ -298,37 +300,16 @@ func readLimited(p string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// writeAtomic writes data to p through a temporary file in p's directory
-// renamed over p (directories made 0700, the file 0600).
-func writeAtomic(p string, data []byte) (err error) {
+// writeAtomic writes data to p (directories made 0700, the file 0600,
+// whole or not at all).
+func writeAtomic(p string, data []byte) error {
 	if len(data) > maxDiskFileBytes {
 		return fmt.Errorf("%s: %d bytes, over the %d a cache file may hold", p, len(data), maxDiskFileBytes)
 	}
-	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*.frames")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), p)
+	return atomicfile.Write(p, func(w io.Writer) error { _, err := w.Write(data); return err })
 }
 
 // The file format. Integers are unsigned varints unless said otherwise.
