@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/tagalloc/tagalloc/cgo"
@@ -96,7 +97,7 @@ func FindAllocators(names []string) (found []Allocator, notes []string, err erro
 			files, ok := knownLibs[name]
 			if !ok {
 				return nil, nil, fmt.Errorf("unknown allocator %q (known: %s; or give name=/path/to/lib.so)",
-					name, strings.Join(append(DefaultAllocators, NoCounts), ", "))
+					name, strings.Join(slices.Concat(DefaultAllocators, []string{NoCounts}), ", "))
 			}
 			if lib := findLib(files); lib != "" {
 				found = append(found, Allocator{Name: name, Preload: lib})
