@@ -111,7 +111,7 @@ func NewChunked(opts ...Option) (*Chunked, error) {
 		name = "tagalloc history"
 	}
 	size := n * cb
-	m, err := osMap(roundUp(size, pageSize), name, true)
+	m, err := osMap(roundUp(size, pageSize), name, true, false)
 	if err != nil {
 		return nil, fmt.Errorf("%w: mapping a %d-byte history: %v", ErrOutOfMemory, size, err)
 	}

@@ -5,7 +5,7 @@
 // within a byte limit by recycling its oldest chunks, while the tables
 // built from it stay exact.
 //
-// Two containers, after Firefox's:
+// Two containers, after Firefox's, and a flat array:
 //
 //	Vec[T]     mozilla::SegmentedVector. Typed elements in segments of a
 //	           power-of-two element count, each at least 64 KiB
@@ -20,6 +20,10 @@
 //	           oldest is recycled with every entry that starts in it.
 //	           Entries may straddle chunks; one larger than the limit is
 //	           refused.
+//	Array[T]   A fixed number of zeroed elements in one mapping, for
+//	           tables that index it directly (the profile's open-
+//	           addressing hash tables); a table that outgrows it makes a
+//	           larger one.
 //
 // Glossary
 //
@@ -65,7 +69,10 @@
 // AtShared). A Chunked is one goroutine's at a time.
 //
 // Memory (mem_linux.go, the only file that maps): Vec segments are
-// mapped one by one and unmapped by Shrink and Close; Chunked maps its
+// mapped one by one and unmapped by Shrink and Close; an Array of 2 MiB
+// or more, and a Vec's segments of 2 MiB or more after its first, ask for
+// transparent huge pages (tables read at random addresses miss the TLB
+// less); Chunked maps its
 // whole capacity at once with MAP_NORESERVE (pages cost memory once
 // written), purges it on Reset and unmaps it on Close. Mappings are named
 // "tagalloc segvec" and "tagalloc history" in /proc/PID/maps. Elsewhere

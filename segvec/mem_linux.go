@@ -17,8 +17,14 @@ import (
 // osMap maps size bytes of zeroed memory outside the Go heap. With
 // noReserve the kernel does not count it against overcommit until
 // touched (the history ring: its whole limit is mapped up front). The
-// mapping is named so /proc/PID/maps shows what it holds.
-func osMap(size int, name string, noReserve bool) ([]byte, error) {
+// mapping is named so /proc/PID/maps shows what it holds. With huge, a
+// mapping of 2 MiB or more asks for transparent huge pages (the kernel
+// places such mappings on a 2 MiB boundary): a table read at random
+// addresses (a large Vec, an Array) then misses the TLB far less, which
+// BenchmarkDrainLive measured at 4.1 -> 4.9M events/s. (Its first touch
+// then makes a whole 2 MiB resident: callers ask only for tables already
+// that large.)
+func osMap(size int, name string, noReserve, huge bool) ([]byte, error) {
 	flags := unix.MAP_PRIVATE | unix.MAP_ANON
 	if noReserve {
 		flags |= unix.MAP_NORESERVE
@@ -28,8 +34,13 @@ func osMap(size int, name string, noReserve bool) ([]byte, error) {
 		return nil, err
 	}
 	osName(b, name)
+	if huge && size >= hugePage {
+		_ = unix.Madvise(b, unix.MADV_HUGEPAGE) // a hint: refused, it costs only speed
+	}
 	return b, nil
 }
+
+const hugePage = 2 << 20
 
 // osUnmap releases a mapping from osMap.
 func osUnmap(b []byte) error { return unix.Munmap(b) }

@@ -13,7 +13,7 @@ import "unsafe"
 // The block is a word longer than asked, so that a Vec's next-slot
 // pointer at the end of a full segment stays inside the allocation (Go
 // forbids pointers past the end of one).
-func osMap(size int, name string, noReserve bool) ([]byte, error) {
+func osMap(size int, name string, noReserve, huge bool) ([]byte, error) {
 	w := make([]uint64, size/8+2)
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), size), nil
 }

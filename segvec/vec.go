@@ -299,7 +299,10 @@ func (v *Vec[T]) seek() {
 
 // addSegment maps one segment at the end and publishes the new table.
 func (v *Vec[T]) addSegment() error {
-	b, err := osMap(v.segBytes, v.name, false)
+	// Huge pages from the second segment on: a Vec that has filled one
+	// segment of 2 MiB is a large table, and one that has not keeps its
+	// resident memory to the pages it touched.
+	b, err := osMap(v.segBytes, v.name, false, len(v.maps) > 0)
 	if err != nil {
 		return fmt.Errorf("%w: mapping a %d-byte Vec segment with %d bytes held: %v", ErrOutOfMemory, v.segBytes, v.Bytes(), err)
 	}
