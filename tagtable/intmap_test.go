@@ -7,18 +7,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// addrMap against a Go map, through growth and heavy churn, clustered
-// addresses (neighbours share home slots), address 0, Clone and Range.
-func TestAddrMap(t *testing.T) {
+// intMap against a Go map, through growth and heavy churn, clustered
+// addresses (neighbours share home slots), site keys (stack<<32 | tag, both
+// small), key 0, Clone and Range.
+func TestIntMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	m, ref := newAddrMap(), map[uint64]uint32{}
+	m, ref := newIntMap(), map[uint64]uint32{}
 	addr := func() uint64 {
-		if rng.IntN(1000) == 0 {
+		switch rng.IntN(1000) {
+		case 0:
 			return 0
+		case 1, 2, 3, 4, 5, 6, 7, 8, 9, 10:
+			return uint64(rng.IntN(400))<<32 | uint64(rng.IntN(16))
 		}
 		return 0x7f0000000000 + 16*uint64(rng.IntN(50000))
 	}
-	check := func(m *addrMap, ref map[uint64]uint32) {
+	check := func(m *intMap, ref map[uint64]uint32) {
 		require.Equal(t, len(ref), m.Len())
 		seen := 0
 		m.Range(func(a uint64, v uint32) bool {

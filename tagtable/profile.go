@@ -5,7 +5,6 @@
 package tagtable
 
 import (
-	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -26,12 +25,16 @@ type LiveBlock struct {
 	Reports      uint32
 	ReportStacks [2]uint32
 	site         uint32 // its site's index + 1 (no lookup by SiteKey on free)
+	_            uint64 // to 64 bytes: a block is one cache line, not two
 }
 
 // SiteKey names a record: one stack, one tag.
 type SiteKey struct {
 	Stack, Tag uint32
 }
+
+// key is k as the profile's site table keys it.
+func (k SiteKey) key() uint64 { return uint64(k.Stack)<<32 | uint64(k.Tag) }
 
 // Site is what the blocks sampled at one (stack, tag) hold and have held.
 // Est* figures are unbiased estimates of the whole (each sample weighed
@@ -59,7 +62,7 @@ type Site struct {
 // scans them, however many blocks are live. Invariants:
 //
 //	slotOf.Len() + len(freeSlots) == blocks.Len()
-//	len(siteOf) == sites.Len()
+//	siteOf.Len() == sites.Len()
 //
 // Close unmaps the Vecs (a cleanup does it for a profile dropped without
 // Close).
@@ -88,25 +91,26 @@ type Profile struct {
 	store     *profileStore
 	histLimit int    // the history's byte limit (0: none)
 	clockMs   uint64 // stamped on the events drained (SetClock)
+	touched   uint64 // what touch loaded, kept so the loads are not dropped
 }
 
 // profileStore is the off-heap part of a profile: no Go pointers into the
 // Go heap are kept in what the Vecs hold.
 type profileStore struct {
 	blocks    *segvec.Vec[LiveBlock]
-	slotOf    *addrMap // block address -> slot in blocks
+	slotOf    *intMap  // block address -> slot in blocks
 	freeSlots []uint32 // slots of blocks freed, for reuse
 	sites     *segvec.Vec[Site]
-	siteOf    map[SiteKey]uint32 // -> index in sites
-	hist      *history           // the event history (history.go); nil until the first event
+	siteOf    *intMap  // SiteKey.key() -> index in sites
+	hist      *history // the event history (history.go); nil until the first event
 }
 
 func newProfileStore() *profileStore {
 	return &profileStore{
-		blocks: segvec.MustNew[LiveBlock](segvec.Name("tagalloc live blocks")),
-		slotOf: newAddrMap(),
+		blocks: segvec.MustNew[LiveBlock](segvec.Name("tagalloc live blocks"), segvec.SegmentBytes(2<<20)),
+		slotOf: newIntMap(),
 		sites:  segvec.MustNew[Site](segvec.Name("tagalloc sites")),
-		siteOf: map[SiteKey]uint32{},
+		siteOf: newIntMap(),
 	}
 }
 
@@ -117,6 +121,8 @@ func (st *profileStore) close() {
 		st.hist.buf.Close()
 		st.hist = nil
 	}
+	st.slotOf.close()
+	st.siteOf.close()
 	st.slotOf, st.siteOf, st.freeSlots = nil, nil, nil
 }
 
@@ -139,10 +145,11 @@ func (p *Profile) Close() {
 }
 
 // Bytes is the memory the profile's off-heap storage holds: the Vecs'
-// segments and the history's chunks written.
+// segments, the tables' entries and the history's chunks written.
 func (p *Profile) Bytes() int {
-	n := p.store.blocks.Bytes() + p.store.sites.Bytes()
-	if h := p.store.hist; h != nil {
+	st := p.store
+	n := st.blocks.Bytes() + st.sites.Bytes() + st.slotOf.Bytes() + st.siteOf.Bytes()
+	if h := st.hist; h != nil {
 		n += h.buf.Bytes()
 	}
 	return n
@@ -181,6 +188,7 @@ func (p *Profile) clone(withHistory bool) *Profile {
 			dst.blocks.Append(b)
 		}
 	}
+	dst.slotOf.close()
 	dst.slotOf = src.slotOf.Clone()
 	dst.freeSlots = slices.Clone(src.freeSlots)
 	for _, seg := range src.sites.Segments() {
@@ -188,7 +196,8 @@ func (p *Profile) clone(withHistory bool) *Profile {
 			dst.sites.Append(s)
 		}
 	}
-	dst.siteOf = maps.Clone(src.siteOf)
+	dst.siteOf.close()
+	dst.siteOf = src.siteOf.Clone()
 	c.Dropped, c.DroppedBytes, c.UnknownFrees = p.Dropped, p.DroppedBytes, p.UnknownFrees
 	return c
 }
@@ -222,12 +231,12 @@ func (p *Profile) Weight(req uint64) float64 {
 // history's name for it).
 func (p *Profile) site(k SiteKey) (*Site, uint32) {
 	st := p.store
-	if i, ok := st.siteOf[k]; ok {
+	if i, ok := st.siteOf.Get(k.key()); ok {
 		return st.sites.At(int(i)), i + 1
 	}
 	s, i := st.sites.AppendZero()
 	s.SiteKey = k
-	st.siteOf[k] = uint32(i)
+	st.siteOf.Put(k.key(), uint32(i))
 	return s, uint32(i) + 1
 }
 
@@ -246,6 +255,49 @@ func (p *Profile) block(addr uint64) *LiveBlock {
 		return st.blocks.At(int(i))
 	}
 	return nil
+}
+
+// toucher is a sink that can be told what the next events will look up
+// (Drain's batches): the addresses of the blocks they find or replace and
+// the keys of the sites they charge.
+type toucher interface {
+	touch(blocks, sites []uint64)
+}
+
+// touch loads the table entries, blocks and sites that events on these
+// blocks and sites will read, in passes of independent loads, so that the
+// cache misses of a batch overlap (a million live blocks at scattered
+// addresses miss the caches at each of the three steps: the address's
+// entry, its block, the block's site).
+func (p *Profile) touch(blocks, sites []uint64) {
+	st := p.store
+	var sink uint64
+	for _, a := range blocks {
+		sink += st.slotOf.touch(a)
+	}
+	for _, k := range sites {
+		sink += st.siteOf.touch(k)
+	}
+	var found [2 * drainBatch]uint32 // sites to load: index + 1
+	nf := 0
+	for _, a := range blocks {
+		if i, ok := st.slotOf.Get(a); ok && nf < len(found) {
+			found[nf] = st.blocks.At(int(i)).site
+			nf++
+		}
+	}
+	for _, k := range sites {
+		if i, ok := st.siteOf.Get(k); ok && nf < len(found) {
+			found[nf] = i + 1
+			nf++
+		}
+	}
+	for _, i := range found[:nf] {
+		if i != 0 && int(i) <= st.sites.Len() {
+			sink += st.sites.At(int(i - 1)).Samples
+		}
+	}
+	p.touched += sink // keeps the loads
 }
 
 // newBlock stores b at addr (in a free slot if there is one).
@@ -407,14 +459,14 @@ func (p *Profile) LiveCount() int { return p.store.slotOf.Len() }
 // there.
 func (p *Profile) Site(k SiteKey) (Site, bool) {
 	st := p.store
-	if i, ok := st.siteOf[k]; ok {
+	if i, ok := st.siteOf.Get(k.key()); ok {
 		return *st.sites.At(int(i)), true
 	}
 	return Site{}, false
 }
 
 // SiteCount is the number of (stack, tag) records.
-func (p *Profile) SiteCount() int { return len(p.store.siteOf) }
+func (p *Profile) SiteCount() int { return p.store.siteOf.Len() }
 
 // SortedSites returns copies of the sites (on the Go heap: they outlive
 // changes to the profile), most live bytes first (then most allocated).

@@ -2,6 +2,7 @@ package tagtable
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -56,10 +57,11 @@ func (p *Profile) check(t *testing.T) {
 		require.False(t, seen[i], "slot %d live and free", i)
 		seen[i] = true
 	}
-	require.Equal(t, st.sites.Len(), len(st.siteOf))
-	for k, i := range st.siteOf {
-		require.Equal(t, k, st.sites.At(int(i)).SiteKey)
-	}
+	require.Equal(t, st.sites.Len(), st.siteOf.Len())
+	st.siteOf.Range(func(k uint64, i uint32) bool {
+		require.Equal(t, k, st.sites.At(int(i)).SiteKey.key())
+		return true
+	})
 }
 
 // Slots are reused, the books stay right through moves and lost frees,
@@ -107,4 +109,10 @@ func TestProfileStoreAndClone(t *testing.T) {
 	ps, _ := p.Site(SiteKey{Stack: 2, Tag: 1})
 	require.NotEqual(t, s, ps)
 	require.Equal(t, c.SortedSites()[0].Samples, s.Samples)
+}
+
+// A live block fills one cache line: Drain's touch loads one line for it
+// (segments are page-aligned).
+func TestLiveBlockIsOneLine(t *testing.T) {
+	require.Equal(t, uintptr(64), unsafe.Sizeof(LiveBlock{}))
 }
