@@ -269,40 +269,53 @@ static uint32_t _ta_stack_id(const uintptr_t *pc, int n) {
 
 /* ---- the sampled set --------------------------------------------------------- */
 
-/* Addresses of live sampled blocks: open addressing with tombstones, grown
- * (rehashed into a new mapping) at half full. */
+/* Addresses of live sampled blocks: open addressing with linear probing,
+ * grown (rehashed into a mapping twice the size) at half full. Removing an
+ * address shifts the rest of its cluster back over it, so there are no
+ * tombstones: under --stacks full every block passes through the set, and
+ * tombstones had it rehashing in place again and again (a sixth of
+ * python's time under --stacks full went to the set). */
 #define TA_SET_EMPTY 0
-#define TA_SET_TOMB 1
 static uintptr_t *_ta_set;
-static size_t _ta_set_cap, _ta_set_used, _ta_set_live;
+static size_t _ta_set_cap, _ta_set_live;
 
 static size_t _ta_set_slot(uintptr_t a) { return (size_t)((a >> 4) * 0x9E3779B97F4A7C15ull >> 20) & (_ta_set_cap - 1); }
 
+/* Start loading a's slot, without the lock, well before a lookup under it
+ * (the set is far larger than the caches under --stacks full: its misses
+ * were most of what marking a block cost). The table and its size are read
+ * relaxed and may be a grow apart: a prefetch of the wrong line is only a
+ * wasted load, of an unmapped one nothing. */
+static inline void _ta_set_prefetch(uintptr_t a) {
+  uintptr_t *t = __atomic_load_n(&_ta_set, __ATOMIC_RELAXED);
+  size_t cap = __atomic_load_n(&_ta_set_cap, __ATOMIC_RELAXED);
+  if (t) __builtin_prefetch(t + ((size_t)((a >> 4) * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1)), 1);
+}
+
 static bool _ta_set_grow(void) {
   size_t cap = _ta_set_cap ? _ta_set_cap * 2 : 4096;
-  if (_ta_set_live * 4 < _ta_set_cap) cap = _ta_set_cap; /* tombstones: rehash in place */
   uintptr_t *old = _ta_set, *nt = _ta_os_map(cap * sizeof(uintptr_t), TA_OS_PAGE);
   if (!nt) return false;
   size_t oldcap = _ta_set_cap;
-  _ta_set = nt, _ta_set_cap = cap, _ta_set_used = _ta_set_live = 0;
+  __atomic_store_n(&_ta_set, nt, __ATOMIC_RELAXED); /* _ta_set_prefetch reads them unlocked */
+  __atomic_store_n(&_ta_set_cap, cap, __ATOMIC_RELAXED);
   for (size_t i = 0; i < oldcap; i++) {
-    if (old[i] <= TA_SET_TOMB) continue;
+    if (old[i] == TA_SET_EMPTY) continue;
     size_t j = _ta_set_slot(old[i]);
     while (_ta_set[j] != TA_SET_EMPTY) j = (j + 1) & (cap - 1);
-    _ta_set[j] = old[i], _ta_set_used++, _ta_set_live++;
+    _ta_set[j] = old[i];
   }
   if (old) _ta_os_release(old, oldcap * sizeof(uintptr_t));
   return true;
 }
 
 static bool _ta_set_add(uintptr_t a) {
-  if ((_ta_set_used + 1) * 2 > _ta_set_cap && !_ta_set_grow()) return false;
+  if ((_ta_set_live + 1) * 2 > _ta_set_cap && !_ta_set_grow()) return false;
   size_t j = _ta_set_slot(a);
-  while (_ta_set[j] > TA_SET_TOMB) {
-    if (_ta_set[j] == a) return true;
+  while (_ta_set[j] != TA_SET_EMPTY) {
+    if (_ta_set[j] == a) return false; /* already there: not counted twice */
     j = (j + 1) & (_ta_set_cap - 1);
   }
-  if (_ta_set[j] == TA_SET_EMPTY) _ta_set_used++;
   _ta_set[j] = a, _ta_set_live++;
   return true;
 }
@@ -314,15 +327,20 @@ static bool _ta_set_has(uintptr_t a) {
   return false;
 }
 
+/* Remove a; false if it was not there. */
 static bool _ta_set_remove(uintptr_t a) {
   if (!_ta_set_cap) return false;
-  for (size_t j = _ta_set_slot(a);; j = (j + 1) & (_ta_set_cap - 1)) {
-    if (_ta_set[j] == TA_SET_EMPTY) return false;
-    if (_ta_set[j] == a) {
-      _ta_set[j] = TA_SET_TOMB, _ta_set_live--;
-      return true;
-    }
+  size_t m = _ta_set_cap - 1, i = _ta_set_slot(a);
+  for (; _ta_set[i] != a; i = (i + 1) & m)
+    if (_ta_set[i] == TA_SET_EMPTY) return false;
+  /* an entry further on moves into the hole if the hole lies between its
+   * home slot and where it sits, cyclically */
+  for (size_t j = (i + 1) & m; _ta_set[j] != TA_SET_EMPTY; j = (j + 1) & m) {
+    size_t h = _ta_set_slot(_ta_set[j]);
+    if (((j - h) & m) >= ((j - i) & m)) _ta_set[i] = _ta_set[j], i = j;
   }
+  _ta_set[i] = TA_SET_EMPTY, _ta_set_live--;
+  return true;
 }
 
 /* ---- the countdown -------------------------------------------------------------- */
@@ -415,10 +433,12 @@ static void _ta_sample_mark(void *p) {
   if (pg) atomic_fetch_add_explicit(&pg->sampled, 1, memory_order_relaxed);
 }
 
-static void _ta_sample_unmark(void *p) {
-  if (!_ta_set_remove((uintptr_t)p)) return;
+/* Unmark p if it is sampled, and say whether it was (sample lock held). */
+static bool _ta_sample_unmark(void *p) {
+  if (!_ta_set_remove((uintptr_t)p)) return false;
   _ta_page_t *pg = _ta_page_of(p);
   if (pg) atomic_fetch_sub_explicit(&pg->sampled, 1, memory_order_relaxed);
+  return true;
 }
 
 /* The countdown crossed zero at block p (requested bytes req, charged to
@@ -443,6 +463,7 @@ TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
     if (!_ta_self.start) dl_iterate_phdr(_ta_mod_visit, (void *)1);
     pthread_mutex_unlock(&_ta_sample_lock);
   }
+  _ta_set_prefetch((uintptr_t)p); /* loaded while the stack is unwound */
   uintptr_t pc[TA_STACK_MAX];
   int n = _ta_stack_capture(pc); /* no lock held: the unwinder may take the loader's */
   size_t usable = _ta_usable_of(p);
@@ -473,9 +494,9 @@ static inline void *_ta_sample_alloc(void *p, size_t req, uint32_t tag) {
  * is large or huge): if it is, say it is freed. */
 TA_NOINLINE static void _ta_sample_free(void *p) {
   if (!_ta_ev || p == _ta_realloc_keep) return;
+  _ta_set_prefetch((uintptr_t)p);
   pthread_mutex_lock(&_ta_sample_lock);
-  if (_ta_set_has((uintptr_t)p)) {
-    _ta_sample_unmark(p);
+  if (_ta_sample_unmark(p)) {
     uint64_t rec[1] = {(uintptr_t)p};
     _ta_ev_write(TA_EV_FREE, rec, 16);
   }
@@ -501,9 +522,8 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
   _ta_sample_left = selected ? _ta_sample_next() : left;
   if (!maybe && !selected) return; /* p's page holds no sampled block: nothing to look up */
   pthread_mutex_lock(&_ta_sample_lock);
-  bool was = maybe && _ta_set_has((uintptr_t)p);
+  bool was = maybe && _ta_sample_unmark(p);
   if (was) {
-    _ta_sample_unmark(p);
     if (p != q && _ta_set_has((uintptr_t)q)) { /* q's free was lost: end p's chain there */
       uint64_t rec[1] = {(uintptr_t)p};
       _ta_ev_write(TA_EV_FREE, rec, 16);
