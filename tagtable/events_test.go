@@ -246,3 +246,102 @@ func BenchmarkDrainLive(b *testing.B) {
 	}
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 }
+
+// Drain over many laps of a small ring, as the writer fills it: records
+// that wrap around its end, batches longer and shorter than drainBatch.
+// The profile ends as a model of the same events says, and each drain
+// leaves the ring zeroed and the tail at the head.
+func TestDrainLapsAndWraps(t *testing.T) {
+	const ring = 4096
+	p := filepath.Join(t.TempDir(), "1.events")
+	require.NoError(t, os.WriteFile(p, ringImage(ring, 1, 2, 1), 0o600))
+	ev, err := OpenEvents(p)
+	require.NoError(t, err)
+	defer ev.Close()
+	prof := NewProfile(1, "full", 1)
+	defer prof.Close()
+	rng := rand.New(rand.NewPCG(5, 6))
+	live := map[uint64]uint64{} // addr -> usable, the model
+	var addrs []uint64
+	next := uint64(0x10000)
+	head, wraps := uint64(0), 0
+	put := func(r []byte) {
+		off := head % ring
+		if off+uint64(len(r)) > ring {
+			wraps++
+		}
+		k := copy(ev.ring[off:], r)
+		copy(ev.ring, r[k:])
+		head += uint64(len(r))
+	}
+	put(rec(EvStack, 1|1<<32, 0x1000))
+	for lap := 0; lap < 400; lap++ {
+		want := 0
+		for n := rng.IntN(80); n > 0 && head-atomicTail(ev)+48 <= ring; n-- {
+			switch k := rng.IntN(3); {
+			case k == 0 && len(addrs) > 0: // free
+				i := rng.IntN(len(addrs))
+				put(rec(EvFree, addrs[i]))
+				delete(live, addrs[i])
+				addrs[i] = addrs[len(addrs)-1]
+				addrs = addrs[:len(addrs)-1]
+			case k == 1 && len(addrs) > 0: // moving resize
+				i := rng.IntN(len(addrs))
+				next += 64
+				put(rec(EvResize, addrs[i], next, 128, 100, 1))
+				delete(live, addrs[i])
+				live[next] = 128
+				addrs[i] = next
+			default:
+				next += 64
+				put(rec(EvAlloc, next, 64, 60, 1|1<<32))
+				live[next] = 64
+				addrs = append(addrs, next)
+			}
+			want++
+		}
+		binary.LittleEndian.PutUint64(ev.mem[64:], head)
+		n, err := ev.Drain(prof)
+		require.NoError(t, err)
+		if lap > 0 {
+			require.Equal(t, want, n, "lap %d", lap)
+		}
+		require.Equal(t, head, atomicTail(ev))
+		require.Equal(t, make([]byte, ring), ev.ring, "lap %d: the ring is zeroed", lap)
+	}
+	require.Greater(t, wraps, 20, "records wrapped around the ring's end")
+	require.Equal(t, len(live), prof.LiveCount())
+	for a, usable := range live {
+		b, ok := prof.LiveBlockAt(a)
+		require.True(t, ok, "%#x", a)
+		require.Equal(t, usable, b.Usable)
+	}
+	require.Zero(t, prof.UnknownFrees)
+}
+
+func atomicTail(ev *Events) uint64 { return binary.LittleEndian.Uint64(ev.mem[128:]) }
+
+// A malformed record in the middle of a batch: the records before it are
+// decoded and released, the drain stops there with an error, and the
+// tail stays at it.
+func TestDrainStopsAtABadRecordInABatch(t *testing.T) {
+	var recs [][]byte
+	recs = append(recs, rec(EvStack, 1|1<<32, 0x1000))
+	for i := uint64(0); i < 40; i++ {
+		recs = append(recs, rec(EvAlloc, 0x1000+64*i, 64, 60, 1|1<<32))
+	}
+	bad := rec(EvFree, 0x5000)
+	binary.LittleEndian.PutUint64(bad, 16|99<<32) // an unknown type
+	recs = append(recs, bad, rec(EvFree, 0x1000))
+	p := ringFile(t, recs...)
+	ev, err := OpenEvents(p)
+	require.NoError(t, err)
+	defer ev.Close()
+	prof := NewProfile(1, "full", 1)
+	defer prof.Close()
+	n, err := ev.Drain(prof)
+	require.ErrorIs(t, err, ErrFormat)
+	require.Equal(t, 41, n)
+	require.Equal(t, 40, prof.LiveCount())
+	require.Equal(t, uint64(24+40*40), atomicTail(ev))
+}
