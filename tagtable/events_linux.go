@@ -122,12 +122,6 @@ func (e *Events) copyOut(dst []byte, pos uint64) {
 	copy(dst[k:], e.ring)
 }
 
-// drainBatch is how many records Drain reads ahead of decoding them: a
-// sink that is a toucher loads the table entries, blocks and sites they
-// will look up first, so that the batch's cache misses overlap instead of
-// coming one after another (BenchmarkDrainLive).
-const drainBatch = 32
-
 // Drain decodes every committed record into sink, frees their space for
 // the writer, and returns how many it read. A malformed record stops the
 // drain with an error (the rest of the ring is not trusted).

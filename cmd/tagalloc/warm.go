@@ -3,8 +3,6 @@ package main
 import (
 	"runtime"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/tagalloc/tagalloc/reporter"
 	"github.com/tagalloc/tagalloc/tagtable"
 )
@@ -51,7 +49,7 @@ func (w *warmer) run() {
 	// A thread of its own at nice 19: the program being measured keeps its
 	// CPUs; the thread ends with the goroutine (still locked).
 	runtime.LockOSThread()
-	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19)
+	lowerThreadPriority()
 	for {
 		select {
 		case <-w.stop:
