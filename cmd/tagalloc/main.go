@@ -155,7 +155,7 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 127, fmt.Errorf("run: %w", err)
 	}
-	books, err := os.MkdirTemp(booksParent(), "tagalloc-run-") // 0700: the books are the user's alone
+	books, err := os.MkdirTemp("", "tagalloc-run-") // 0700: the books are the user's alone
 	if err != nil {
 		return 1, fmt.Errorf("run: %w", err)
 	}

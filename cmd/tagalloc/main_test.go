@@ -821,26 +821,3 @@ func abs(v int) int {
 	}
 	return v
 }
-
-// run makes its books under $TMPDIR when it is set and removes them
-// after; without it, in /dev/shm when that is a tmpfs with room, else in
-// the system's temporary directory.
-func TestRunBooksDirectory(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("TMPDIR", dir)
-	out, _, code := cli(t, "run", "--", "sh", "-c", "echo $TAGALLOC_DIR")
-	require.Zero(t, code)
-	require.Equal(t, dir, filepath.Dir(strings.TrimSpace(out)))
-	left, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	require.Empty(t, left, "the books are removed")
-	require.Equal(t, dir, booksParent())
-
-	t.Setenv("TMPDIR", "")
-	want := os.TempDir()
-	if tmpfsWithRoom("/dev/shm", 4<<30) {
-		want = "/dev/shm"
-	}
-	require.Equal(t, want, booksParent())
-	require.False(t, tmpfsWithRoom(dir, 1<<62), "no filesystem has 4 EiB free")
-}

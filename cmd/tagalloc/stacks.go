@@ -263,23 +263,3 @@ func (d *drainer) with(f func(map[int]*tagtable.Profile)) {
 	}
 	f(m)
 }
-
-// booksParent is where run makes its books directory: $TMPDIR if it is
-// set; else /dev/shm if it is a tmpfs we may write with room to spare;
-// else the system's temporary directory. The events rings are written
-// through shared mappings by the program and zeroed behind the drainer:
-// on a disk filesystem each first write to a page of a ring goes through
-// the filesystem (page_mkwrite, block allocation), and under redis with
-// --stacks sampled that was 40% of tagalloc's CPU (240 ms against 135 ms
-// on tmpfs). The room asked for (4 GiB free) keeps clear of the small
-// /dev/shm of containers, where a ring could fill it (a write to a
-// mapped page of a full tmpfs is a SIGBUS in the program).
-func booksParent() string {
-	if os.Getenv("TMPDIR") != "" {
-		return os.TempDir()
-	}
-	if tmpfsWithRoom("/dev/shm", 4<<30) {
-		return "/dev/shm"
-	}
-	return os.TempDir()
-}
