@@ -111,8 +111,12 @@ func TestProfileStoreAndClone(t *testing.T) {
 	require.Equal(t, c.SortedSites()[0].Samples, s.Samples)
 }
 
-// A live block fills one cache line: Drain's touch loads one line for it
+// A live block fills one cache line, and what allocations and frees
+// update in a site another: Drain's touch loads one line for each
 // (segments are page-aligned).
 func TestLiveBlockIsOneLine(t *testing.T) {
 	require.Equal(t, uintptr(64), unsafe.Sizeof(LiveBlock{}))
+	// a site is two lines, the figures of allocations and frees in the first
+	require.Equal(t, uintptr(128), unsafe.Sizeof(Site{}))
+	require.Equal(t, uintptr(64), unsafe.Offsetof(Site{}.Reallocs))
 }
