@@ -38,7 +38,26 @@ func (s *Stacks) MarshalJSON() ([]byte, error) {
 	if s.Records == nil {
 		out.Records = nil
 	}
-	frameIdx := map[Frame]uint32{}
+	// Frames are found by PC, then compared: a PC has one frame, or a few
+	// (the calls inlined there), and comparing them is cheaper than hashing
+	// their strings (python's full report has 1.4M frames in its traces).
+	type frameRef struct {
+		f  Frame
+		id uint32
+	}
+	byPC := map[uint64][]frameRef{}
+	frameID := func(f Frame) uint32 {
+		refs := byPC[f.PC]
+		for _, r := range refs {
+			if r.f == f {
+				return r.id
+			}
+		}
+		id := uint32(len(out.FrameTable))
+		out.FrameTable = append(out.FrameTable, f)
+		byPC[f.PC] = append(refs, frameRef{f, id})
+		return id
+	}
 	type traceKey struct {
 		first *Frame
 		n     int
@@ -55,13 +74,7 @@ func (s *Stacks) MarshalJSON() ([]byte, error) {
 		if !ok {
 			ids := make([]uint32, len(r.Frames))
 			for j, f := range r.Frames {
-				id, ok := frameIdx[f]
-				if !ok {
-					id = uint32(len(out.FrameTable))
-					frameIdx[f] = id
-					out.FrameTable = append(out.FrameTable, f)
-				}
-				ids[j] = id
+				ids[j] = frameID(f)
 			}
 			out.TraceTable = append(out.TraceTable, ids)
 			t = len(out.TraceTable)
