@@ -47,8 +47,9 @@ const HistorySlack = 2 * maxHistEntry
 // history is a profile's event log (profileStore.hist), made at the
 // first event.
 type history struct {
-	buf   *segvec.Chunked
-	limit int
+	buf    *segvec.Chunked
+	limit  int
+	lastMs uint64 // the clock of the newest entry
 }
 
 func newHistory(limit int) (*history, error) {
@@ -116,6 +117,7 @@ func (p *Profile) record(kind uint64, site uint32, est int64, freed uint64, w0, 
 		n += binary.PutUvarint(b[n:], w3)
 	}
 	_, _ = h.buf.Append(b[:n]) // never too large: at most 72 bytes against a limit of at least 16 chunks
+	h.lastMs = p.clockMs
 }
 
 // HistoryStats is what the history holds and has forgotten.
@@ -141,14 +143,10 @@ func (p *Profile) HistoryStats() HistoryStats {
 	rec, recBytes := h.buf.Dropped()
 	st := HistoryStats{LimitBytes: uint64(h.limit), Bytes: uint64(h.buf.Bytes()), RetainedBytes: h.buf.RetainedBytes(),
 		Events: uint64(h.buf.Len()), Recycled: rec, RecycledBytes: recBytes, FirstSeq: h.buf.Oldest(), NextSeq: h.buf.Next()}
-	first := true
-	h.buf.Range(func(_ uint64, e []byte) bool {
+	h.buf.Range(func(_ uint64, e []byte) bool { // the oldest entry only
 		v, _ := binary.Uvarint(e)
-		if first {
-			st.FirstMs, first = v>>2, false
-		}
-		st.LastMs = v >> 2
-		return true
+		st.FirstMs, st.LastMs = v>>2, h.lastMs
+		return false
 	})
 	return st
 }

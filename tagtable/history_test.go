@@ -98,6 +98,10 @@ func TestHistoryBoundedBooksExact(t *testing.T) {
 	require.Less(t, st.Events, uint64(n)/4)
 	require.Greater(t, st.FirstMs, uint64(0), "the oldest events are gone")
 	require.Equal(t, uint64((n-1)/100), st.LastMs)
+	c := small.Clone()
+	cst := c.HistoryStats() // a clone's history holds the same events (numbered afresh)
+	require.Equal(t, [3]uint64{st.Events, st.FirstMs, st.LastMs}, [3]uint64{cst.Events, cst.FirstMs, cst.LastMs})
+	c.Close()
 	t.Logf("64 KiB history of %d events: keeps %d (%d bytes), recycled %d; ms %d..%d", n, st.Events, st.RetainedBytes, st.Recycled, st.FirstMs, st.LastMs)
 
 	bst := big.HistoryStats()

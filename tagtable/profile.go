@@ -176,6 +176,7 @@ func (p *Profile) clone(withHistory bool) *Profile {
 				_, _ = ch.buf.Append(e)
 				return true
 			})
+			ch.lastMs = h.lastMs
 			c.store.hist = ch
 		}
 	}
