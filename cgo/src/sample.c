@@ -241,13 +241,14 @@ static int _ta_stack_capture(uintptr_t *pc) {
 }
 
 /* The id of stack pc[0..n), written to the ring the first time it is seen
- * (sample lock held). */
+ * (sample lock held). Only a stack not seen before has its return
+ * addresses looked up among the modules announced (a linear search per
+ * address: of a deep stack, more than the rest of the lookup). */
 static uint32_t _ta_stack_id(const uintptr_t *pc, int n) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (int i = 0; i < n; i++) {
     h ^= pc[i];
     h *= 0x100000001b3ull;
-    if (!_ta_mod_known(pc[i])) _ta_mods_scan();
   }
   h |= 1;
   uint32_t mask = TA_STACK_TAB - 1, i = (uint32_t)(h ^ (h >> 32)) & mask;
@@ -257,6 +258,11 @@ static uint32_t _ta_stack_id(const uintptr_t *pc, int n) {
       if (!_ta_stacks[i].used) break;
     }
   }
+  for (int k = 0; k < n; k++)
+    if (!_ta_mod_known(pc[k])) {
+      _ta_mods_scan(); /* loaded since the last look: announced before the stack that needs it */
+      break;
+    }
   uint32_t id = ++_ta_stack_count;
   if (_ta_stacks && !_ta_stacks[i].used) _ta_stacks[i] = (_ta_stack_slot_t){h, id, 1};
   uint64_t rec[1 + TA_STACK_MAX];
