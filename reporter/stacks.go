@@ -181,28 +181,28 @@ func symbolizeAll(p *tagtable.Profile, sym Symbolize) map[uint64][]Frame {
 			}
 		}
 	}
-	return parallelMap(pcs, 64, func(pc uint64) []Frame { return frames(p, pc, sym) })
+	out := make([][]Frame, len(pcs))
+	parallelFor(len(pcs), 64, func(i int) { out[i] = frames(p, pcs[i], sym) })
+	m := make(map[uint64][]Frame, len(pcs))
+	for i, pc := range pcs {
+		m[pc] = out[i]
+	}
+	return m
 }
 
-// parallelMap returns f of every key, computed on all CPUs (each worker
-// taking at least minEach keys).
-func parallelMap[K comparable](keys []K, minEach int, f func(K) []Frame) map[K][]Frame {
-	out := make([][]Frame, len(keys))
+// parallelFor calls f(i) for every i in [0, n), on all CPUs (each worker
+// taking at least minEach, interleaved), and returns when all are done.
+func parallelFor(n, minEach int, f func(i int)) {
 	var wg sync.WaitGroup
-	workers := min(runtime.GOMAXPROCS(0), len(keys)/minEach+1)
+	workers := min(runtime.GOMAXPROCS(0), n/minEach+1)
 	for w := range workers {
 		wg.Go(func() {
-			for i := w; i < len(keys); i += workers {
-				out[i] = f(keys[i])
+			for i := w; i < n; i += workers {
+				f(i)
 			}
 		})
 	}
 	wg.Wait()
-	m := make(map[K][]Frame, len(keys))
-	for i, k := range keys {
-		m[k] = out[i]
-	}
-	return m
 }
 
 // framesByStack lays out the frames of every stack the sites name, by
@@ -228,19 +228,12 @@ func framesByStack(p *tagtable.Profile, sites []*tagtable.Site, byPC map[uint64]
 		off[i+1] = off[i] + n
 	}
 	all := make([]Frame, off[len(ids)])
-	var wg sync.WaitGroup
-	workers := min(runtime.GOMAXPROCS(0), len(ids)/256+1)
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < len(ids); i += workers {
-				fr := all[off[i]:off[i]]
-				for _, pc := range p.Stacks[ids[i]] {
-					fr = append(fr, byPC[pc]...) // within its room: counted above
-				}
-			}
-		})
-	}
-	wg.Wait()
+	parallelFor(len(ids), 256, func(i int) {
+		fr := all[off[i]:off[i]]
+		for _, pc := range p.Stacks[ids[i]] {
+			fr = append(fr, byPC[pc]...) // within its room: counted above
+		}
+	})
 	m := make(map[uint32][]Frame, len(ids))
 	for i, id := range ids {
 		m[id] = all[off[i]:off[i+1]:off[i+1]] // full: an append copies, never overwrites the next
