@@ -85,6 +85,27 @@ type EventSink interface {
 	Report(addr uint64, stack uint32)
 }
 
+// lookups adds to blocks (from index nb) the addresses of the blocks a
+// record of type typ and body b will look up, and to sites (from ns) the
+// site it charges (SiteKey.key), as decode reads them; a record decode
+// would refuse adds nothing. It returns the new counts.
+func lookups(typ uint64, b []byte, blocks []uint64, nb int, sites []uint64, ns int) (int, int) {
+	u64 := func(i int) uint64 { return binary.LittleEndian.Uint64(b[8*i:]) }
+	switch {
+	case typ == EvAlloc && len(b) >= 32:
+		ts := u64(3)
+		blocks[nb], sites[ns] = u64(0), SiteKey{Stack: uint32(ts >> 32), Tag: uint32(ts)}.key()
+		return nb + 1, ns + 1
+	case (typ == EvFree && len(b) >= 8) || (typ == EvReport && len(b) >= 16):
+		blocks[nb] = u64(0)
+		return nb + 1, ns
+	case typ == EvResize && len(b) >= 40:
+		blocks[nb], blocks[nb+1] = u64(0), u64(1)
+		return nb + 2, ns
+	}
+	return nb, ns
+}
+
 func decode(typ uint64, b []byte, sink EventSink) error {
 	u64 := func(i int) uint64 { return binary.LittleEndian.Uint64(b[8*i:]) }
 	switch typ {

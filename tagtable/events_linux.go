@@ -155,15 +155,16 @@ func (e *Events) Drain(sink EventSink) (n int, err error) {
 				}
 				break // decode the records before it first
 			}
-			if off+size <= uint64(len(e.ring)) {
-				recs[k] = e.ring[off : off+size]
-			} else {
+			wraps := off+size > uint64(len(e.ring))
+			if wraps {
 				recs[k] = wrapped[:size]
 				e.copyOut(recs[k], pos)
+			} else {
+				recs[k] = e.ring[off : off+size]
 			}
 			k++
 			pos += size
-			if off+size > uint64(len(e.ring)) {
+			if wraps {
 				break
 			}
 		}
@@ -173,25 +174,7 @@ func (e *Events) Drain(sink EventSink) (n int, err error) {
 		if t != nil {
 			nb, ns := 0, 0
 			for _, r := range recs[:k] {
-				switch binary.LittleEndian.Uint32(r[4:]) {
-				case EvAlloc:
-					if len(r) >= 40 {
-						blocks[nb] = binary.LittleEndian.Uint64(r[8:])
-						ts := binary.LittleEndian.Uint64(r[32:])
-						sites[ns] = SiteKey{Stack: uint32(ts >> 32), Tag: uint32(ts)}.key()
-						nb, ns = nb+1, ns+1
-					}
-				case EvFree, EvReport:
-					if len(r) >= 16 {
-						blocks[nb] = binary.LittleEndian.Uint64(r[8:])
-						nb++
-					}
-				case EvResize:
-					if len(r) >= 24 {
-						blocks[nb], blocks[nb+1] = binary.LittleEndian.Uint64(r[8:]), binary.LittleEndian.Uint64(r[16:])
-						nb += 2
-					}
-				}
+				nb, ns = lookups(binary.LittleEndian.Uint64(r)>>32, r[8:], blocks[:], nb, sites[:], ns)
 			}
 			t.touch(blocks[:nb], sites[:ns])
 		}
