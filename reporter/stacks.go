@@ -221,18 +221,11 @@ func framesByStack(p *tagtable.Profile, sites []*tagtable.Site, byPC map[uint64]
 	}
 	off := make([]int, len(ids)+1) // stack i's frames are all[off[i]:off[i+1]]
 	for i, id := range ids {
-		n := 0
-		for _, pc := range p.Stacks[id] {
-			n += len(byPC[pc])
-		}
-		off[i+1] = off[i] + n
+		off[i+1] = off[i] + frameCount(p.Stacks[id], byPC)
 	}
 	all := make([]Frame, off[len(ids)])
 	parallelFor(len(ids), 256, func(i int) {
-		fr := all[off[i]:off[i]]
-		for _, pc := range p.Stacks[ids[i]] {
-			fr = append(fr, byPC[pc]...) // within its room: counted above
-		}
+		appendStack(all[off[i]:off[i]], p.Stacks[ids[i]], byPC) // within its room: counted above
 	})
 	m := make(map[uint32][]Frame, len(ids))
 	for i, id := range ids {
@@ -244,15 +237,25 @@ func framesByStack(p *tagtable.Profile, sites []*tagtable.Site, byPC map[uint64]
 // stackOf is the frames of a stack's return addresses, each named by
 // symbolizeAll.
 func stackOf(pcs []uint64, byPC map[uint64][]Frame) []Frame {
+	return appendStack(make([]Frame, 0, frameCount(pcs, byPC)), pcs, byPC)
+}
+
+// frameCount is how many frames a stack's return addresses name (more
+// than one for an address with calls inlined there).
+func frameCount(pcs []uint64, byPC map[uint64][]Frame) int {
 	n := 0
 	for _, pc := range pcs {
 		n += len(byPC[pc])
 	}
-	fr := make([]Frame, 0, n)
+	return n
+}
+
+// appendStack appends the frames of a stack's return addresses to dst.
+func appendStack(dst []Frame, pcs []uint64, byPC map[uint64][]Frame) []Frame {
 	for _, pc := range pcs {
-		fr = append(fr, byPC[pc]...)
+		dst = append(dst, byPC[pc]...)
 	}
-	return fr
+	return dst
 }
 
 // library names the library a record is charged to: the first module of
