@@ -34,10 +34,19 @@ func osMap(size int, name string, noReserve, huge bool) ([]byte, error) {
 		return nil, err
 	}
 	osName(b, name)
-	if huge && size >= hugePage {
-		_ = unix.Madvise(b, unix.MADV_HUGEPAGE) // a hint: refused, it costs only speed
+	if huge {
+		osHuge(b)
 	}
 	return b, nil
+}
+
+// osHuge asks for transparent huge pages for a mapping of 2 MiB or more
+// (for the pages faulted in from now on): a hint, refused it costs only
+// speed.
+func osHuge(b []byte) {
+	if len(b) >= hugePage {
+		_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	}
 }
 
 const hugePage = 2 << 20

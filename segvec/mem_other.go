@@ -22,4 +22,6 @@ func osUnmap(b []byte) error { return nil }
 
 func osPurge(b []byte) { clear(b) }
 
+func osHuge(b []byte) {}
+
 const offHeap = false
