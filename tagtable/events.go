@@ -20,11 +20,14 @@ const (
 	evStackMax    = 64
 )
 
-// drainBatch is how many records Drain reads ahead of decoding them: a
-// sink that is a toucher loads the table entries, blocks and sites they
-// will look up first, so that the batch's cache misses overlap instead of
-// coming one after another (BenchmarkDrainLive).
-const drainBatch = 32
+// drainBatch is how many records Drain decodes at a time, and how far
+// far apart the steps of its prefetching are, for a sink that is a
+// prefetcher (BenchmarkDrainLive). It reads up to drainAhead records
+// ahead.
+const (
+	drainBatch = 32
+	drainAhead = 4 * drainBatch
+)
 
 // Event types.
 const (

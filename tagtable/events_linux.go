@@ -22,6 +22,17 @@ type Events struct {
 	// its file under the mapping later; these never change)
 	pid, mode, forkPPID uint32
 	rate, forkSeq       uint64
+	scratch             *drainScratch // Drain's, made at its first call
+}
+
+// drainScratch is Drain's room, kept between drains (a drain of a few
+// records would otherwise clear 12 KiB of stack first).
+type drainScratch struct {
+	// The one record that wraps: [tail, head) is at most a ring long, so
+	// it holds one at most.
+	wrapped [8 + 4096 + 64 + 48]byte
+	recs    [drainAhead][]byte // record i (from a drain's first) is recs[i%drainAhead]
+	ahead   lookahead
 }
 
 // OpenEvents maps an events file read-write (the reader advances the
@@ -124,25 +135,33 @@ func (e *Events) copyOut(dst []byte, pos uint64) {
 
 // Drain decodes every committed record into sink, frees their space for
 // the writer, and returns how many it read. A malformed record stops the
-// drain with an error (the rest of the ring is not trusted).
+// drain with an error (the rest of the ring is not trusted). One goroutine
+// drains an Events at a time.
+//
+// Records are read ahead of decoding, in place in the ring (but for the
+// one that wraps around its end, copied). For a sink that is a prefetcher
+// (a Profile with a large live set), while batch i is decoded what the
+// lookups of batches i+1, i+2 and i+3 will read is on its way into the
+// caches, a step of the lookup for each batch (prefetcher).
 func (e *Events) Drain(sink EventSink) (n int, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer recoverFault(&err)
 	h := e.hdr
 	tail := atomic.LoadUint64(&h.Tail)
 	head := atomic.LoadUint64(&h.Head)
-	t, _ := sink.(toucher)
+	pf, _ := sink.(prefetcher)
+	if e.scratch == nil {
+		e.scratch = new(drainScratch)
+	}
+	wrapped, recs, ahead := e.scratch.wrapped[:], &e.scratch.recs, &e.scratch.ahead
 	var (
-		wrapped [8 + 4096 + 64 + 48]byte // the one record of a batch that wraps
-		recs    [drainBatch][]byte       // the batch's records, their headers included
-		blocks  [2 * drainBatch]uint64   // the addresses they look up
-		sites   [drainBatch]uint64       // the sites they charge (SiteKey.key)
+		read  int                // records read from the ring
+		steps [prefetchSteps]int // records prefetched to each step
+		pos   = tail
+		stop  error // why reading stopped short of head
 	)
-	for tail < head {
-		// Read ahead: a batch of committed records, in place in the ring
-		// but for one that wraps (the batch ends with it).
-		k, pos := 0, tail
-		for k < drainBatch && pos < head {
+	for {
+		for read-n < drainAhead && pos < head && stop == nil {
 			off := pos & e.mask
 			first := atomic.LoadUint64((*uint64)(unsafe.Pointer(&e.ring[off])))
 			if first == 0 {
@@ -150,47 +169,57 @@ func (e *Events) Drain(sink EventSink) (n int, err error) {
 			}
 			size, typ := first&0xffffffff, first>>32
 			if size < 8 || size%8 != 0 || size > uint64(len(wrapped)) || size > head-pos {
-				if k == 0 {
-					return n, fail("event at %d: length %d (type %d)", pos, size, typ)
-				}
+				stop = fail("event at %d: length %d (type %d)", pos, size, typ)
 				break // decode the records before it first
 			}
-			wraps := off+size > uint64(len(e.ring))
-			if wraps {
-				recs[k] = wrapped[:size]
-				e.copyOut(recs[k], pos)
+			r := &recs[read%drainAhead]
+			if off+size > uint64(len(e.ring)) {
+				*r = wrapped[:size]
+				e.copyOut(*r, pos)
 			} else {
-				recs[k] = e.ring[off : off+size]
+				*r = e.ring[off : off+size]
 			}
-			k++
+			read++
 			pos += size
-			if wraps {
-				break
-			}
 		}
-		if k == 0 {
-			break
+		if n == read {
+			return n, stop
 		}
-		if t != nil {
-			nb, ns := 0, 0
-			for _, r := range recs[:k] {
-				nb, ns = lookups(binary.LittleEndian.Uint64(r)>>32, r[8:], blocks[:], nb, sites[:], ns)
+		if pf != nil && pf.prefetching() {
+			for k := range steps { // step k a batch ahead of step k+1
+				steps[k] = ahead.prefetch(pf, k, recs, steps[k], min(read, n+(prefetchSteps-k)*drainBatch))
 			}
-			t.touch(blocks[:nb], sites[:ns])
 		}
 		start := tail
-		for _, r := range recs[:k] {
-			size := uint64(len(r))
+		for end := min(read, n+drainBatch); n < end; n++ {
+			r := recs[n%drainAhead]
 			if err := decode(binary.LittleEndian.Uint64(r)>>32, r[8:], sink); err != nil {
 				e.release(start, tail)
 				return n, fmt.Errorf("event at %d: %w", tail, err)
 			}
-			tail += size
-			n++
+			tail += uint64(len(r))
 		}
 		e.release(start, tail)
 	}
-	return n, nil
+}
+
+// lookahead is the room prefetch needs.
+type lookahead struct {
+	blocks [2 * drainAhead]uint64
+	sites  [drainAhead]uint64
+	lines  [6 * drainAhead]uintptr
+}
+
+// prefetch prefetches what pf finds at step for records [from, to), and
+// returns to.
+func (a *lookahead) prefetch(pf prefetcher, step int, recs *[drainAhead][]byte, from, to int) int {
+	nb, ns := 0, 0
+	for i := from; i < to; i++ {
+		r := recs[i%drainAhead]
+		nb, ns = lookups(binary.LittleEndian.Uint64(r)>>32, r[8:], a.blocks[:], nb, a.sites[:], ns)
+	}
+	prefetch(pf.ahead(step, a.blocks[:nb], a.sites[:ns], a.lines[:0]))
+	return max(from, to)
 }
 
 // release zeroes the ring from start to end, so the writer's next lap

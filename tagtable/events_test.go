@@ -250,8 +250,17 @@ func BenchmarkDrainLive(b *testing.B) {
 // Drain over many laps of a small ring, as the writer fills it: records
 // that wrap around its end, batches longer and shorter than drainBatch.
 // The profile ends as a model of the same events says, and each drain
-// leaves the ring zeroed and the tail at the head.
+// leaves the ring zeroed and the tail at the head. Over a profile with a
+// large live set too, where Drain prefetches what each batch will look up
+// from batches before it that change the tables.
 func TestDrainLapsAndWraps(t *testing.T) {
+	t.Run("small", func(t *testing.T) { testDrainLaps(t, 0) })
+	t.Run("prefetching", func(t *testing.T) { testDrainLaps(t, prefetchFrom/2) })
+}
+
+// testDrainLaps runs TestDrainLapsAndWraps over a profile holding others
+// live blocks before the first lap.
+func testDrainLaps(t *testing.T, others int) {
 	const ring = 4096
 	p := filepath.Join(t.TempDir(), "1.events")
 	require.NoError(t, os.WriteFile(p, ringImage(ring, 1, 2, 1), 0o600))
@@ -260,6 +269,10 @@ func TestDrainLapsAndWraps(t *testing.T) {
 	defer ev.Close()
 	prof := NewProfile(1, "full", 1)
 	defer prof.Close()
+	for i := range others {
+		prof.Alloc(1<<40+uint64(i)*64, 64, 60, 1, 1)
+	}
+	require.Equal(t, others > 0, prof.prefetching())
 	rng := rand.New(rand.NewPCG(5, 6))
 	live := map[uint64]uint64{} // addr -> usable, the model
 	var addrs []uint64
@@ -310,7 +323,7 @@ func TestDrainLapsAndWraps(t *testing.T) {
 		require.Equal(t, make([]byte, ring), ev.ring, "lap %d: the ring is zeroed", lap)
 	}
 	require.Greater(t, wraps, 20, "records wrapped around the ring's end")
-	require.Equal(t, len(live), prof.LiveCount())
+	require.Equal(t, len(live)+others, prof.LiveCount())
 	for a, usable := range live {
 		b, ok := prof.LiveBlockAt(a)
 		require.True(t, ok, "%#x", a)

@@ -3,7 +3,11 @@
 
 package tagtable
 
-import "github.com/tagalloc/tagalloc/segvec"
+import (
+	"unsafe"
+
+	"github.com/tagalloc/tagalloc/segvec"
+)
 
 // intMap maps uint64 keys to uint32 values: open addressing with linear
 // probing over one array of key-value entries (a key and its value share
@@ -80,13 +84,12 @@ func (m *intMap) Get(k uint64) (uint32, bool) {
 	}
 }
 
-// touch loads the cache line of k's home entry and the next line (which
-// Delete reads to the end of the cluster: about 2.4 entries past a key at
-// half load), and returns what it read: a batch of touches before a batch
-// of lookups lets their cache misses overlap (Profile.touch).
-func (m *intMap) touch(k uint64) uint64 {
+// lines appends the addresses of the cache line of k's home entry and of
+// the next line (which Delete reads to the end of the cluster: about 2.4
+// entries past a key at half load), for prefetching (Profile.tableLines).
+func (m *intMap) lines(k uint64, dst []uintptr) []uintptr {
 	h := m.home(k)
-	return m.ents[h].key + m.ents[(h+4)&m.mask].key // 4 entries a line
+	return append(dst, uintptr(unsafe.Pointer(&m.ents[h])), uintptr(unsafe.Pointer(&m.ents[(h+4)&m.mask]))) // 4 entries a line
 }
 
 // Put sets k's value.

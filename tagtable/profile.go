@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"unsafe"
 
 	"github.com/tagalloc/tagalloc/segvec"
 )
@@ -92,7 +93,6 @@ type Profile struct {
 	store     *profileStore
 	histLimit int    // the history's byte limit (0: none)
 	clockMs   uint64 // stamped on the events drained (SetClock)
-	touched   uint64 // what touch loaded, kept so the loads are not dropped
 }
 
 // profileStore is the off-heap part of a profile: no Go pointers into the
@@ -259,56 +259,67 @@ func (p *Profile) block(addr uint64) *LiveBlock {
 	return nil
 }
 
-// touchFrom is the address table's size (entries of 16 bytes) from which
-// touching ahead pays: below it (1 MiB, a core's L2 cache) the lookups
+// prefetchFrom is the address table's size (entries of 16 bytes) from
+// which prefetching pays: below it (1 MiB, a core's L2 cache) the lookups
 // hit the caches anyway, and BenchmarkDrain's 60 blocks drained a fifth
 // slower with it.
-const touchFrom = 1 << 16
+const prefetchFrom = 1 << 16
 
-// toucher is a sink that can be told what the next events will look up
-// (Drain's batches): the addresses of the blocks they find or replace and
-// the keys of the sites they charge.
-type toucher interface {
-	touch(blocks, sites []uint64)
+// prefetcher is a sink that can be told what the coming events will look
+// up (Drain reads records ahead of decoding them): the addresses of the
+// blocks they find or replace and the keys of the sites they charge. A
+// million live blocks at scattered addresses miss the caches at each step
+// of an event (the address's table entry, its block, the block's site),
+// one after another; prefetched step by step a batch apart, the misses
+// overlap each other and the decoding of the batches before.
+type prefetcher interface {
+	// prefetching says whether the tables are large enough to pay.
+	prefetching() bool
+	// ahead appends to dst the addresses that looking these blocks and
+	// sites up will read at a step (prefetchSteps of them), each step's
+	// from what the step before brought into the caches a batch earlier.
+	// Events decoded in between may change what is found: a stale answer
+	// only costs a useless fetch.
+	ahead(step int, blocks, sites []uint64, dst []uintptr) []uintptr
 }
 
-// touch loads the table entries, blocks and sites that events on these
-// blocks and sites will read, in passes of independent loads, so that the
-// cache misses of a batch overlap (a million live blocks at scattered
-// addresses miss the caches at each of the three steps: the address's
-// entry, its block, the block's site).
-func (p *Profile) touch(blocks, sites []uint64) {
+// The steps of a lookup, from the first: the table lines; the blocks and
+// sites they lead to; the sites of the blocks.
+const prefetchSteps = 3
+
+func (p *Profile) prefetching() bool { return len(p.store.slotOf.ents) >= prefetchFrom }
+
+func (p *Profile) ahead(step int, blocks, sites []uint64, dst []uintptr) []uintptr {
 	st := p.store
-	if len(st.slotOf.ents) < touchFrom {
-		return // the table fits in the caches: touching would only repeat the lookups
-	}
-	var sink uint64
-	for _, a := range blocks {
-		sink += st.slotOf.touch(a)
-	}
-	for _, k := range sites {
-		sink += st.siteOf.touch(k)
-	}
-	var found [2 * drainBatch]uint32 // sites to load: index + 1
-	nf := 0
-	for _, a := range blocks {
-		if i, ok := st.slotOf.Get(a); ok && nf < len(found) {
-			found[nf] = st.blocks.At(int(i)).site
-			nf++
+	switch step {
+	case 0:
+		for _, a := range blocks {
+			dst = st.slotOf.lines(a, dst)
+		}
+		for _, k := range sites {
+			dst = st.siteOf.lines(k, dst)
+		}
+	case 1:
+		for _, a := range blocks {
+			if i, ok := st.slotOf.Get(a); ok && int(i) < st.blocks.Len() {
+				dst = append(dst, uintptr(unsafe.Pointer(st.blocks.At(int(i)))))
+			}
+		}
+		for _, k := range sites {
+			if i, ok := st.siteOf.Get(k); ok && int(i) < st.sites.Len() {
+				dst = append(dst, uintptr(unsafe.Pointer(st.sites.At(int(i)))))
+			}
+		}
+	case 2:
+		for _, a := range blocks {
+			if i, ok := st.slotOf.Get(a); ok && int(i) < st.blocks.Len() {
+				if s := st.blocks.At(int(i)).site; s != 0 && int(s) <= st.sites.Len() {
+					dst = append(dst, uintptr(unsafe.Pointer(st.sites.At(int(s-1)))))
+				}
+			}
 		}
 	}
-	for _, k := range sites {
-		if i, ok := st.siteOf.Get(k); ok && nf < len(found) {
-			found[nf] = i + 1
-			nf++
-		}
-	}
-	for _, i := range found[:nf] {
-		if i != 0 && int(i) <= st.sites.Len() {
-			sink += st.sites.At(int(i - 1)).Samples
-		}
-	}
-	p.touched += sink // keeps the loads
+	return dst
 }
 
 // newBlock stores b at addr (in a free slot if there is one).
