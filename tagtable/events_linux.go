@@ -187,7 +187,7 @@ func (e *Events) Drain(sink EventSink) (n int, err error) {
 		}
 		if pf != nil && pf.prefetching() {
 			for k := range steps { // step k a batch ahead of step k+1
-				steps[k] = ahead.prefetch(pf, k, recs, steps[k], min(read, n+(prefetchSteps-k)*drainBatch))
+				steps[k] = ahead.prefetch(pf, k, recs, max(steps[k], n), min(read, n+(prefetchSteps-k)*drainBatch))
 			}
 		}
 		start := tail

@@ -332,6 +332,52 @@ func testDrainLaps(t *testing.T, others int) {
 	require.Zero(t, prof.UnknownFrees)
 }
 
+// A drain whose allocations grow the address table past prefetchFrom
+// starts prefetching midway, from the records it is at (a stage that
+// started from the drain's first record read far more records than it
+// holds).
+func TestDrainStartsPrefetchingMidway(t *testing.T) {
+	const ring = 4 << 20
+	p := filepath.Join(t.TempDir(), "1.events")
+	require.NoError(t, os.WriteFile(p, ringImage(ring, 1, 2, 1), 0o600))
+	ev, err := OpenEvents(p)
+	require.NoError(t, err)
+	defer ev.Close()
+	prof := NewProfile(1, "full", 1)
+	defer prof.Close()
+	pos := 0
+	put := func(r []byte) { pos += copy(ev.ring[pos:], r) }
+	put(rec(EvStack, 1|1<<32, 0x1000))
+	live := map[uint64]bool{}
+	want := 1
+	for i := uint64(0); i < prefetchFrom; i++ {
+		a := 0x10000 + 64*i
+		put(rec(EvAlloc, a, 64, 60, 1|1<<32))
+		live[a] = true
+		want++
+		if i%3 == 2 { // free one from a while ago
+			f := 0x10000 + 64*(i-i/2)
+			if live[f] {
+				put(rec(EvFree, f))
+				delete(live, f)
+				want++
+			}
+		}
+	}
+	binary.LittleEndian.PutUint64(ev.mem[64:], uint64(pos))
+	require.False(t, prof.prefetching())
+	n, err := ev.Drain(prof)
+	require.NoError(t, err)
+	require.Equal(t, want, n)
+	require.True(t, prof.prefetching())
+	require.Equal(t, len(live), prof.LiveCount())
+	for a := range live {
+		_, ok := prof.LiveBlockAt(a)
+		require.True(t, ok, "%#x", a)
+	}
+	require.Zero(t, prof.UnknownFrees)
+}
+
 func atomicTail(ev *Events) uint64 { return binary.LittleEndian.Uint64(ev.mem[128:]) }
 
 // A malformed record in the middle of a batch: the records before it are
