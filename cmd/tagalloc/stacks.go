@@ -32,18 +32,33 @@ type drainer struct {
 	warm  *warmer // names return addresses as they come (nil: not)
 	npass int
 	ended bool // finish closed the rings: no more passes
+	// The events files as the last look at the directory found them (in
+	// name order), and the directory's modification time then.
+	files   []string
+	dirTime time.Time
 }
 
 type drained struct {
-	ev   *tagtable.Events
-	ino  uint64
-	prof *tagtable.Profile
-	bad  bool // a malformed record: not drained any more
+	ev       *tagtable.Events
+	ino      uint64
+	prof     *tagtable.Profile
+	bad      bool // a malformed record: not drained any more
+	replaced bool // the path names another file now (the process exec'd)
 }
 
 // warmEvery is how many passes go between two looks for new stacks to
 // symbolize in the background.
 const warmEvery = 10
+
+// scanEvery is how many passes may go between two readings of the books
+// directory: in between, a pass reads it only if its modification time
+// moved (a process created or replaced its events file). The time can
+// miss a change made within the clock tick of the last reading;
+// scanEvery bounds how late such a file is found. Reading the directory
+// and each file's inode at every pass (each 20 ms) was a tenth of the
+// launcher's CPU under redis with --stacks sampled (185 -> 165 ms, 4 runs
+// each).
+const scanEvery = 10
 
 // startDrainer drains every `every`; with sym, it also has new stacks'
 // return addresses symbolized in the background (warmer).
@@ -84,21 +99,16 @@ func (d *drainer) passLocked(final bool) bool {
 		return false
 	}
 	progress := false
-	files, _ := filepath.Glob(filepath.Join(d.dir, "*.events"))
-	for _, f := range files {
-		fi, err := os.Stat(f)
-		if err != nil {
-			continue
-		}
-		ino := fi.Sys().(*syscall.Stat_t).Ino
+	for _, f := range d.scan(final) {
 		o := d.open[f]
-		if o != nil && o.ino != ino { // exec'd: the new image's file
-			if o.ev != nil {
+		if o == nil || o.replaced {
+			if o != nil && o.ev != nil {
 				o.ev.Close()
 			}
-			o = nil
-		}
-		if o == nil {
+			ino, err := inode(f)
+			if err != nil {
+				continue
+			}
 			ev, err := tagtable.OpenEvents(f)
 			if err != nil {
 				d.errs = append(d.errs, err)
@@ -108,6 +118,7 @@ func (d *drainer) passLocked(final bool) bool {
 			prof, ok := d.start(ev, final)
 			if !ok {
 				ev.Close() // the parent's ring is not there yet
+				delete(d.open, f)
 				continue
 			}
 			o = &drained{ev: ev, ino: ino, prof: prof}
@@ -131,6 +142,39 @@ func (d *drainer) passLocked(final bool) bool {
 	}
 	d.npass++
 	return progress
+}
+
+// scan returns the events files in name order, reading the directory
+// again on the final pass, every scanEvery passes, or when its modification
+// time moved; a file whose path now names another inode (a process that
+// exec'd made its new image's file) is marked replaced.
+func (d *drainer) scan(final bool) []string {
+	st, err := os.Stat(d.dir)
+	if err != nil {
+		return d.files
+	}
+	if !final && d.npass%scanEvery != 0 && st.ModTime().Equal(d.dirTime) {
+		return d.files
+	}
+	d.dirTime = st.ModTime()
+	d.files, _ = filepath.Glob(filepath.Join(d.dir, "*.events"))
+	for _, f := range d.files {
+		if o := d.open[f]; o != nil {
+			if ino, err := inode(f); err == nil && ino != o.ino {
+				o.replaced = true
+			}
+		}
+	}
+	return d.files
+}
+
+// inode is the inode number of the file at path.
+func inode(path string) (uint64, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino, nil
 }
 
 // start makes the profile a ring feeds: empty, or for a forked child a
