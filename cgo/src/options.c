@@ -22,7 +22,7 @@ static const _ta_option_t _ta_options[] = {
      "free memory is returned to the OS after this many milliseconds"},
     {"TAGALLOC_RETAIN_MIN", &_ta_opt.retain_min, 8 * TA_MiB,
      "free-but-resident memory kept for reuse (at least; or 1/8 of the heap)"},
-    {"TAGALLOC_VERBOSE", &_ta_opt.verbose, 0, "print allocator decisions to stderr"},
+    {"TAGALLOC_VERBOSE", &_ta_opt.verbose, 0, "1: print the options in effect to stderr at start"},
     {"TAGALLOC_REQUESTED", &_ta_opt.requested, 0,
      "1: keep each block's requested size, so reports give live requested bytes (costs a little time)"},
     {"TAGALLOC_SAMPLE_RATE", &_ta_opt.sample_rate, 512 * TA_KiB,
@@ -43,8 +43,15 @@ static const _ta_option_t _ta_options[] = {
 /* And one string option, TAGALLOC_TAG: untagged threads are charged to this
  * name instead of "untagged" (tags.c). */
 
+/* A size as every tagalloc command reads one (internal/size): digits, then
+ * optionally K, M or G (either case), "i" after the unit, "B"; spaces around
+ * it. internal/size/testdata/sizes.txt holds the cases both are tested on. */
+static bool _ta_is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
 static bool _ta_parse_size(const char *s, size_t *out) {
-  if (!s || !*s) return false;
+  if (!s) return false;
+  while (_ta_is_space(*s)) s++;
+  if (*s < '0' || *s > '9') return false;
   size_t v = 0;
   for (; *s >= '0' && *s <= '9'; s++) {
     size_t d = (size_t)(*s - '0');
@@ -53,14 +60,16 @@ static bool _ta_parse_size(const char *s, size_t *out) {
   }
   size_t mul = 1;
   switch (*s) {
-  case 0: break;
-  case 'k': case 'K': mul = TA_KiB; s++; break;
-  case 'm': case 'M': mul = TA_MiB; s++; break;
-  case 'g': case 'G': mul = TA_GiB; s++; break;
-  default: return false;
+  case 'k': case 'K': mul = TA_KiB; break;
+  case 'm': case 'M': mul = TA_MiB; break;
+  case 'g': case 'G': mul = TA_GiB; break;
   }
-  if (*s == 'i' || *s == 'I') s++;
+  if (mul > 1) {
+    s++;
+    if (*s == 'i' || *s == 'I') s++;
+  }
   if (*s == 'b' || *s == 'B') s++;
+  while (_ta_is_space(*s)) s++;
   if (*s) return false;
   if (mul > 1 && v > SIZE_MAX / mul) return false;
   *out = v * mul;
@@ -93,4 +102,7 @@ static void _ta_options_parse(void) {
   if (_ta_opt.sample_rate == 0) _ta_opt.sample_rate = 1;
   if (_ta_opt.huge_threshold <= TA_MAX_SMALL) _ta_opt.huge_threshold = TA_MAX_SMALL + 1;
   if (_ta_opt.arena_reserve < 64 * TA_MiB) _ta_opt.arena_reserve = 64 * TA_MiB;
+  if (_ta_opt.verbose)
+    for (size_t i = 0; i < sizeof(_ta_options) / sizeof(_ta_options[0]); i++)
+      _ta_warn("%s=%zu", _ta_options[i].env, *_ta_options[i].dst);
 }

@@ -14,14 +14,14 @@ import (
 	"github.com/tagalloc/tagalloc/tagtable"
 )
 
+// The forms are internal/size's; the limit is 64 TiB.
 func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int{"0": 0, "65536": 65536, "16K": 16 << 10, "64M": 64 << 20, "64MiB": 64 << 20,
-		"1G": 1 << 30, "2g": 2 << 30, "512kb": 512 << 10, "100B": 100} {
+	for in, want := range map[string]int{"0": 0, "16K": 16 << 10, "64MiB": 64 << 20, "100B": 100, "65536G": 1 << 46} {
 		got, err := parseSize(in)
 		require.NoError(t, err, in)
 		require.Equal(t, want, got, in)
 	}
-	for _, in := range []string{"", "M", "-1", "1.5M", "64T", "99999999G", "ten"} {
+	for _, in := range []string{"", "M", "1.5M", "65537G", "99999999G"} {
 		_, err := parseSize(in)
 		require.Error(t, err, in)
 	}

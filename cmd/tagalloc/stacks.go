@@ -1,16 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/tagalloc/tagalloc/internal/size"
 	"github.com/tagalloc/tagalloc/reporter"
 	"github.com/tagalloc/tagalloc/symbolizer"
 	"github.com/tagalloc/tagalloc/tagtable"
@@ -241,29 +239,11 @@ func (d *drainer) finish() (map[int]*tagtable.Profile, []error) {
 	return out, d.errs
 }
 
-// parseSize reads a byte count: digits, optionally followed by K, M or G
-// (KiB, MiB, GiB; a trailing B or iB is allowed too).
+// parseSize reads a byte count of at most 64 TiB (internal/size: 65536,
+// 512K, 64MiB, 1G).
 func parseSize(s string) (int, error) {
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
-	shift := 0
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'K':
-			shift = 10
-		case 'M':
-			shift = 20
-		case 'G':
-			shift = 30
-		}
-		if shift > 0 {
-			t = t[:n-1]
-		}
-	}
-	v, err := strconv.ParseUint(t, 10, 64)
-	if err != nil || v > (1<<46)>>shift {
-		return 0, errors.New("want a size such as 65536, 512K, 64M or 1G (at most 64 TiB)")
-	}
-	return int(v << shift), nil
+	v, err := size.Parse(s, 1<<46)
+	return int(v), err
 }
 
 // newSymbolizer names frames from the modules' ELF and DWARF tables; one

@@ -99,6 +99,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/tagalloc/tagalloc/bench"
+	"github.com/tagalloc/tagalloc/internal/size"
 	"github.com/tagalloc/tagalloc/reporter"
 )
 
@@ -210,7 +211,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 }
 
 // sizeFlag is a byte count with an optional K, M or G suffix (powers of
-// 1024, "KiB" and "KB" alike), as TAGALLOC_ options take them.
+// 1024, "KiB" and "KB" alike), as TAGALLOC_ options take them
+// (internal/size).
 type sizeFlag uint64
 
 func (s *sizeFlag) String() string {
@@ -227,27 +229,9 @@ func (s *sizeFlag) String() string {
 }
 
 func (s *sizeFlag) Set(v string) error {
-	num := strings.TrimRight(strings.ToUpper(v), "IB")
-	mul := uint64(1)
-	if n := len(num); n > 0 {
-		switch num[n-1] {
-		case 'K':
-			mul = 1 << 10
-		case 'M':
-			mul = 1 << 20
-		case 'G':
-			mul = 1 << 30
-		}
-		if mul > 1 {
-			num = num[:n-1]
-		}
-	}
-	x, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || (mul > 1 && x > math.MaxUint64/mul) || (mul == 1 && strings.ContainsAny(strings.ToUpper(v), "IB")) {
-		return fmt.Errorf("%q: not a size (bytes, or with a K, M or G suffix)", v)
-	}
-	*s = sizeFlag(x * mul)
-	return nil
+	x, err := size.Parse(v, math.MaxUint64)
+	*s = sizeFlag(x)
+	return err
 }
 
 // lineLog takes a process's standard error: it shows each whole line to

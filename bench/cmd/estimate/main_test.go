@@ -165,13 +165,15 @@ func TestLaunched(t *testing.T) {
 	assert.Nil(t, launched(&reporter.Report{}))
 }
 
+// The forms are internal/size's (tested there against the cases the
+// library's parser is tested against too).
 func TestSizeFlag(t *testing.T) {
-	for in, want := range map[string]uint64{"512": 512, "4M": 4 << 20, "4MiB": 4 << 20, "64k": 64 << 10, "1GB": 1 << 30, "8KiB": 8 << 10} {
+	for in, want := range map[string]uint64{"512": 512, "4B": 4, "4MiB": 4 << 20, "1GB": 1 << 30} {
 		var s sizeFlag
 		require.NoError(t, s.Set(in), in)
 		assert.Equal(t, want, uint64(s), in)
 	}
-	for _, in := range []string{"", "4X", "M", "-1", "4B", "1.5M", "99999999999999999999G"} {
+	for _, in := range []string{"", "4X", "1.5M", "99999999999999999999G"} {
 		var s sizeFlag
 		assert.Error(t, s.Set(in), in)
 	}

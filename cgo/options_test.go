@@ -1,0 +1,33 @@
+package cgo
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tagalloc/tagalloc/internal/size"
+)
+
+// The library reads a TAGALLOC_ size as the Go commands do: each case of
+// internal/size's list is taken at the value it lists or refused with a
+// warning (TAGALLOC_VERBOSE=1 prints the options in effect).
+func TestOptionSizes(t *testing.T) {
+	cases, err := size.Cases()
+	require.NoError(t, err)
+	l := lib(t)
+	for _, c := range cases {
+		r := runProg(t, time.Minute, []string{"LD_PRELOAD=" + l, "TAGALLOC_VERBOSE=1", "TAGALLOC_PURGE_DELAY_MS=" + c.In}, "/bin/echo") // echo allocates: the library starts
+		require.NoError(t, r.err, "%q: %s", c.In, r.stderr)
+		refused := strings.Contains(r.stderr, "ignoring TAGALLOC_PURGE_DELAY_MS=")
+		if c.Bad {
+			require.True(t, refused, "%q taken: %s", c.In, r.stderr)
+			require.Contains(t, r.stderr, "tagalloc: TAGALLOC_PURGE_DELAY_MS=200\n", "%q: the default stays", c.In)
+			continue
+		}
+		require.False(t, refused, "%q refused: %s", c.In, r.stderr)
+		require.Contains(t, r.stderr, fmt.Sprintf("tagalloc: TAGALLOC_PURGE_DELAY_MS=%d\n", c.Want), c.In)
+	}
+}
