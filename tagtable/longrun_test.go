@@ -7,6 +7,8 @@ import (
 	"runtime/metrics"
 	"testing"
 	"time"
+
+	"github.com/tagalloc/tagalloc/internal/size"
 )
 
 // BenchmarkLongRun feeds a profile a synthetic stream of sampled allocs,
@@ -30,10 +32,11 @@ func BenchmarkLongRun(b *testing.B) {
 	}
 	limit := DefaultHistoryLimit
 	if s := os.Getenv("TAGALLOC_LONGRUN_LIMIT"); s != "" {
-		var err error
-		if limit, err = parseBytes(s); err != nil {
-			b.Fatalf("TAGALLOC_LONGRUN_LIMIT=%s: %v", s, err)
+		v, err := size.Parse(s, 1<<46)
+		if err != nil {
+			b.Fatalf("TAGALLOC_LONGRUN_LIMIT: %v", err)
 		}
+		limit = int(v)
 	}
 	p := NewProfile(1, "sampled", 512<<10)
 	defer p.Close()
@@ -118,27 +121,3 @@ func BenchmarkLongRun(b *testing.B) {
 }
 
 func mib(n uint64) float64 { return float64(n) / (1 << 20) }
-
-// parseBytes reads a byte count with an optional K, M or G suffix.
-func parseBytes(s string) (int, error) {
-	shift := 0
-	switch s[len(s)-1] {
-	case 'K', 'k':
-		shift = 10
-	case 'M', 'm':
-		shift = 20
-	case 'G', 'g':
-		shift = 30
-	}
-	if shift > 0 {
-		s = s[:len(s)-1]
-	}
-	var n int
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return 0, os.ErrInvalid
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n << shift, nil
-}
