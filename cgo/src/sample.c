@@ -292,6 +292,25 @@ static uint32_t _ta_stack_id(const uintptr_t *pc, int n) {
 static uintptr_t *_ta_set;
 static size_t _ta_set_cap, _ta_set_live;
 
+/* A free looks its block up without the lock first (_ta_set_maybe): on a
+ * page that holds a sampled block, most frees are of other blocks, and
+ * taking the lock for each was most of what sampling cost a program that
+ * allocates small blocks (small_random, larson: threads queued on it).
+ * Writers (under the lock) make the sequence odd while they change the
+ * set, readers retry or take the lock when it moved (a seqlock); entries
+ * and the table are read and written as relaxed atomics. A table the set
+ * outgrew is purged, not unmapped: a reader may still be in it (it reads
+ * zeros there, and the sequence tells it to look again). */
+static uint64_t _ta_set_seq;
+
+static inline void _ta_set_write_begin(void) {
+  __atomic_store_n(&_ta_set_seq, _ta_set_seq + 1, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+static inline void _ta_set_write_end(void) { __atomic_store_n(&_ta_set_seq, _ta_set_seq + 1, __ATOMIC_RELEASE); }
+static inline uintptr_t _ta_set_at(size_t j) { return __atomic_load_n(&_ta_set[j], __ATOMIC_RELAXED); }
+static inline void _ta_set_put(size_t j, uintptr_t a) { __atomic_store_n(&_ta_set[j], a, __ATOMIC_RELAXED); }
+
 /* a's home slot in a table of cap slots */
 static inline size_t _ta_set_home(uintptr_t a, size_t cap) { return (size_t)((a >> 4) * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1); }
 static size_t _ta_set_slot(uintptr_t a) { return _ta_set_home(a, _ta_set_cap); }
@@ -301,11 +320,35 @@ static size_t _ta_set_slot(uintptr_t a) { return _ta_set_home(a, _ta_set_cap); }
  * were most of what marking a block cost; a sample prefetches while it
  * unwinds the stack). The table and its size are read
  * relaxed and may be a grow apart: a prefetch of the wrong line is only a
- * wasted load, of an unmapped one nothing. */
+ * wasted load. */
 static inline void _ta_set_prefetch(uintptr_t a) {
   uintptr_t *t = __atomic_load_n(&_ta_set, __ATOMIC_RELAXED);
   size_t cap = __atomic_load_n(&_ta_set_cap, __ATOMIC_RELAXED);
   if (t) __builtin_prefetch(t + _ta_set_home(a, cap), 1);
+}
+
+/* Without the lock: false if a is surely not in the set; true if it is, or
+ * if writers kept changing the set while we looked (then look under the
+ * lock). */
+static bool _ta_set_maybe(uintptr_t a) {
+  for (int tries = 0; tries < 3; tries++) {
+    uint64_t s = __atomic_load_n(&_ta_set_seq, __ATOMIC_ACQUIRE);
+    if (s & 1) return true; /* a writer is at it */
+    uintptr_t *t = __atomic_load_n(&_ta_set, __ATOMIC_RELAXED);
+    size_t cap = __atomic_load_n(&_ta_set_cap, __ATOMIC_RELAXED);
+    bool found = false;
+    if (t) {
+      size_t j = _ta_set_home(a, cap);
+      for (size_t k = 0; k < cap; k++, j = (j + 1) & (cap - 1)) {
+        uintptr_t v = __atomic_load_n(&t[j], __ATOMIC_RELAXED);
+        if (v == a) found = true;
+        if (v == a || v == TA_SET_EMPTY) break;
+      }
+    }
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&_ta_set_seq, __ATOMIC_RELAXED) == s) return found;
+  }
+  return true;
 }
 
 static bool _ta_set_grow(void) {
@@ -313,15 +356,18 @@ static bool _ta_set_grow(void) {
   uintptr_t *old = _ta_set, *nt = _ta_os_map(cap * sizeof(uintptr_t), TA_OS_PAGE);
   if (!nt) return false;
   size_t oldcap = _ta_set_cap;
-  __atomic_store_n(&_ta_set, nt, __ATOMIC_RELAXED); /* _ta_set_prefetch reads them unlocked */
-  __atomic_store_n(&_ta_set_cap, cap, __ATOMIC_RELAXED);
-  for (size_t i = 0; i < oldcap; i++) {
-    if (old[i] == TA_SET_EMPTY) continue;
-    size_t j = _ta_set_slot(old[i]);
-    while (_ta_set[j] != TA_SET_EMPTY) j = (j + 1) & (cap - 1);
-    _ta_set[j] = old[i];
+  for (size_t i = 0; i < oldcap; i++) { /* atomics: a reader may see nt before the sequence moves */
+    uintptr_t a = old[i];
+    if (a == TA_SET_EMPTY) continue;
+    size_t j = _ta_set_home(a, cap);
+    while (__atomic_load_n(&nt[j], __ATOMIC_RELAXED) != TA_SET_EMPTY) j = (j + 1) & (cap - 1);
+    __atomic_store_n(&nt[j], a, __ATOMIC_RELAXED);
   }
-  if (old) _ta_os_release(old, oldcap * sizeof(uintptr_t));
+  _ta_set_write_begin();
+  __atomic_store_n(&_ta_set, nt, __ATOMIC_RELAXED);
+  __atomic_store_n(&_ta_set_cap, cap, __ATOMIC_RELAXED);
+  _ta_set_write_end();
+  if (old) _ta_os_purge(old, oldcap * sizeof(uintptr_t)); /* not unmapped: readers */
   return true;
 }
 
@@ -332,14 +378,17 @@ static bool _ta_set_add(uintptr_t a) {
     if (_ta_set[j] == a) return false; /* already there: not counted twice */
     j = (j + 1) & (_ta_set_cap - 1);
   }
-  _ta_set[j] = a, _ta_set_live++;
+  _ta_set_write_begin();
+  _ta_set_put(j, a);
+  _ta_set_write_end();
+  _ta_set_live++;
   return true;
 }
 
 static bool _ta_set_has(uintptr_t a) {
   if (!_ta_set_cap) return false;
-  for (size_t j = _ta_set_slot(a); _ta_set[j] != TA_SET_EMPTY; j = (j + 1) & (_ta_set_cap - 1))
-    if (_ta_set[j] == a) return true;
+  for (size_t j = _ta_set_slot(a); _ta_set_at(j) != TA_SET_EMPTY; j = (j + 1) & (_ta_set_cap - 1))
+    if (_ta_set_at(j) == a) return true;
   return false;
 }
 
@@ -347,15 +396,18 @@ static bool _ta_set_has(uintptr_t a) {
 static bool _ta_set_remove(uintptr_t a) {
   if (!_ta_set_cap) return false;
   size_t m = _ta_set_cap - 1, i = _ta_set_slot(a);
-  for (; _ta_set[i] != a; i = (i + 1) & m)
-    if (_ta_set[i] == TA_SET_EMPTY) return false;
+  for (; _ta_set_at(i) != a; i = (i + 1) & m)
+    if (_ta_set_at(i) == TA_SET_EMPTY) return false;
   /* an entry further on moves into the hole if the hole lies between its
    * home slot and where it sits, cyclically */
-  for (size_t j = (i + 1) & m; _ta_set[j] != TA_SET_EMPTY; j = (j + 1) & m) {
-    size_t h = _ta_set_slot(_ta_set[j]);
-    if (((j - h) & m) >= ((j - i) & m)) _ta_set[i] = _ta_set[j], i = j;
+  _ta_set_write_begin();
+  for (size_t j = (i + 1) & m; _ta_set_at(j) != TA_SET_EMPTY; j = (j + 1) & m) {
+    size_t h = _ta_set_slot(_ta_set_at(j));
+    if (((j - h) & m) >= ((j - i) & m)) _ta_set_put(i, _ta_set_at(j)), i = j;
   }
-  _ta_set[i] = TA_SET_EMPTY, _ta_set_live--;
+  _ta_set_put(i, TA_SET_EMPTY);
+  _ta_set_write_end();
+  _ta_set_live--;
   return true;
 }
 
@@ -510,7 +562,7 @@ static inline void *_ta_sample_alloc(void *p, size_t req, uint32_t tag) {
 /* Block p, about to be freed, may be sampled (its page counts some, or it
  * is large or huge): if it is, say it is freed. */
 TA_NOINLINE static void _ta_sample_free(void *p) {
-  if (!_ta_ev || p == _ta_realloc_keep) return;
+  if (!_ta_ev || p == _ta_realloc_keep || !_ta_set_maybe((uintptr_t)p)) return;
   pthread_mutex_lock(&_ta_sample_lock);
   if (_ta_sample_unmark(p)) {
     uint64_t rec[1] = {(uintptr_t)p};
@@ -536,7 +588,8 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
   left -= (int64_t)(req ? req : 1);
   bool selected = left < 0 && !_ta_in_sampler;
   _ta_sample_left = selected ? _ta_sample_next() : left;
-  if (!maybe && !selected) return; /* p's page holds no sampled block: nothing to look up */
+  /* p's page holds no sampled block, or p is none of them: nothing to look up */
+  if (!selected && (!maybe || !_ta_set_maybe((uintptr_t)p))) return;
   pthread_mutex_lock(&_ta_sample_lock);
   /* in place, a sampled block stays marked; moved, it is unmarked at p and
    * marked at q */
