@@ -18,6 +18,11 @@ type Allocator struct {
 	// Preload is the library put in LD_PRELOAD; "" for glibc, which is
 	// what a dynamically linked program gets without one.
 	Preload string
+	// Launch, if set, is a command the program runs under instead (its
+	// arguments, then the program's): tagalloc run (launcher.go). Output
+	// is a file it writes, removed after each run.
+	Launch []string
+	Output string
 }
 
 // Glibc is the baseline: no preload.
@@ -82,6 +87,13 @@ func FindAllocators(names []string) (found []Allocator, notes []string, err erro
 		switch name {
 		case Glibc:
 			found = append(found, Allocator{Name: Glibc})
+		case LaunchRun, LaunchSampled:
+			a, err := launched(name)
+			if err != nil {
+				notes = append(notes, name+": skipped: "+briefError(err.Error()))
+				continue
+			}
+			found = append(found, a)
 		case "tagalloc", NoCounts:
 			build := TagallocLibrary
 			if name == NoCounts {
@@ -97,7 +109,7 @@ func FindAllocators(names []string) (found []Allocator, notes []string, err erro
 			files, ok := knownLibs[name]
 			if !ok {
 				return nil, nil, fmt.Errorf("unknown allocator %q (known: %s; or give name=/path/to/lib.so)",
-					name, strings.Join(slices.Concat(DefaultAllocators, []string{NoCounts}), ", "))
+					name, strings.Join(slices.Concat(DefaultAllocators, []string{NoCounts, LaunchRun, LaunchSampled}), ", "))
 			}
 			if lib := findLib(files); lib != "" {
 				found = append(found, Allocator{Name: name, Preload: lib})

@@ -306,6 +306,42 @@ __attribute__((constructor)) static void die(void) { abort(); }`,
 	require.NotEmpty(t, cells[2].Err)
 }
 
+// The launched allocators run a workload through tagalloc run, untracked
+// and with --stacks sampled: the output is glibc's, the sampled run's
+// report is written (and removed after the run), and redis's server runs
+// under the launcher too.
+func TestLaunchedAllocators(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds tagalloc and runs workloads")
+	}
+	allocs, notes, err := FindAllocators([]string{LaunchRun, LaunchSampled})
+	require.NoError(t, err)
+	require.Empty(t, notes)
+	require.Len(t, allocs, 2)
+	require.Contains(t, allocs[1].Launch, "sampled")
+	b, err := Build(BuildOptions{Dir: filepath.Join(t.TempDir(), "build"), Strict: true})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, w := range Select(Workloads(), func(n string) bool { return n == "small_random" || n == "redis" }) {
+		if w.Kind != KindC {
+			if _, err := findProgram(w.Program); err != nil {
+				continue // redis not installed here
+			}
+		}
+		ref, err := RunOnce(ctx, b, w, Allocator{Name: Glibc}, true, time.Minute)
+		require.NoError(t, err)
+		for _, a := range allocs {
+			s, err := RunOnce(ctx, b, w, a, true, time.Minute)
+			require.NoError(t, err, "%s under %s", w.Name, a.Name)
+			require.Equal(t, ref.Output, s.Output, "%s under %s", w.Name, a.Name)
+			if a.Output != "" {
+				_, err := os.Stat(a.Output)
+				require.ErrorIs(t, err, os.ErrNotExist, "the report is removed after the run")
+			}
+		}
+	}
+}
+
 // BenchmarkWorkloads runs the quick version of every workload under every
 // allocator that can be found (tagalloc once its library builds), as
 // sub-benchmarks named workload/allocator:

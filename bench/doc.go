@@ -14,6 +14,12 @@
 // than the 3% looked for). `allocbench -lib NAME` prints an allocator's
 // library.
 //
+// What `--stacks sampled` costs on each workload is measured through the
+// launcher, as a user runs a program (launcher.go): `-alloc
+// tagalloc-run,tagalloc-sampled -subject tagalloc-sampled` runs each
+// under `tagalloc run` and under `tagalloc run --stacks sampled -o FILE`
+// (the drain and the report at exit included).
+//
 // # What is measured
 //
 // Every workload is a separate process, and the allocator is chosen the way

@@ -26,7 +26,7 @@ const redisTests = "set,get,lpush,lpop"
 // requests per test), and shuts the server down. The time is the
 // benchmark's wall time; the peak RSS and page faults are the server's; the
 // server's CPU time is the metric server_cpu_s.
-func runRedis(ctx context.Context, b *Built, w Workload, args []string, preload string) (Sample, error) {
+func runRedis(ctx context.Context, b *Built, w Workload, args []string, a Allocator, preload string) (Sample, error) {
 	requests := "100000"
 	if len(args) > 0 {
 		requests = args[0]
@@ -45,7 +45,7 @@ func runRedis(ctx context.Context, b *Built, w Workload, args []string, preload 
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 
-	srv := exec.CommandContext(ctx, server,
+	srv := a.command(ctx, server,
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--protected-mode", "yes",
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", "",
 		"--dir", os.TempDir())

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -161,15 +160,16 @@ func RunOnce(ctx context.Context, b *Built, w Workload, a Allocator, quick bool,
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	preload := a.Preload
-	if preload == "" && w.GlibcShim {
+	if preload == "" && a.Launch == nil && w.GlibcShim {
 		preload = b.Shim
 	}
+	defer a.done()
 	args := w.Args
 	if quick {
 		args = w.QuickArgs
 	}
 	if w.Kind == KindRedis {
-		return runRedis(ctx, b, w, args, preload)
+		return runRedis(ctx, b, w, args, a, preload)
 	}
 	prog := b.Bin(w.Program)
 	if w.Kind == KindProgram {
@@ -178,7 +178,7 @@ func RunOnce(ctx context.Context, b *Built, w Workload, a Allocator, quick bool,
 			return Sample{}, err
 		}
 	}
-	cmd := exec.CommandContext(ctx, prog)
+	cmd := a.command(ctx, prog)
 	for _, arg := range args {
 		cmd.Args = append(cmd.Args, expand(arg, b))
 	}
