@@ -376,3 +376,18 @@ func TestOutOfMemory(t *testing.T) {
 	r = runProg(t, 2*time.Minute, env, buildC(t, "oom_test", "core"))
 	requirePassed(t, "oom_test (debug core)", r)
 }
+
+// The sampler's exponential draws take -ln(u) from src/negln.h (no libm
+// in the library): within 1e-9 of libm's over (0, 1) (relative; absolute
+// where -ln u < 1).
+func TestNegLn(t *testing.T) {
+	t.Parallel()
+	cc, err := Compiler()
+	require.NoError(t, err)
+	out := filepath.Join(t.TempDir(), "negln")
+	b, err := exec.Command(cc, append(testCFlags, "-o", out, filepath.Join("testdata", "negln_test.c"), "-lm")...).CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	res, err := exec.Command(out).CombinedOutput()
+	require.NoError(t, err, "%s", res)
+	t.Log(strings.TrimSpace(string(res)))
+}

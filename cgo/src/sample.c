@@ -50,6 +50,8 @@
 #include <link.h>
 #include <unwind.h>
 
+#include "negln.h"
+
 #define TA_EV_MAGIC "TAEVENTS"
 #define TA_EV_VERSION 1
 /* The ring: 64 MiB under --stacks full (every allocation, millions of
@@ -413,15 +415,6 @@ static bool _ta_set_remove(uintptr_t a) {
 
 /* ---- the countdown -------------------------------------------------------------- */
 
-/* -ln(u) for u in (0, 1], to about 1e-5, without libm. */
-static double _ta_neg_ln(double u) {
-  int e = 0;
-  while (u < 1.0) u *= 2, e--; /* u in [1, 2) after at most 53 steps */
-  double z = (u - 1) / (u + 1), z2 = z * z;
-  double ln = 2 * z * (1 + z2 * (1.0 / 3 + z2 * (1.0 / 5 + z2 * (1.0 / 7 + z2 / 9))));
-  return -(ln + e * 0.6931471805599453);
-}
-
 /* The bytes to the next sample: exponential with mean rate. */
 static int64_t _ta_sample_next(void) {
   if (_ta_opt.sample_rate <= 1) return 0;
@@ -485,6 +478,7 @@ static void _ta_sample_open(uint32_t ppid, uint64_t seq) {
 }
 
 static void _ta_sample_init(void) {
+  _ta_negln_init();
   if (_ta_opt.stacks == 2) _ta_opt.sample_rate = 1;
   _ta_sample_open(0, 0);
   if (!_ta_ev) return;

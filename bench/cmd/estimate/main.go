@@ -196,10 +196,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 		}
 		defer os.RemoveAll(dir)
 		c.bin = filepath.Join(dir, "tagalloc")
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", c.bin, "github.com/tagalloc/tagalloc/cmd/tagalloc")
-		cmd.Stdout, cmd.Stderr = stderr, stderr
-		if err := cmd.Run(); err != nil {
-			return 1, fmt.Errorf("building tagalloc (run from the repository, or give -tagalloc): %w", err)
+		if err := bench.BuildTagalloc(ctx, c.bin); err != nil {
+			return 1, fmt.Errorf("%w (or give -tagalloc)", err)
 		}
 	} else if _, err := os.Stat(c.bin); err != nil {
 		return 2, fmt.Errorf("-tagalloc: %w", err)
