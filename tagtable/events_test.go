@@ -40,6 +40,17 @@ func ringImage(ring uint64, pid, mode uint32, rate uint64) []byte {
 	return b
 }
 
+// emptyRing opens an empty events file of pid 1 in full mode with a ring
+// of ring bytes, closed at the end of the test.
+func emptyRing(t testing.TB, ring uint64) *Events {
+	p := filepath.Join(t.TempDir(), "1.events")
+	require.NoError(t, os.WriteFile(p, ringImage(ring, 1, 2, 1), 0o600))
+	ev, err := OpenEvents(p)
+	require.NoError(t, err)
+	t.Cleanup(func() { ev.Close() })
+	return ev
+}
+
 // rec builds a record: first word len | typ << 32, then the words.
 func rec(typ uint32, words ...uint64) []byte {
 	b := make([]byte, 8+8*len(words))
@@ -210,11 +221,7 @@ func BenchmarkDrainLive(b *testing.B) {
 		addrs[i] = newAddr()
 		prof.Alloc(addrs[i], 64, 60, 1, uint32(1+rng.IntN(stacks)))
 	}
-	p := filepath.Join(b.TempDir(), "1.events")
-	require.NoError(b, os.WriteFile(p, ringImage(ring, 1, 2, 1), 0o600))
-	ev, err := OpenEvents(p)
-	require.NoError(b, err)
-	defer ev.Close()
+	ev := emptyRing(b, ring)
 	fill := func() int { // one lap of pairs: free a random live block, allocate another
 		body := ev.mem[evHeaderSize:]
 		pos, n := 0, 0
@@ -262,11 +269,7 @@ func TestDrainLapsAndWraps(t *testing.T) {
 // live blocks before the first lap.
 func testDrainLaps(t *testing.T, others int) {
 	const ring = 4096
-	p := filepath.Join(t.TempDir(), "1.events")
-	require.NoError(t, os.WriteFile(p, ringImage(ring, 1, 2, 1), 0o600))
-	ev, err := OpenEvents(p)
-	require.NoError(t, err)
-	defer ev.Close()
+	ev := emptyRing(t, ring)
 	prof := NewProfile(1, "full", 1)
 	defer prof.Close()
 	for i := range others {
@@ -338,11 +341,7 @@ func testDrainLaps(t *testing.T, others int) {
 // holds).
 func TestDrainStartsPrefetchingMidway(t *testing.T) {
 	const ring = 4 << 20
-	p := filepath.Join(t.TempDir(), "1.events")
-	require.NoError(t, os.WriteFile(p, ringImage(ring, 1, 2, 1), 0o600))
-	ev, err := OpenEvents(p)
-	require.NoError(t, err)
-	defer ev.Close()
+	ev := emptyRing(t, ring)
 	prof := NewProfile(1, "full", 1)
 	defer prof.Close()
 	pos := 0
