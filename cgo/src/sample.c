@@ -336,10 +336,13 @@ static bool _ta_set_maybe(uintptr_t a) {
   for (int tries = 0; tries < 3; tries++) {
     uint64_t s = __atomic_load_n(&_ta_set_seq, __ATOMIC_ACQUIRE);
     if (s & 1) return true; /* a writer is at it */
+    /* the size first: a table is never smaller than the size stored after
+     * it (grow stores the table, then releases the size), so the probe
+     * stays inside whichever table it reads */
+    size_t cap = __atomic_load_n(&_ta_set_cap, __ATOMIC_ACQUIRE);
     uintptr_t *t = __atomic_load_n(&_ta_set, __ATOMIC_RELAXED);
-    size_t cap = __atomic_load_n(&_ta_set_cap, __ATOMIC_RELAXED);
     bool found = false;
-    if (t) {
+    if (t && cap) {
       size_t j = _ta_set_home(a, cap);
       for (size_t k = 0; k < cap; k++, j = (j + 1) & (cap - 1)) {
         uintptr_t v = __atomic_load_n(&t[j], __ATOMIC_RELAXED);
@@ -367,7 +370,7 @@ static bool _ta_set_grow(void) {
   }
   _ta_set_write_begin();
   __atomic_store_n(&_ta_set, nt, __ATOMIC_RELAXED);
-  __atomic_store_n(&_ta_set_cap, cap, __ATOMIC_RELAXED);
+  __atomic_store_n(&_ta_set_cap, cap, __ATOMIC_RELEASE); /* after the table: _ta_set_maybe */
   _ta_set_write_end();
   if (old) _ta_os_purge(old, oldcap * sizeof(uintptr_t)); /* not unmapped: readers */
   return true;
