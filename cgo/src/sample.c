@@ -315,7 +315,18 @@ static inline void _ta_set_put(size_t j, uintptr_t a) { __atomic_store_n(&_ta_se
 
 /* a's home slot in a table of cap slots */
 static inline size_t _ta_set_home(uintptr_t a, size_t cap) { return (size_t)((a >> 4) * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1); }
-static size_t _ta_set_slot(uintptr_t a) { return _ta_set_home(a, _ta_set_cap); }
+
+/* The slot of a in table t of cap slots, or the empty slot that ends its
+ * cluster: every lookup's probe, locked or not (at most cap steps: a
+ * reader without the lock may see slots change under it). */
+static inline size_t _ta_set_probe(uintptr_t *t, size_t cap, uintptr_t a) {
+  size_t j = _ta_set_home(a, cap);
+  for (size_t k = 0; k < cap; k++, j = (j + 1) & (cap - 1)) {
+    uintptr_t v = __atomic_load_n(&t[j], __ATOMIC_RELAXED);
+    if (v == a || v == TA_SET_EMPTY) break;
+  }
+  return j;
+}
 
 /* Start loading a's slot, without the lock, well before a lookup under it
  * (the set is far larger than the caches under --stacks full: its misses
@@ -341,15 +352,7 @@ static bool _ta_set_maybe(uintptr_t a) {
      * stays inside whichever table it reads */
     size_t cap = __atomic_load_n(&_ta_set_cap, __ATOMIC_ACQUIRE);
     uintptr_t *t = __atomic_load_n(&_ta_set, __ATOMIC_RELAXED);
-    bool found = false;
-    if (t && cap) {
-      size_t j = _ta_set_home(a, cap);
-      for (size_t k = 0; k < cap; k++, j = (j + 1) & (cap - 1)) {
-        uintptr_t v = __atomic_load_n(&t[j], __ATOMIC_RELAXED);
-        if (v == a) found = true;
-        if (v == a || v == TA_SET_EMPTY) break;
-      }
-    }
+    bool found = t && cap && __atomic_load_n(&t[_ta_set_probe(t, cap, a)], __ATOMIC_RELAXED) == a;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (__atomic_load_n(&_ta_set_seq, __ATOMIC_RELAXED) == s) return found;
   }
@@ -378,11 +381,8 @@ static bool _ta_set_grow(void) {
 
 static bool _ta_set_add(uintptr_t a) {
   if ((_ta_set_live + 1) * 2 > _ta_set_cap && !_ta_set_grow()) return false;
-  size_t j = _ta_set_slot(a);
-  while (_ta_set[j] != TA_SET_EMPTY) {
-    if (_ta_set[j] == a) return false; /* already there: not counted twice */
-    j = (j + 1) & (_ta_set_cap - 1);
-  }
+  size_t j = _ta_set_probe(_ta_set, _ta_set_cap, a);
+  if (_ta_set[j] == a) return false; /* already there: not counted twice */
   _ta_set_write_begin();
   _ta_set_put(j, a);
   _ta_set_write_end();
@@ -390,24 +390,18 @@ static bool _ta_set_add(uintptr_t a) {
   return true;
 }
 
-static bool _ta_set_has(uintptr_t a) {
-  if (!_ta_set_cap) return false;
-  for (size_t j = _ta_set_slot(a); _ta_set_at(j) != TA_SET_EMPTY; j = (j + 1) & (_ta_set_cap - 1))
-    if (_ta_set_at(j) == a) return true;
-  return false;
-}
+static bool _ta_set_has(uintptr_t a) { return _ta_set_cap && _ta_set_at(_ta_set_probe(_ta_set, _ta_set_cap, a)) == a; }
 
 /* Remove a; false if it was not there. */
 static bool _ta_set_remove(uintptr_t a) {
   if (!_ta_set_cap) return false;
-  size_t m = _ta_set_cap - 1, i = _ta_set_slot(a);
-  for (; _ta_set_at(i) != a; i = (i + 1) & m)
-    if (_ta_set_at(i) == TA_SET_EMPTY) return false;
+  size_t m = _ta_set_cap - 1, i = _ta_set_probe(_ta_set, _ta_set_cap, a);
+  if (_ta_set_at(i) != a) return false;
   /* an entry further on moves into the hole if the hole lies between its
    * home slot and where it sits, cyclically */
   _ta_set_write_begin();
   for (size_t j = (i + 1) & m; _ta_set_at(j) != TA_SET_EMPTY; j = (j + 1) & m) {
-    size_t h = _ta_set_slot(_ta_set_at(j));
+    size_t h = _ta_set_home(_ta_set_at(j), _ta_set_cap);
     if (((j - h) & m) >= ((j - i) & m)) _ta_set_put(i, _ta_set_at(j)), i = j;
   }
   _ta_set_put(i, TA_SET_EMPTY);
@@ -481,10 +475,10 @@ static void _ta_sample_open(uint32_t ppid, uint64_t seq) {
 }
 
 static void _ta_sample_init(void) {
-  _ta_negln_init();
   if (_ta_opt.stacks == 2) _ta_opt.sample_rate = 1;
   _ta_sample_open(0, 0);
   if (!_ta_ev) return;
+  _ta_negln_init(); /* countdowns are drawn only with a ring to write to */
   _ta_stacks = _ta_os_map(TA_STACK_TAB * sizeof(_ta_stack_slot_t), TA_OS_PAGE);
 }
 
