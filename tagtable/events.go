@@ -21,7 +21,7 @@ const (
 )
 
 // drainBatch is how many records Drain decodes at a time, and how far
-// far apart the steps of its prefetching are, for a sink that is a
+// apart the steps of its prefetching are, for a sink that is a
 // prefetcher (BenchmarkDrainLive). It reads up to drainAhead records
 // ahead.
 const (

@@ -219,7 +219,7 @@ func (a *lookahead) prefetch(pf prefetcher, step int, recs *[drainAhead][]byte, 
 		nb, ns = lookups(binary.LittleEndian.Uint64(r)>>32, r[8:], a.blocks[:], nb, a.sites[:], ns)
 	}
 	prefetch(pf.ahead(step, a.blocks[:nb], a.sites[:ns], a.lines[:0]))
-	return max(from, to)
+	return to
 }
 
 // release zeroes the ring from start to end, so the writer's next lap

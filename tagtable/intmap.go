@@ -86,7 +86,7 @@ func (m *intMap) Get(k uint64) (uint32, bool) {
 
 // lines appends the addresses of the cache line of k's home entry and of
 // the next line (which Delete reads to the end of the cluster: about 2.4
-// entries past a key at half load), for prefetching (Profile.tableLines).
+// entries past a key at half load), for prefetching (Profile.ahead).
 func (m *intMap) lines(k uint64, dst []uintptr) []uintptr {
 	h := m.home(k)
 	return append(dst, uintptr(unsafe.Pointer(&m.ents[h])), uintptr(unsafe.Pointer(&m.ents[(h+4)&m.mask]))) // 4 entries a line

@@ -301,21 +301,19 @@ func (p *Profile) ahead(step int, blocks, sites []uint64, dst []uintptr) []uintp
 		}
 	case 1:
 		for _, a := range blocks {
-			if i, ok := st.slotOf.Get(a); ok && int(i) < st.blocks.Len() {
-				dst = append(dst, uintptr(unsafe.Pointer(st.blocks.At(int(i)))))
+			if b := p.block(a); b != nil {
+				dst = append(dst, uintptr(unsafe.Pointer(b)))
 			}
 		}
 		for _, k := range sites {
-			if i, ok := st.siteOf.Get(k); ok && int(i) < st.sites.Len() {
+			if i, ok := st.siteOf.Get(k); ok {
 				dst = append(dst, uintptr(unsafe.Pointer(st.sites.At(int(i)))))
 			}
 		}
 	case 2:
 		for _, a := range blocks {
-			if i, ok := st.slotOf.Get(a); ok && int(i) < st.blocks.Len() {
-				if s := st.blocks.At(int(i)).site; s != 0 && int(s) <= st.sites.Len() {
-					dst = append(dst, uintptr(unsafe.Pointer(st.sites.At(int(s-1)))))
-				}
+			if b := p.block(a); b != nil && b.site != 0 {
+				dst = append(dst, uintptr(unsafe.Pointer(st.sites.At(int(b.site-1)))))
 			}
 		}
 	}
