@@ -70,7 +70,6 @@ type Chunked struct {
 	appendedBytes uint64 // payload bytes ever appended
 
 	purgedAt uint64 // next at the last purge: slots touched since == min(n, next-purgedAt)
-	huge     bool   // huge pages asked for (hugeFrom)
 	scratch  []byte // Range's copy of an entry crossing the ring's end
 	state    uint8  // stateClosed | stateRanging
 }
@@ -217,8 +216,7 @@ func (c *Chunked) enter() {
 	c.curBase = slot * c.cb
 	c.tail = c.curStart
 	c.next++
-	if !c.huge && c.curStart >= hugeFrom {
-		c.huge = true
+	if c.curStart >= hugeFrom && c.curStart-c.cb < hugeFrom { // the first chunk from there (chunks are entered in order)
 		osHuge(c.mapping)
 	}
 }

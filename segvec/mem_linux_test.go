@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -33,15 +34,6 @@ func vmFlags(t *testing.T, a uintptr) []string {
 	return nil
 }
 
-func hasFlag(flags []string, f string) bool {
-	for _, g := range flags {
-		if g == f {
-			return true
-		}
-	}
-	return false
-}
-
 // Huge pages are asked for (VmFlags "hg") where they pay: an Array of 2
 // MiB or more, a Vec's segments after its first when 2 MiB or more, a
 // history once it has written hugeFrom bytes; small ones stay in small
@@ -57,10 +49,10 @@ func TestHugePageHints(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer big.Close()
-	if hasFlag(vmFlags(t, uintptr(unsafe.Pointer(&small.S()[0]))), "hg") {
+	if slices.Contains(vmFlags(t, uintptr(unsafe.Pointer(&small.S()[0]))), "hg") {
 		t.Error("an 8 KiB Array asked for huge pages")
 	}
-	if !hasFlag(vmFlags(t, uintptr(unsafe.Pointer(&big.S()[0]))), "hg") {
+	if !slices.Contains(vmFlags(t, uintptr(unsafe.Pointer(&big.S()[0]))), "hg") {
 		t.Error("a 4 MiB Array did not ask for huge pages")
 	}
 
@@ -72,10 +64,10 @@ func TestHugePageHints(t *testing.T) {
 	for v.Len() <= (2<<20)/8 { // into the second segment
 		v.Append(1)
 	}
-	if hasFlag(vmFlags(t, uintptr(v.segs[0])), "hg") {
+	if slices.Contains(vmFlags(t, uintptr(v.segs[0])), "hg") {
 		t.Error("a Vec's first segment asked for huge pages")
 	}
-	if !hasFlag(vmFlags(t, uintptr(v.segs[1])), "hg") {
+	if !slices.Contains(vmFlags(t, uintptr(v.segs[1])), "hg") {
 		t.Error("a Vec's second 2 MiB segment did not ask for huge pages")
 	}
 
@@ -89,13 +81,13 @@ func TestHugePageHints(t *testing.T) {
 	for c.tail < hugeFrom-2*uint64(len(entry)) {
 		c.Append(entry)
 	}
-	if hasFlag(vmFlags(t, ring), "hg") {
+	if slices.Contains(vmFlags(t, ring), "hg") {
 		t.Errorf("a history asked for huge pages after %d bytes", c.tail)
 	}
 	for c.tail < hugeFrom+uint64(len(entry)) {
 		c.Append(entry)
 	}
-	if !hasFlag(vmFlags(t, ring), "hg") {
+	if !slices.Contains(vmFlags(t, ring), "hg") {
 		t.Errorf("a history did not ask for huge pages after %d bytes", c.tail)
 	}
 }
