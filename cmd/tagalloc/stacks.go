@@ -37,11 +37,10 @@ type drainer struct {
 }
 
 type drained struct {
-	ev       *tagtable.Events
-	ino      uint64
-	prof     *tagtable.Profile
-	bad      bool // a malformed record: not drained any more
-	replaced bool // the path names another file now (the process exec'd)
+	ev   *tagtable.Events
+	ino  uint64
+	prof *tagtable.Profile
+	bad  bool // a malformed record: not drained any more
 }
 
 // warmEvery is how many passes go between two looks for new stacks to
@@ -99,10 +98,7 @@ func (d *drainer) passLocked(final bool) bool {
 	progress := false
 	for _, f := range d.scan(final) {
 		o := d.open[f]
-		if o == nil || o.replaced {
-			if o != nil && o.ev != nil {
-				o.ev.Close()
-			}
+		if o == nil {
 			ino, err := inode(f)
 			if err != nil {
 				continue
@@ -116,7 +112,6 @@ func (d *drainer) passLocked(final bool) bool {
 			prof, ok := d.start(ev, final)
 			if !ok {
 				ev.Close() // the parent's ring is not there yet
-				delete(d.open, f)
 				continue
 			}
 			o = &drained{ev: ev, ino: ino, prof: prof}
@@ -144,8 +139,9 @@ func (d *drainer) passLocked(final bool) bool {
 
 // scan returns the events files in name order, reading the directory
 // again on the final pass, every scanEvery passes, or when its modification
-// time moved; a file whose path now names another inode (a process that
-// exec'd made its new image's file) is marked replaced.
+// time moved. A file whose path now names another inode (a process that
+// exec'd made its new image's file) is closed and forgotten, to be opened
+// as new.
 func (d *drainer) scan(final bool) []string {
 	st, err := os.Stat(d.dir)
 	if err != nil {
@@ -159,7 +155,10 @@ func (d *drainer) scan(final bool) []string {
 	for _, f := range d.files {
 		if o := d.open[f]; o != nil {
 			if ino, err := inode(f); err == nil && ino != o.ino {
-				o.replaced = true
+				if o.ev != nil {
+					o.ev.Close()
+				}
+				delete(d.open, f)
 			}
 		}
 	}
