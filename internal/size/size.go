@@ -1,50 +1,36 @@
 package size
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
+
+// units are the suffixes a size may end with (upper-cased), and their
+// shifts.
+var units = map[string]uint{
+	"": 0, "B": 0,
+	"K": 10, "KB": 10, "KIB": 10,
+	"M": 20, "MB": 20, "MIB": 20,
+	"G": 30, "GB": 30, "GIB": 30,
+}
 
 // Parse reads s (surrounding spaces allowed) as a byte count of at most
 // max bytes.
 func Parse(s string, max uint64) (uint64, error) {
 	t := strings.TrimSpace(s)
-	var v uint64
-	i := 0
-	for ; i < len(t) && t[i] >= '0' && t[i] <= '9'; i++ {
-		d := uint64(t[i] - '0')
-		if v > (max-d)/10 {
-			return 0, fmt.Errorf("size %q: more than %d bytes", s, max)
-		}
-		v = v*10 + d
+	digits := len(t) - len(strings.TrimLeft(t, "0123456789"))
+	unit := t[digits:]
+	shift, ok := units[strings.ToUpper(unit)]
+	if strings.ContainsFunc(unit, func(r rune) bool { return r >= 0x80 }) { // ToUpper folds some of those into ASCII
+		ok = false
 	}
-	if i == 0 {
+	v, err := strconv.ParseUint(t[:digits], 10, 64)
+	if !ok || err != nil && !errors.Is(err, strconv.ErrRange) {
 		return 0, fmt.Errorf("size %q: want digits, then optionally K, M or G, such as 65536, 512K, 64MiB or 1G", s)
 	}
-	shift := 0
-	if i < len(t) {
-		switch t[i] {
-		case 'k', 'K':
-			shift = 10
-		case 'm', 'M':
-			shift = 20
-		case 'g', 'G':
-			shift = 30
-		}
-	}
-	if shift > 0 {
-		i++
-		if i < len(t) && (t[i] == 'i' || t[i] == 'I') {
-			i++
-		}
-	}
-	if i < len(t) && (t[i] == 'b' || t[i] == 'B') {
-		i++
-	}
-	if i != len(t) {
-		return 0, fmt.Errorf("size %q: want digits, then optionally K, M or G, such as 65536, 512K, 64MiB or 1G", s)
-	}
-	if v > max>>shift {
+	if err != nil || v > max>>shift {
 		return 0, fmt.Errorf("size %q: more than %d bytes", s, max)
 	}
 	return v << shift, nil
