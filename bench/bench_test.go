@@ -308,8 +308,8 @@ __attribute__((constructor)) static void die(void) { abort(); }`,
 
 // The launched allocators run a workload through tagalloc run, untracked
 // and with --stacks sampled: the output is glibc's, the sampled run's
-// report is written (and removed after the run), and redis's server runs
-// under the launcher too.
+// report file is gone after the run, and redis's server runs under the
+// launcher too.
 func TestLaunchedAllocators(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds tagalloc and runs workloads")

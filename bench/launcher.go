@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 )
 
@@ -62,8 +63,7 @@ func (a Allocator) command(ctx context.Context, prog string, args ...string) *ex
 	if len(a.Launch) == 0 {
 		return exec.CommandContext(ctx, prog, args...)
 	}
-	cmd := exec.CommandContext(ctx, a.Launch[0], append(append(a.Launch[1:len(a.Launch):len(a.Launch)], prog), args...)...)
-	return cmd
+	return exec.CommandContext(ctx, a.Launch[0], slices.Concat(a.Launch[1:], []string{prog}, args)...)
 }
 
 // done removes what a run left (the sampled run's report).
