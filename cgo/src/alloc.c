@@ -21,25 +21,51 @@ TA_NOINLINE static void *_ta_note_requested(_ta_heap_t *h, _ta_page_t *pg, unsig
   return b;
 }
 
+/* Hand out b, the first free block of h's page pg of class c. */
+static inline void _ta_pop(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b) {
+  pg->free = b->next;
+  b->key = 0;
+  TA_COUNT_TAKEN(h, c, pg);
+}
+
 static inline void *_ta_malloc_class_unsampled(unsigned c, size_t size) {
   _ta_heap_t *h = _ta_tls_heap;
   _ta_page_t *pg = h->dir[c].page;
   _ta_block_t *b = pg->free;
   if (ta_likely(b != NULL)) {
-    pg->free = b->next;
-    b->key = 0;
-    TA_COUNT_TAKEN(h, c, pg);
+    _ta_pop(h, pg, c, b);
     if (ta_unlikely(pg->slop != NULL)) return _ta_note_requested(h, pg, c, b, size);
     return b;
   }
   return _ta_malloc_slow(h, c, size);
 }
 
-/* A small block of class c; with sampled stacks, counted down (sample.c). */
-static inline void *_ta_malloc_class(unsigned c, size_t size) {
+#if TA_SAMPLING
+/* Everything but the common case of _ta_malloc_class below: out of line,
+ * so that case stays a leaf without a frame. */
+TA_NOINLINE static void *_ta_malloc_class_sampling(unsigned c, size_t size) {
   void *p = _ta_malloc_class_unsampled(c, size);
   return _ta_sample_alloc(p, size, _ta_tls_heap->tag);
 }
+
+/* A small block of class c, counted down (sample.c). The common case (a
+ * free block at hand, no requested sizes kept, the countdown not crossing
+ * zero) is the unsampled fast path and one subtraction more. */
+static inline void *_ta_malloc_class(unsigned c, size_t size) {
+  int64_t left = _ta_sample_left - (int64_t)(size ? size : 1);
+  _ta_heap_t *h = _ta_tls_heap;
+  _ta_page_t *pg = h->dir[c].page;
+  _ta_block_t *b = pg->free;
+  if (ta_likely(b != NULL && left >= 0 && pg->slop == NULL)) {
+    _ta_sample_left = left;
+    _ta_pop(h, pg, c, b);
+    return b;
+  }
+  return _ta_malloc_class_sampling(c, size);
+}
+#else
+#define _ta_malloc_class _ta_malloc_class_unsampled
+#endif
 
 /* Large: a span of whole pages, aligned to align (a power of two). */
 static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
@@ -139,7 +165,7 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
 #if TA_CHECK
     _ta_check_poison_block(p, pg->block_size);
 #endif
-    if (TA_SAMPLED(pg)) _ta_sample_free(p); /* before another thread can reuse it */
+    if (TA_SAMPLED_AT(pg, p)) _ta_sample_free(p); /* before another thread can reuse it */
     /* counted before the block is given back (then it may be reused) */
     _ta_count_free(pg->tag, pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
     _ta_heap_t *h = _ta_tls_heap;
@@ -150,7 +176,7 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
     return;
   }
   case TA_PTR_LARGE:
-    if (TA_SAMPLED(pg)) _ta_sample_free(p);
+    if (TA_SAMPLED_AT(pg, p)) _ta_sample_free(p);
     _ta_count_free(pg->tag, (size_t)pg->npages << TA_PAGE_SHIFT, pg->requested);
     _ta_span_free(pg);
     return;
@@ -192,7 +218,7 @@ static inline __attribute__((always_inline)) void _ta_free(void *p) {
     b->next = pg->free; /* LIFO: the next malloc of the class gets it, hot */
     pg->free = b;
     pg->used--; /* last: its flags decide the branch below (one sub, no reload) */
-    if (ta_unlikely(pg->used == 0 || pg->slop != NULL || atomic_load_explicit(&pg->in_full, memory_order_relaxed) || TA_SAMPLED(pg)))
+    if (ta_unlikely(pg->used == 0 || pg->slop != NULL || atomic_load_explicit(&pg->in_full, memory_order_relaxed) || TA_SAMPLED_AT(pg, b)))
       _ta_free_local_slow(h, pg, p);
     return;
   }
@@ -320,7 +346,7 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
 static void *_ta_realloc(void *p, size_t size) {
   if (!p || size == 0 || !_ta_ev) return _ta_realloc_unsampled(p, size);
   _ta_page_t *pg = _ta_page_of(p);
-  bool maybe = !pg || TA_SAMPLED(pg); /* p may be sampled (huge blocks: always look) */
+  bool maybe = !pg || TA_SAMPLED_AT(pg, p); /* p may be sampled (huge blocks: always look) */
   int64_t left = _ta_sample_left;
   _ta_realloc_keep = p;
   void *q = _ta_realloc_unsampled(p, size);

@@ -353,7 +353,7 @@ static void _ta_check_free(const char *fn, void *p) {
   }
   _ta_page_t *pg = c.pg;
   /* freed, as far as the books (and stacks) go */
-  if (TA_SAMPLED(pg)) _ta_sample_free(p);
+  if (TA_SAMPLED_AT(pg, p)) _ta_sample_free(p);
   if (c.kind == TA_PTR_SMALL) _ta_count_free(pg->tag, pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
   else _ta_count_free(pg->tag, c.usable, pg->requested);
   uint8_t *b = p;

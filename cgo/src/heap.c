@@ -153,7 +153,7 @@ static void _ta_page_unfull(_ta_heap_t *h, _ta_page_t *pg) {
 /* Local free of b hit a page that keeps requested sizes, is on the full
  * list, or became empty. */
 static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg, void *b) {
-  if (TA_SAMPLED(pg)) _ta_sample_free(b);
+  if (TA_SAMPLED_AT(pg, b)) _ta_sample_free(b);
   if (pg->slop) TA_HOT_ADD(h->req[pg->sclass].freq, pg->block_size - _ta_slop_get(pg, _ta_block_index(pg, b)));
   if (!_ta_page_keep_empty(h, pg) && pg->used == 0) { /* direct: biased, kept anyway */
     _ta_page_release(h, pg);

@@ -135,6 +135,16 @@
 #define ta_likely(x) __builtin_expect(!!(x), 1)
 #define ta_unlikely(x) __builtin_expect(!!(x), 0)
 
+/* A spinning thread's hint to the CPU that it waits (less power, and the
+ * sibling hyperthread runs). */
+#if defined(__x86_64__) || defined(__i386__)
+#define TA_CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define TA_CPU_RELAX() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define TA_CPU_RELAX() __asm__ __volatile__("" ::: "memory")
+#endif
+
 #define TA_KiB ((size_t)1024)
 #define TA_MiB (TA_KiB * 1024)
 #define TA_GiB (TA_MiB * 1024)
@@ -213,7 +223,9 @@ typedef struct _ta_page_s {
                                  (dir[sclass].nfree): free adds there in one step */
   uint32_t npages;            /* span length in pages (heads) */
   uint32_t head_off;          /* pages back to the head; 0 on a head */
-  uint32_t arena;             /* index of the arena holding this page */
+  _Atomic(uint32_t) sampled;  /* not under the lock: its sampled live blocks, a
+                                 count and a filter (TA_SAMPLING builds, sample.c);
+                                 on this line, so free's fast path reads one */
   uint8_t *start;             /* first byte of the span (heads) */
   /* cache line 2: cross-thread and list bookkeeping */
   _Atomic(uintptr_t) xthread_free; /* blocks freed by other threads */
@@ -224,7 +236,7 @@ typedef struct _ta_page_s {
   uint64_t freed_at_ms;       /* when the span became free (dirty list) */
   size_t requested;           /* large: bytes the caller asked for */
   uint32_t tag;               /* the tag its blocks are charged to */
-  _Atomic(uint32_t) sampled;  /* sampled live blocks in it (TA_SAMPLING builds) */
+  uint32_t arena;             /* index of the arena holding this page (arena lock) */
 } _ta_page_t;
 
 _Static_assert(sizeof(_ta_page_t) == 128, "page descriptor must be 128 bytes");
