@@ -100,6 +100,7 @@ static void _ta_options_parse(void) {
   if (!TA_CHECK && getenv("TAGALLOC_CHECK"))
     _ta_warn("TAGALLOC_CHECK: this build of the library has no checks (tagalloc run --check builds one)");
   if (_ta_opt.sample_rate == 0) _ta_opt.sample_rate = 1;
+  if (_ta_opt.sample_rate > ((size_t)1 << 60)) _ta_opt.sample_rate = (size_t)1 << 60; /* a countdown is an int64_t */
   if (_ta_opt.huge_threshold <= TA_MAX_SMALL) _ta_opt.huge_threshold = TA_MAX_SMALL + 1;
   if (_ta_opt.arena_reserve < 64 * TA_MiB) _ta_opt.arena_reserve = 64 * TA_MiB;
   if (_ta_opt.verbose)

@@ -431,15 +431,25 @@ static bool _ta_set_remove(uintptr_t a) {
 
 /* ---- the countdown -------------------------------------------------------------- */
 
-/* The bytes to the next sample: exponential with mean rate. */
+/* A thread's first random state: its stack address, the process's free
+ * key and the time (out of line: the address taken would give every draw
+ * a stack frame). */
+TA_COLD static uint64_t _ta_sample_seed(void) {
+  uint64_t x = (uintptr_t)&x ^ _ta_free_key ^ (uint64_t)_ta_now_ms();
+  return x ? x : 1;
+}
+
+/* The bytes to the next sample: exponential with mean rate. A draw
+ * follows every selected realloc (realloc_chain: 7M), so it is kept short:
+ * no frame, the rate converted as a signed number (no branch). */
 static int64_t _ta_sample_next(void) {
   if (_ta_opt.sample_rate <= 1) return 0;
   uint64_t x = _ta_sample_rng;
-  if (!x) x = (uintptr_t)&x ^ _ta_free_key ^ (uint64_t)_ta_now_ms(); /* per thread */
+  if (ta_unlikely(!x)) x = _ta_sample_seed();
   x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
   _ta_sample_rng = x;
-  double u = (double)((x * 0x2545F4914F6CDD1Dull) >> 11 | 1) / 9007199254740992.0;
-  double n = _ta_neg_ln(u) * (double)_ta_opt.sample_rate;
+  double u = (double)(int64_t)((x * 0x2545F4914F6CDD1Dull) >> 11 | 1) * (1.0 / 9007199254740992.0);
+  double n = _ta_neg_ln(u) * (double)(int64_t)_ta_opt.sample_rate;
   return n > 1e15 ? (int64_t)1e15 : (int64_t)n;
 }
 
