@@ -52,7 +52,7 @@ TA_NOINLINE static void *_ta_malloc_class_sampling(unsigned c, size_t size) {
  * free block at hand, no requested sizes kept, the countdown not crossing
  * zero) is the unsampled fast path and one subtraction more. */
 static inline void *_ta_malloc_class(unsigned c, size_t size) {
-  int64_t left = _ta_sample_left - (int64_t)(size ? size : 1);
+  int64_t left = _ta_sample_left - _ta_counted(size);
   _ta_heap_t *h = _ta_tls_heap;
   _ta_page_t *pg = h->dir[c].page;
   _ta_block_t *b = pg->free;
@@ -355,7 +355,7 @@ static void *_ta_realloc(void *p, size_t size) {
     _ta_sample_left = left;
     return q;
   }
-  int64_t next = left - (int64_t)size;
+  int64_t next = left - _ta_counted(size);
   if (ta_likely(!maybe && next >= 0 && _ta_sample_rng)) { /* the common case: counted down, nothing to say */
     _ta_sample_left = next;
     return q;

@@ -431,6 +431,10 @@ static bool _ta_set_remove(uintptr_t a) {
 
 /* ---- the countdown -------------------------------------------------------------- */
 
+/* The bytes an allocation of req bytes counts down by (a zero-byte block
+ * counts as one, so it can be sampled too). */
+static inline int64_t _ta_counted(size_t req) { return (int64_t)(req ? req : 1); }
+
 /* A thread's first random state: its stack address, the process's free
  * key and the time (out of line: the address taken would give every draw
  * a stack frame). */
@@ -552,7 +556,7 @@ static bool _ta_sample_unmark(void *p) {
  * tag): record it, and start the next countdown. */
 TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
   if (!_ta_sample_rng && _ta_ev) { /* the thread's first countdown: drawn, not 0 */
-    _ta_sample_left = _ta_sample_next() - (int64_t)(req ? req : 1);
+    _ta_sample_left = _ta_sample_next() - _ta_counted(req);
     if (_ta_sample_left >= 0) return p;
   }
   if (!p || _ta_in_sampler || !_ta_ev) {
@@ -593,7 +597,7 @@ TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
 /* Called by the allocation paths with block p just handed out: count it
  * down, and sample it when the count crosses zero. */
 static inline void *_ta_sample_alloc(void *p, size_t req, uint32_t tag) {
-  if (ta_likely((_ta_sample_left -= (int64_t)(req ? req : 1)) >= 0)) return p;
+  if (ta_likely((_ta_sample_left -= _ta_counted(req)) >= 0)) return p;
   return _ta_sample_take(p, req, tag);
 }
 
@@ -623,7 +627,7 @@ TA_NOINLINE static void _ta_sample_free(void *p) {
 TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t left, bool maybe) {
   if (!_ta_ev) return;
   if (!_ta_sample_rng) left = _ta_sample_next(); /* the thread's first countdown: drawn */
-  left -= (int64_t)(req ? req : 1);
+  left -= _ta_counted(req);
   bool selected = left < 0 && !_ta_in_sampler;
   _ta_sample_left = selected ? _ta_sample_next() : left;
   /* p's page holds no sampled block, or p is none of them: nothing to look up */
