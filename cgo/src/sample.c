@@ -97,9 +97,9 @@ static pthread_mutex_t _ta_sample_lock = PTHREAD_MUTEX_INITIALIZER; /* leaf */
 
 /* Take the sample lock. What it guards is short (a table probe, a record
  * copied), and a thread put to sleep on it costs far more: larson's two
- * threads slept on it about 300 times a run, which made the run 1.25x
- * slower than without the waits (futex wake-ups are slow on this VM). So
- * a taker spins first: 100 tries were too few (1.18x), 1000 as good as
+ * threads slept on it about 300 times a run (futex wake-ups are slow on
+ * this VM), and sampling made the run 1.25-1.31x slower than sampling
+ * off. So a taker spins first: 100 tries gave 1.18x, 1000 as good as
  * spinning without end (1.09-1.10x). */
 static void _ta_sample_lock_take(void) {
   for (int spin = 0; spin < 1000; spin++) {
