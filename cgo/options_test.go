@@ -31,3 +31,28 @@ func TestOptionSizes(t *testing.T) {
 		require.Contains(t, r.stderr, fmt.Sprintf("tagalloc: TAGALLOC_PURGE_DELAY_MS=%d\n", c.Want), c.In)
 	}
 }
+
+// TAGALLOC_VERBOSE names the options of the build it runs in, not those
+// only another build reads (the checking build's, the stacks build's).
+func TestVerboseNamesThisBuildsOptions(t *testing.T) {
+	builds := []struct {
+		name       string
+		lib        string
+		has, hasnt []string
+	}{
+		{"plain", lib(t), nil, []string{"TAGALLOC_CHECK=", "TAGALLOC_CHECK_QUARANTINE=", "TAGALLOC_SAMPLE_RATE=", "TAGALLOC_UNWIND="}},
+		{"checking", checkLib(t), []string{"TAGALLOC_CHECK=7\n", "TAGALLOC_CHECK_QUARANTINE="}, []string{"TAGALLOC_SAMPLE_RATE="}},
+		{"stacks", strictLib(t, "sampling", SamplingFlags...), []string{"TAGALLOC_SAMPLE_RATE=524288\n", "TAGALLOC_UNWIND="}, []string{"TAGALLOC_CHECK="}},
+	}
+	for _, b := range builds {
+		r := runProg(t, time.Minute, []string{"LD_PRELOAD=" + b.lib, "TAGALLOC_VERBOSE=1"}, "/bin/echo")
+		require.NoError(t, r.err, "%s: %s", b.name, r.stderr)
+		require.Contains(t, r.stderr, "tagalloc: TAGALLOC_PURGE_DELAY_MS=200\n", b.name)
+		for _, s := range b.has {
+			require.Contains(t, r.stderr, "tagalloc: "+s, b.name)
+		}
+		for _, s := range b.hasnt {
+			require.NotContains(t, r.stderr, "tagalloc: "+s, b.name)
+		}
+	}
+}

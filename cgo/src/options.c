@@ -6,39 +6,47 @@
 
 _ta_options_t _ta_opt;
 
+/* The builds an option means something in (TAGALLOC_VERBOSE names only
+ * those of the build it runs in). */
+enum { TA_OPT_ANY, TA_OPT_CHECK, TA_OPT_STACKS };
+
 typedef struct _ta_option_s {
   const char *env;
   size_t *dst;
   size_t def;
   const char *doc;
+  int builds; /* TA_OPT_* */
 } _ta_option_t;
 
 static const _ta_option_t _ta_options[] = {
     {"TAGALLOC_ARENA_RESERVE", &_ta_opt.arena_reserve, 64 * TA_GiB,
-     "address space reserved per arena (halved until the OS accepts it)"},
+     "address space reserved per arena (halved until the OS accepts it)", TA_OPT_ANY},
     {"TAGALLOC_HUGE_THRESHOLD", &_ta_opt.huge_threshold, 32 * TA_MiB,
-     "blocks this large or larger get their own mapping"},
+     "blocks this large or larger get their own mapping", TA_OPT_ANY},
     {"TAGALLOC_PURGE_DELAY_MS", &_ta_opt.purge_delay_ms, 200,
-     "free memory is returned to the OS after this many milliseconds"},
+     "free memory is returned to the OS after this many milliseconds", TA_OPT_ANY},
     {"TAGALLOC_RETAIN_MIN", &_ta_opt.retain_min, 8 * TA_MiB,
-     "free-but-resident memory kept for reuse (at least; or 1/8 of the heap)"},
-    {"TAGALLOC_VERBOSE", &_ta_opt.verbose, 0, "1: print the options in effect to stderr at start"},
+     "free-but-resident memory kept for reuse (at least; or 1/8 of the heap)", TA_OPT_ANY},
+    {"TAGALLOC_VERBOSE", &_ta_opt.verbose, 0, "1: print the options in effect to stderr at start", TA_OPT_ANY},
     {"TAGALLOC_REQUESTED", &_ta_opt.requested, 0,
-     "1: keep each block's requested size, so reports give live requested bytes (costs a little time)"},
+     "1: keep each block's requested size, so reports give live requested bytes (costs a little time)", TA_OPT_ANY},
     {"TAGALLOC_SAMPLE_RATE", &_ta_opt.sample_rate, 512 * TA_KiB,
-     "with stacks: mean bytes allocated between two sampled blocks (Poisson)"},
+     "with stacks: mean bytes allocated between two sampled blocks (Poisson)", TA_OPT_STACKS},
     {"TAGALLOC_UNWIND", &_ta_opt.unwind, 0,
-     "with stacks: 0 cached CFI rules (libgcc where they do not reach), 1 libgcc only, 2 both, aborting if they differ"},
+     "with stacks: 0 cached CFI rules (libgcc where they do not reach), 1 libgcc only, 2 both, aborting if they differ",
+     TA_OPT_STACKS},
     {"TAGALLOC_CHECK", &_ta_opt.check, 7,
      "checking build (tagalloc run --check): a sum of 1 canaries after each block (overruns, found at free "
-     "and realloc), 2 poison in freed blocks (writes after free, found at reuse), 4 delayed reuse (quarantine)"},
+     "and realloc), 2 poison in freed blocks (writes after free, found at reuse), 4 delayed reuse (quarantine)",
+     TA_OPT_CHECK},
     {"TAGALLOC_CHECK_QUARANTINE", &_ta_opt.check_quarantine, 4 * TA_MiB,
      "checking build: bytes of freed blocks held back from reuse, oldest released first (a block over a "
-     "quarter of it is not held)"},
+     "quarter of it is not held)",
+     TA_OPT_CHECK},
     {"TAGALLOC_FAULT_EVERY", &_ta_opt.fault_every, 0,
-     "testing: every Nth request for memory (a span, a mapping) fails as if memory were exhausted"},
+     "testing: every Nth request for memory (a span, a mapping) fails as if memory were exhausted", TA_OPT_ANY},
     {"TAGALLOC_FAULT_COUNT", &_ta_opt.fault_count, 0,
-     "testing: stop injecting after this many failures (0: never stop), as if memory came back"},
+     "testing: stop injecting after this many failures (0: never stop), as if memory came back", TA_OPT_ANY},
 };
 /* And one string option, TAGALLOC_TAG: untagged threads are charged to this
  * name instead of "untagged" (tags.c). */
@@ -104,6 +112,9 @@ static void _ta_options_parse(void) {
   if (_ta_opt.huge_threshold <= TA_MAX_SMALL) _ta_opt.huge_threshold = TA_MAX_SMALL + 1;
   if (_ta_opt.arena_reserve < 64 * TA_MiB) _ta_opt.arena_reserve = 64 * TA_MiB;
   if (_ta_opt.verbose)
-    for (size_t i = 0; i < sizeof(_ta_options) / sizeof(_ta_options[0]); i++)
-      _ta_warn("%s=%zu", _ta_options[i].env, *_ta_options[i].dst);
+    for (size_t i = 0; i < sizeof(_ta_options) / sizeof(_ta_options[0]); i++) {
+      const _ta_option_t *o = &_ta_options[i];
+      if ((o->builds == TA_OPT_CHECK && !TA_CHECK) || (o->builds == TA_OPT_STACKS && !TA_SAMPLING)) continue;
+      _ta_warn("%s=%zu", o->env, *o->dst);
+    }
 }
