@@ -308,7 +308,7 @@ static uint32_t _ta_stack_id(const uintptr_t *pc, int n) {
 static uintptr_t *_ta_set;
 static size_t _ta_set_cap, _ta_set_live;
 
-/* A free looks its block up without the lock first (_ta_set_maybe): on a
+/* A free looks its block up without the lock first (_ta_set_lookup): on a
  * page that holds a sampled block, most frees are of other blocks, and
  * taking the lock for each was most of what sampling cost a program that
  * allocates small blocks (small_random, larson: threads queued on it).
@@ -375,9 +375,6 @@ static int _ta_set_lookup(uintptr_t a) {
   return TA_SET_UNSURE;
 }
 
-/* Without the lock: false if a is surely not in the set. */
-static inline bool _ta_set_maybe(uintptr_t a) { return _ta_set_lookup(a) != TA_SET_OUT; }
-
 static bool _ta_set_grow(void) {
   size_t cap = _ta_set_cap ? _ta_set_cap * 2 : 4096;
   uintptr_t *old = _ta_set, *nt = _ta_os_map(cap * sizeof(uintptr_t), TA_OS_PAGE);
@@ -392,7 +389,7 @@ static bool _ta_set_grow(void) {
   }
   _ta_set_write_begin();
   __atomic_store_n(&_ta_set, nt, __ATOMIC_RELAXED);
-  __atomic_store_n(&_ta_set_cap, cap, __ATOMIC_RELEASE); /* after the table: _ta_set_maybe */
+  __atomic_store_n(&_ta_set_cap, cap, __ATOMIC_RELEASE); /* after the table: _ta_set_lookup */
   _ta_set_write_end();
   if (old) _ta_os_purge(old, oldcap * sizeof(uintptr_t)); /* not unmapped: readers */
   return true;
@@ -604,13 +601,28 @@ static inline void *_ta_sample_alloc(void *p, size_t req, uint32_t tag) {
 /* Block p, about to be freed, may be sampled (its page counts some, or it
  * is large or huge): if it is, say it is freed. */
 TA_NOINLINE static void _ta_sample_free(void *p) {
-  if (!_ta_ev || p == _ta_realloc_keep || !_ta_set_maybe((uintptr_t)p)) return;
+  if (!_ta_ev || p == _ta_realloc_keep || _ta_set_lookup((uintptr_t)p) == TA_SET_OUT) return;
   _ta_sample_lock_take();
   if (_ta_sample_unmark(p)) {
     uint64_t rec[1] = {(uintptr_t)p};
     _ta_ev_write(TA_EV_FREE, rec, 16);
   }
   pthread_mutex_unlock(&_ta_sample_lock);
+}
+
+/* realloc selected block q (req bytes asked) and it was not sampled
+ * before: a fresh sample, from this stack, charged to the tag realloc
+ * kept (a huge block's is the thread's). */
+static void _ta_sample_take_at(void *q, size_t req) {
+  _ta_page_t *pg = _ta_page_of(q);
+  (void)_ta_sample_take(q, req, pg ? pg->tag : _ta_current_tag());
+}
+
+/* Say that sampled block p is now q, of req bytes asked (selected: the
+ * realloc crossed the countdown). */
+static void _ta_sample_resized(void *p, void *q, size_t req, bool selected) {
+  uint64_t rec[5] = {(uintptr_t)p, (uintptr_t)q, _ta_usable_of(q), req, selected};
+  _ta_ev_write(TA_EV_RESIZE, rec, 8 + sizeof rec);
 }
 
 /* realloc moved or resized block p to q (maybe p itself), req bytes
@@ -630,9 +642,13 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
   left -= _ta_counted(req);
   bool selected = left < 0 && !_ta_in_sampler;
   _ta_sample_left = selected ? _ta_sample_next() : left;
-  /* p's page holds no sampled block, or p is none of them: nothing to look up */
+  /* p's page holds no sampled block, or p is none of them: at most a
+   * fresh sample (only p's owner, this thread, could have added it) */
   int in = maybe ? _ta_set_lookup((uintptr_t)p) : TA_SET_OUT;
-  if (in == TA_SET_OUT && !selected) return;
+  if (in == TA_SET_OUT) {
+    if (selected) _ta_sample_take_at(q, req);
+    return;
+  }
   if (in == TA_SET_IN && p == q) {
     /* Resized in place and sampled: the record is all there is to say,
      * and it needs no lock (the ring takes writers at once, and no other
@@ -642,30 +658,24 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
      * program (perf: 500 of 2,000 samples in our code). A fork on another
      * thread meanwhile may leave this record after its FORK mark: the
      * child then has p at its old size. */
-    uint64_t rec[5] = {(uintptr_t)p, (uintptr_t)q, _ta_usable_of(q), req, selected};
-    _ta_ev_write(TA_EV_RESIZE, rec, 8 + sizeof rec);
+    _ta_sample_resized(p, q, req, selected);
     return;
   }
   _ta_sample_lock_take();
   /* in place, a sampled block stays marked; moved, it is unmarked at p and
    * marked at q */
-  bool was = maybe && (p == q ? _ta_set_has((uintptr_t)p) : _ta_sample_unmark(p));
+  bool was = p == q ? _ta_set_has((uintptr_t)p) : _ta_sample_unmark(p);
   if (was) {
     if (p != q && _ta_set_has((uintptr_t)q)) { /* q's free was lost: end p's chain there */
       uint64_t rec[1] = {(uintptr_t)p};
       _ta_ev_write(TA_EV_FREE, rec, 16);
     } else {
       if (p != q) _ta_sample_mark(q);
-      uint64_t rec[5] = {(uintptr_t)p, (uintptr_t)q, _ta_usable_of(q), req, selected};
-      _ta_ev_write(TA_EV_RESIZE, rec, 8 + sizeof rec);
+      _ta_sample_resized(p, q, req, selected);
     }
   }
   pthread_mutex_unlock(&_ta_sample_lock);
-  if (!was && selected) {
-    _ta_page_t *pg = _ta_page_of(q);
-    uint32_t tag = pg ? pg->tag : _ta_current_tag(); /* huge: the tag realloc charged */
-    (void)_ta_sample_take(q, req, tag);                /* a fresh sample, from this stack */
-  }
+  if (!was && selected) _ta_sample_take_at(q, req);
 }
 
 /* fork: the parent marks the point in its ring; the child gets an events
