@@ -56,3 +56,15 @@ func TestVerboseNamesThisBuildsOptions(t *testing.T) {
 		}
 	}
 }
+
+// An option that only another build reads, set for this one, is named in
+// a warning, not taken silently.
+func TestOptionOfAnotherBuildWarns(t *testing.T) {
+	r := runProg(t, time.Minute, []string{"LD_PRELOAD=" + lib(t), "TAGALLOC_SAMPLE_RATE=1M", "TAGALLOC_CHECK_QUARANTINE=1M"}, "/bin/echo")
+	require.NoError(t, r.err, r.stderr)
+	require.Contains(t, r.stderr, "TAGALLOC_SAMPLE_RATE: this build of the library has no stacks (tagalloc run --stacks builds one)")
+	require.Contains(t, r.stderr, "TAGALLOC_CHECK_QUARANTINE: this build of the library has no checks (tagalloc run --check builds one)")
+	r = runProg(t, time.Minute, []string{"LD_PRELOAD=" + strictLib(t, "sampling", SamplingFlags...), "TAGALLOC_SAMPLE_RATE=1M"}, "/bin/echo")
+	require.NoError(t, r.err, r.stderr)
+	require.NotContains(t, r.stderr, "TAGALLOC_SAMPLE_RATE")
+}

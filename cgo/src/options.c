@@ -6,8 +6,8 @@
 
 _ta_options_t _ta_opt;
 
-/* The builds an option means something in (TAGALLOC_VERBOSE names only
- * those of the build it runs in). */
+/* The builds that read an option: TAGALLOC_VERBOSE names only those of
+ * the build it runs in, and the others, if set, get a warning. */
 enum { TA_OPT_ANY, TA_OPT_CHECK, TA_OPT_STACKS };
 
 typedef struct _ta_option_s {
@@ -84,12 +84,23 @@ static bool _ta_parse_size(const char *s, size_t *out) {
   return true;
 }
 
+/* Whether this build of the library reads option o. */
+static bool _ta_option_here(const _ta_option_t *o) {
+  return o->builds == TA_OPT_ANY || (o->builds == TA_OPT_CHECK && TA_CHECK) || (o->builds == TA_OPT_STACKS && TA_SAMPLING);
+}
+
 static void _ta_options_parse(void) {
   for (size_t i = 0; i < sizeof(_ta_options) / sizeof(_ta_options[0]); i++) {
     const _ta_option_t *o = &_ta_options[i];
     *o->dst = o->def;
     const char *v = getenv(o->env);
     if (!v) continue;
+    if (!_ta_option_here(o)) {
+      bool chk = o->builds == TA_OPT_CHECK;
+      _ta_warn("%s: this build of the library has no %s (tagalloc run --%s builds one)", o->env,
+               chk ? "checks" : "stacks", chk ? "check" : "stacks");
+      continue;
+    }
     size_t x;
     if (_ta_parse_size(v, &x)) *o->dst = x;
     else _ta_warn("ignoring %s=%s: not a size (%s)", o->env, v, o->doc);
@@ -105,8 +116,6 @@ static void _ta_options_parse(void) {
     _ta_warn("TAGALLOC_STACKS=%s: this build of the library has no stacks (tagalloc run --stacks builds one)", st);
     _ta_opt.stacks = 0;
   }
-  if (!TA_CHECK && getenv("TAGALLOC_CHECK"))
-    _ta_warn("TAGALLOC_CHECK: this build of the library has no checks (tagalloc run --check builds one)");
   if (_ta_opt.sample_rate == 0) _ta_opt.sample_rate = 1;
   if (_ta_opt.sample_rate > ((size_t)1 << 60)) _ta_opt.sample_rate = (size_t)1 << 60; /* a countdown is an int64_t */
   if (_ta_opt.huge_threshold <= TA_MAX_SMALL) _ta_opt.huge_threshold = TA_MAX_SMALL + 1;
@@ -114,7 +123,6 @@ static void _ta_options_parse(void) {
   if (_ta_opt.verbose)
     for (size_t i = 0; i < sizeof(_ta_options) / sizeof(_ta_options[0]); i++) {
       const _ta_option_t *o = &_ta_options[i];
-      if ((o->builds == TA_OPT_CHECK && !TA_CHECK) || (o->builds == TA_OPT_STACKS && !TA_SAMPLING)) continue;
-      _ta_warn("%s=%zu", o->env, *o->dst);
+      if (_ta_option_here(o)) _ta_warn("%s=%zu", o->env, *o->dst);
     }
 }
