@@ -181,6 +181,29 @@ func (p *Profile) EachHistory(f func(e HistoryEvent) bool) {
 	})
 }
 
+// histHead reads an entry's head: its kind, clock, site+1, estimated
+// bytes and (a resize) estimated bytes freed.
+func histHead(b []byte) (kind, ms, site, est, freed uint64, ok bool) {
+	var v [4]uint64
+	k := 0
+	for ; k < 4 && len(b) > 0; k++ {
+		x, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, 0, 0, 0, 0, false
+		}
+		v[k], b = x, b[n:]
+		if k == 2 && v[0]&3 != histResize {
+			k++
+			break
+		}
+	}
+	kind = v[0] & 3
+	if kind == 0 || k < 3 || kind == histResize && k < 4 {
+		return 0, 0, 0, 0, 0, false
+	}
+	return kind, v[0] >> 2, v[1], v[2], v[3], true
+}
+
 func (p *Profile) decodeHistory(seq uint64, b []byte) (HistoryEvent, bool) {
 	e := HistoryEvent{Seq: seq}
 	var w [8]uint64
@@ -274,57 +297,55 @@ func (p *Profile) Timeline(buckets, top int) Timeline {
 		return &TimelineSeries{Site: k, AllocBytes: make([]uint64, nb), FreeBytes: make([]uint64, nb)}
 	}
 	total := newSeries(SiteKey{})
-	bySite := map[SiteKey]*TimelineSeries{}
-	allocBy := map[SiteKey]uint64{}
-	p.EachHistory(func(e HistoryEvent) bool {
-		i := min(int((e.Ms-st.FirstMs)/bms), nb-1)
-		var s *TimelineSeries
-		if e.Known {
-			if s = bySite[e.Site]; s == nil {
-				s = newSeries(e.Site)
-				bySite[e.Site] = s
-			}
+	// by site index: a report's timeline reads millions of entries (64
+	// MiB of them by default), after the program has exited, so each is
+	// read only as far as its head, into slices rather than maps
+	nsites := uint64(p.store.sites.Len())
+	bySite := make([]*TimelineSeries, nsites)
+	allocBy := make([]uint64, nsites)
+	p.store.hist.buf.Range(func(_ uint64, b []byte) bool {
+		kind, ms, site, est, freed, ok := histHead(b)
+		if !ok {
+			return false
 		}
-		add := func(alloc bool, v uint64) {
-			for _, x := range []*TimelineSeries{total, s} {
-				if x == nil {
-					continue
-				}
-				if alloc {
-					x.AllocBytes[i] += v
-				} else {
-					x.FreeBytes[i] += v
-				}
-			}
-			if alloc && e.Known {
-				allocBy[e.Site] += v
-			}
+		i := min(int((ms-st.FirstMs)/bms), nb-1)
+		var a, f uint64
+		switch kind {
+		case histAlloc:
+			a = est
+		case histFree:
+			f = est
+		default:
+			a, f = est, freed
 		}
-		switch {
-		case e.Kind == "alloc":
-			add(true, uint64(e.Est))
-		case e.Kind == "free":
-			add(false, uint64(e.Est))
-		case e.Kind == "resize":
-			if e.Est > 0 {
-				add(true, uint64(e.Est))
-			}
-			if e.EstFreed > 0 {
-				add(false, uint64(e.EstFreed))
-			}
+		total.AllocBytes[i] += a
+		total.FreeBytes[i] += f
+		if site == 0 || site > nsites {
+			return true
 		}
+		s := bySite[site-1]
+		if s == nil {
+			s = newSeries(p.store.sites.At(int(site - 1)).SiteKey)
+			bySite[site-1] = s
+		}
+		s.AllocBytes[i] += a
+		s.FreeBytes[i] += f
+		allocBy[site-1] += a
 		return true
 	})
 	tl.Total = *total
-	keys := make([]SiteKey, 0, len(bySite))
-	for k := range bySite {
-		keys = append(keys, k)
+	var keys []int // site indexes
+	for k, s := range bySite {
+		if s != nil {
+			keys = append(keys, k)
+		}
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if allocBy[a] != allocBy[b] {
-			return allocBy[a] > allocBy[b]
+		x, y := keys[i], keys[j]
+		if allocBy[x] != allocBy[y] {
+			return allocBy[x] > allocBy[y]
 		}
+		a, b := bySite[x].Site, bySite[y].Site
 		return a.Stack < b.Stack || a.Stack == b.Stack && a.Tag < b.Tag
 	})
 	for _, k := range keys[:min(top, len(keys))] {
