@@ -45,7 +45,7 @@ func feed(seed uint64, n int, ps ...*Profile) int {
 				to = next
 			}
 			for _, p := range ps {
-				p.Resize(live[j], to, size, size, true)
+				p.Resize(live[j], to, size, size, Realloc{Selected: true})
 			}
 			live[j] = to
 		default:
@@ -172,4 +172,19 @@ func TestHistoryTimeline(t *testing.T) {
 	p.Fork(9)
 	require.Zero(t, p.Forks[9].HistoryStats().Events)
 	require.Equal(t, p.LiveCount(), p.Forks[9].LiveCount())
+}
+
+// BenchmarkTimeline: the report's timeline over a full history (64 MiB of
+// the feed's events, about 3M), the work a report does after the program
+// has exited.
+func BenchmarkTimeline(b *testing.B) {
+	p := NewProfile(1, "sampled", 512<<10)
+	defer p.Close()
+	for seed := uint64(1); p.HistoryStats().Recycled == 0; seed++ {
+		feed(seed, 1_000_000, p)
+	}
+	for b.Loop() {
+		p.Timeline(100, 10)
+	}
+	b.ReportMetric(float64(p.HistoryStats().Events), "events")
 }
