@@ -72,15 +72,44 @@ type Module struct {
 	Path                     string
 }
 
+// Realloc is how a realloc of a sampled block counted (a RESIZE
+// record's flags).
+type Realloc struct {
+	// Selected: the countdown crossed zero in the bytes the realloc
+	// counted (its new size, or its growth if Grown).
+	Selected bool
+	// Grown: the block grew (or kept its size) without a copy and counted
+	// its growth only; a block weighed before stays weighed.
+	Grown bool
+	Run   Run
+}
+
+// Run is what a RESIZE record says of the in-place reallocs of its block
+// the library left out (cgo/src/sample.c, "thinning": those that changed
+// a growing sampled block by under 1/256, all selected as the last one
+// reported was or all not, none smaller than the one before).
+type Run struct {
+	Thinned bool   // the record carries a run (the rest is zero without)
+	LeftOut uint32 // reallocs left out before this one
+	Grew    uint32 // of those and this one, how many grew
+	// CatchUp: the record is the last realloc left out, written before
+	// another record of the block.
+	CatchUp bool
+	// Prior is the requested size last reported for the block: a block
+	// the profile holds at the address with another size is not the
+	// run's (the run's was freed by another thread, the address sampled
+	// again).
+	Prior uint64
+}
+
 // EventSink receives decoded events in ring order.
 type EventSink interface {
 	Module(m Module)
 	Stack(id uint32, pcs []uint64)
 	Alloc(addr, usable, requested uint64, tag, stack uint32)
 	Free(addr uint64)
-	// Resize: a sampled block reallocated; selected says whether the
-	// realloc itself was sampled (the countdown crossed zero at it).
-	Resize(old, new, usable, requested uint64, selected bool)
+	// Resize: a sampled block reallocated, as how says.
+	Resize(old, new, usable, requested uint64, how Realloc)
 	Fork(seq uint64) // the process forked here (the child's ring names seq)
 	// Collect: the process's memory reporters began collection seq;
 	// Report: one of them measured the sampled block at addr from stack.
@@ -150,7 +179,12 @@ func decode(typ uint64, b []byte, sink EventSink) error {
 		if len(b) < 40 {
 			return fail("resize record of %d bytes", len(b))
 		}
-		sink.Resize(u64(0), u64(1), u64(2), u64(3), u64(4)&1 != 0)
+		f := u64(4)
+		how := Realloc{Selected: f&1 != 0, Grown: f&4 != 0}
+		if len(b) >= 48 {
+			how.Run = Run{Thinned: true, LeftOut: uint32(f>>8) & 0xFFFFFF, Grew: uint32(f >> 32), CatchUp: f&2 != 0, Prior: u64(5)}
+		}
+		sink.Resize(u64(0), u64(1), u64(2), u64(3), how)
 	case EvFork:
 		if len(b) < 8 {
 			return fail("fork record of %d bytes", len(b))

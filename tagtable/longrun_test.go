@@ -79,7 +79,7 @@ func BenchmarkLongRun(b *testing.B) {
 				j := r.IntN(len(live))
 				size := uint64(16 + r.IntN(1<<(4+r.IntN(17))))
 				next += 64
-				p.Resize(live[j], next, size, size, true)
+				p.Resize(live[j], next, size, size, Realloc{Selected: true})
 				live[j] = next
 			}
 		}

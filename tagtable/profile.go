@@ -388,29 +388,44 @@ func (p *Profile) Free(addr uint64) {
 // place; the block stays charged to the stack and tag it was sampled at,
 // and its chain goes on (for the growth diagnosis). For the estimates a
 // realloc is an allocation of req bytes, sampled or not on its own
-// (selected: the countdown crossed zero at it), as tcmalloc and heapprofd
-// count it: the block counts from now on with the weight of its new size
-// if selected, else not at all (weight 0, its chain still followed), so
-// every live block is counted with the probability of its last
-// (re)allocation and the live estimates stay unbiased. A selected move
-// adds its new size (and a block) to the cumulative estimates, as the
-// books count a move; otherwise what the live estimate gains is counted
-// as allocated (the books count an in-place resize's growth).
-func (p *Profile) Resize(old, new, usable, req uint64, selected bool) {
+// (how.Selected: the countdown crossed zero in it), as tcmalloc and
+// heapprofd count it: the block counts from now on with the weight of its
+// new size if selected, else not at all (weight 0, its chain still
+// followed). A block grown without a copy (how.Grown) counted its growth
+// only, and stays counted if it was: either way every live block is
+// counted with the probability of a fresh draw of its size, and the live
+// estimates stay unbiased. A selected move adds its new size (and a
+// block) to the cumulative estimates, as the books count a move;
+// otherwise what the live estimate gains is counted as allocated (the
+// books count an in-place resize's growth). A record that stands for a
+// run of in-place reallocs the library left out (how.Run) counts them all
+// in the realloc and growth figures; the estimates, which follow sizes,
+// telescope over it.
+func (p *Profile) Resize(old, new, usable, req uint64, how Realloc) {
 	b := p.block(old)
+	run := how.Run
+	if run.Thinned && (b == nil || b.Requested != run.Prior) {
+		if run.CatchUp { // of a block no longer held at old: nothing to say
+			return
+		}
+		run = Run{} // this realloc is of the block at old; the run is not
+	}
 	if b == nil {
 		p.UnknownFrees++
 		p.record(histResize, 0, 0, 0, old, new, usable, req)
 		return
 	}
 	s, si := p.siteOfBlock(b)
+	weighed := how.Selected || how.Grown && b.Weight > 0
 	w := 0.0
-	if selected {
+	if weighed {
 		w = p.Weight(req)
 	}
-	s.Reallocs++
+	// the reallocs left out grew the block step by step to req (none
+	// smaller than the one before), so their log growth adds up to this
+	s.Reallocs += 1 + uint64(run.LeftOut)
 	if req > b.Requested && b.Requested > 0 {
-		s.GrowSteps++
+		s.GrowSteps += max(uint64(run.Grew), 1)
 		s.SumLogGrowth += math.Log(float64(req) / float64(b.Requested))
 	}
 	moved := new != old
@@ -430,7 +445,7 @@ func (p *Profile) Resize(old, new, usable, req uint64, selected bool) {
 	// gains counts as allocated, what it loses as freed
 	liveInc := w*float64(usable) - b.Weight*float64(b.Usable)
 	allocInc := max(liveInc, 0)
-	if selected && moved {
+	if how.Selected && moved && !how.Grown {
 		allocInc = w * float64(usable)
 		s.EstAllocBlocks += w
 	}
@@ -442,8 +457,10 @@ func (p *Profile) Resize(old, new, usable, req uint64, selected bool) {
 	s.EstLiveBytes -= b.Weight * float64(b.Usable)
 	s.EstLiveRequested -= b.Weight * float64(b.Requested)
 	s.EstAllocBytes += allocInc
-	if selected {
+	if how.Selected {
 		s.Samples++
+	}
+	if weighed {
 		s.LiveSamples++
 		s.EstLiveBlocks += w
 		s.EstLiveBytes += w * float64(usable)

@@ -289,16 +289,19 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
     if (size > TA_MAX_SMALL && size < _ta_opt.huge_threshold) {
       size_t npages = (size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT;
       if (npages == pg->npages) {
+        TA_REALLOC_FROM(pg->requested, usable);
         _ta_count_resize(tag, usable, usable, pg->requested, size);
         pg->requested = size;
         return p;
       }
       if (npages < pg->npages && _ta_span_shrink_inplace(pg, npages)) {
+        TA_REALLOC_FROM(pg->requested, npages << TA_PAGE_SHIFT);
         _ta_count_resize(tag, usable, npages << TA_PAGE_SHIFT, pg->requested, size);
         pg->requested = size;
         return p;
       }
       if (_ta_span_grow_inplace(pg, npages)) {
+        TA_REALLOC_FROM(pg->requested, npages << TA_PAGE_SHIFT);
         _ta_count_resize(tag, usable, npages << TA_PAGE_SHIFT, pg->requested, size);
         pg->requested = size;
         return p;
@@ -340,27 +343,32 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
 
 #if TA_SAMPLING
 /* With sampled stacks: a realloc is sampled as an allocation of size bytes
- * (sample.c), whether it moves the block or not; inside it, the move's
- * malloc and free are not sampled on their own, and a sampled block that
- * moves stays sampled (the resize is reported, not its free). */
+ * (sample.c), or of its growth when a large or huge block grows without a
+ * copy; inside it, the move's malloc and free are not sampled on their
+ * own, and a sampled block that moves stays sampled (the resize is
+ * reported, not its free). */
 static void *_ta_realloc(void *p, size_t size) {
   if (!p || size == 0 || !_ta_ev) return _ta_realloc_unsampled(p, size);
   _ta_page_t *pg = _ta_page_of(p);
   bool maybe = !pg || TA_SAMPLED_AT(pg, p); /* p may be sampled (huge blocks: always look) */
   int64_t left = _ta_sample_left;
   _ta_realloc_keep = p;
+  _ta_realloc_from = TA_REALLOC_COPIED;
   void *q = _ta_realloc_unsampled(p, size);
   _ta_realloc_keep = NULL;
   if (!q) { /* p is as it was */
     _ta_sample_left = left;
     return q;
   }
-  int64_t next = left - _ta_counted(size);
+  size_t from = _ta_realloc_from;
+  bool grown = from != TA_REALLOC_COPIED && size >= from;
+  int64_t counted = grown ? (int64_t)(size - from) : _ta_counted(size);
+  int64_t next = left - counted;
   if (ta_likely(!maybe && next >= 0 && _ta_sample_rng)) { /* the common case: counted down, nothing to say */
     _ta_sample_left = next;
     return q;
   }
-  _ta_sample_realloc(p, q, size, left, maybe);
+  _ta_sample_realloc(p, q, size, left, counted, grown, maybe);
   return q;
 }
 #else

@@ -262,6 +262,7 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
     return NULL;
   }
   if (need <= old && need >= old / 2) { /* fits, and wastes < half */
+    TA_REALLOC_FROM(oldreq, old);
     e->requested = size;
     pthread_mutex_unlock(&_ta_huge_lock);
     _ta_count_resize(tag, old, old, oldreq, size);
@@ -274,6 +275,9 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   bool ok = _ta_huge_insert_locked((uintptr_t)(q ? q : p), q ? mapped : old, q ? size : oldreq, align, tag);
   pthread_mutex_unlock(&_ta_huge_lock);
   if (!ok) _ta_fatal("huge table: cannot re-record %p after mremap", q ? q : p);
-  if (q) _ta_count_resize(tag, old, mapped, oldreq, size);
+  if (q) {
+    TA_REALLOC_FROM(oldreq, mapped);
+    _ta_count_resize(tag, old, mapped, oldreq, size);
+  }
   return q;
 }

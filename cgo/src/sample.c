@@ -26,9 +26,17 @@
  *   STACK   u32 id, depth; u64 pc[depth] (return addresses, innermost first)
  *   ALLOC   u64 addr, usable, requested; u32 tag, stack
  *   FREE    u64 addr
- *   RESIZE  u64 old addr, new addr, usable, requested, flags (realloc of
- *           a sampled block: it stays sampled, in place or moved; flags
- *           bit 0: the realloc itself was selected by the countdown)
+ *   RESIZE  u64 old addr, new addr, usable, requested, flags[, prior]
+ *           (realloc of a sampled block: it stays sampled, in place or
+ *           moved; flags bit 0: the countdown crossed zero in what the
+ *           realloc counted; bit 2: the block grew (or kept its size)
+ *           without a copy, counted by its growth, and stays weighed if it
+ *           was; bit 1: a catch-up, the last of the in-place
+ *           reallocs left out (see "thinning"), written before another
+ *           record of the block; bits 8-31: in-place reallocs of the
+ *           block left out before this one, bits 32-63: how many of those
+ *           and this one grew; prior, in a catch-up or when some were
+ *           left out: the requested size last reported for the block)
  *   FORK    u64 seq: the process is forking; the child's ring header names
  *           this parent and seq, so the reader starts the child's profile
  *           from the parent's at this point (its inherited blocks), and the
@@ -91,6 +99,12 @@ static _ta_ev_hdr_t *_ta_ev;
 static uint8_t *_ta_ev_ring;
 static __thread int64_t _ta_sample_left; /* bytes until the next sample */
 static __thread void *_ta_realloc_keep;   /* alloc.c: the sampled block realloc is moving */
+/* realloc (alloc.c, huge.c) resized a large or huge block without a copy,
+ * from this many bytes asked (TA_REALLOC_COPIED: it did not), to this
+ * usable size (saves looking it up again: a huge block's takes a lock) */
+#define TA_REALLOC_COPIED SIZE_MAX
+static __thread size_t _ta_realloc_from = TA_REALLOC_COPIED, _ta_realloc_usable;
+#define TA_REALLOC_FROM(req, usable) (_ta_realloc_from = (req), _ta_realloc_usable = (usable))
 static __thread uint64_t _ta_sample_rng;
 static __thread bool _ta_in_sampler;
 static pthread_mutex_t _ta_sample_lock = PTHREAD_MUTEX_INITIALIZER; /* leaf */
@@ -598,18 +612,6 @@ static inline void *_ta_sample_alloc(void *p, size_t req, uint32_t tag) {
   return _ta_sample_take(p, req, tag);
 }
 
-/* Block p, about to be freed, may be sampled (its page counts some, or it
- * is large or huge): if it is, say it is freed. */
-TA_NOINLINE static void _ta_sample_free(void *p) {
-  if (!_ta_ev || p == _ta_realloc_keep || _ta_set_lookup((uintptr_t)p) == TA_SET_OUT) return;
-  _ta_sample_lock_take();
-  if (_ta_sample_unmark(p)) {
-    uint64_t rec[1] = {(uintptr_t)p};
-    _ta_ev_write(TA_EV_FREE, rec, 16);
-  }
-  pthread_mutex_unlock(&_ta_sample_lock);
-}
-
 /* realloc selected block q (req bytes asked) and it was not sampled
  * before: a fresh sample, from this stack, charged to the tag realloc
  * kept (a huge block's is the thread's). */
@@ -618,49 +620,193 @@ static void _ta_sample_take_at(void *q, size_t req) {
   (void)_ta_sample_take(q, req, pg ? pg->tag : _ta_current_tag());
 }
 
-/* Say that sampled block p is now q, of req bytes asked (selected: the
- * realloc crossed the countdown). */
-static void _ta_sample_resized(void *p, void *q, size_t req, bool selected) {
-  uint64_t rec[5] = {(uintptr_t)p, (uintptr_t)q, _ta_usable_of(q), req, selected};
+/* RESIZE flags */
+#define TA_RESIZE_SELECTED 1 /* the countdown crossed zero in what the realloc counted */
+#define TA_RESIZE_CATCHUP 2  /* the last realloc left out (thinning) */
+#define TA_RESIZE_GROWN 4    /* grown (or the same size) without a copy: counted by its growth */
+
+/* Say that sampled block p is now q, of req bytes asked. */
+static void _ta_sample_resized(void *p, void *q, size_t req, uint64_t flags) {
+  uint64_t rec[5] = {(uintptr_t)p, (uintptr_t)q, _ta_usable_of(q), req, flags};
   _ta_ev_write(TA_EV_RESIZE, rec, 8 + sizeof rec);
+}
+
+/* ---- thinning: the in-place resizes of a growing sampled block ------------------ */
+
+/* A buffer grown a few bytes at a time by realloc stays sampled once it
+ * is, and each realloc of it was a RESIZE record: realloc_chain, 8
+ * buffers grown 1-64 bytes at a time to 1-4 MiB, wrote 7M a run and kept
+ * the drainer busy all the time on the other core. So a thread remembers,
+ * for the last sampled blocks it resized in place, what it last reported,
+ * and leaves out a resize that changes nothing the reader weighs by more
+ * than 1/2^TA_THIN_SHIFT: in place, of the kind the last one reported was
+ * (grown without a copy and not selected, which leaves the block weighed
+ * or not as it was; or a fresh draw with the same outcome), no smaller
+ * than the last one seen, and both sizes within 1/256 of those reported.
+ * The next record of the block says how many were left out and how many
+ * grew, so the realloc counts and the growth diagnosis stay exact and the
+ * cumulative estimate telescopes (between records, the reader's view of
+ * the block is at most 1/256 behind: weights change no faster than
+ * sizes). A record of anything else (a smaller size, another kind, a
+ * move, a free) is preceded by one of the last size left out (a
+ * catch-up). An entry holds while the sampled set has not changed
+ * (_ta_set_seq); after that the block is looked up, and the reader drops
+ * a catch-up whose prior size is not the one it has (the block was freed
+ * by another thread and the address sampled again). What is left out when
+ * another thread frees the block, or the process ends, is lost: counts,
+ * and under 1/256 of the sizes. Under --stacks full nothing is left out
+ * (exact). */
+#define TA_THIN_WAYS 8
+#define TA_THIN_SHIFT 8
+#define TA_THIN_MAX 0xFFFFFF /* left out at most: a record's 24 bits */
+typedef struct {
+  uintptr_t addr;                 /* 0: empty */
+  uint64_t seq;                   /* _ta_set_seq when it was last reported */
+  uint64_t req, usable;           /* as last reported */
+  uint64_t last_req, last_usable; /* as last seen */
+  uint32_t left_out, grew;        /* since the last report; grew: of them */
+  uint32_t kind;                  /* the RESIZE flags of a resize it may leave out */
+} _ta_thin_t;
+static __thread _ta_thin_t _ta_thin[TA_THIN_WAYS];
+static __thread unsigned _ta_thin_next; /* the way to reuse next */
+
+/* The entry of block a, or NULL (any way: realloc_chain's 8 buffers
+ * shared 8 ways by address hash evicted each other). */
+static inline _ta_thin_t *_ta_thin_find(uintptr_t a) {
+  for (int i = 0; i < TA_THIN_WAYS; i++)
+    if (_ta_thin[i].addr == a) return &_ta_thin[i];
+  return NULL;
+}
+
+/* Report sampled block p at q (usable, req bytes asked), after what was
+ * left out of e's block if e is p's (grew: of those and this one). */
+static void _ta_thin_write(const _ta_thin_t *e, void *p, void *q, uint64_t usable, uint64_t req, uint64_t flags, uint32_t grew) {
+  bool run = e->addr == (uintptr_t)p && (e->left_out || flags & TA_RESIZE_CATCHUP);
+  uint64_t rec[6] = {(uintptr_t)p, (uintptr_t)q, usable, req, flags | (run ? (uint64_t)e->left_out << 8 | (uint64_t)grew << 32 : 0), e->req};
+  _ta_ev_write(TA_EV_RESIZE, rec, 8 + (run ? 6 : 5) * 8);
+}
+
+/* Report the last resize left out of block a, if one was, and forget a
+ * (before any other record of it, or to make room). */
+static void _ta_thin_flush(uintptr_t a) {
+  _ta_thin_t *e = a ? _ta_thin_find(a) : NULL;
+  if (!e) return;
+  if (e->left_out) {
+    e->left_out--; /* the last one is the record */
+    _ta_thin_write(e, (void *)a, (void *)a, e->last_usable, e->last_req, e->kind | TA_RESIZE_CATCHUP, e->grew);
+  }
+  e->addr = 0;
+}
+
+/* Sampled block p was resized in place to req bytes (flags: RESIZE's):
+ * leave it out or report it. seq: the set's sequence, read before p was
+ * found in it (or found to be e's still). */
+static void _ta_thin_resized(void *p, size_t req, uint64_t flags, uint64_t seq) {
+  _ta_thin_t *e = _ta_thin_find((uintptr_t)p);
+  uint64_t usable = _ta_realloc_from != TA_REALLOC_COPIED ? _ta_realloc_usable : _ta_usable_of(p);
+  uint32_t grew = 0;
+  if (e) {
+    bool more = req >= e->last_req, same = e->seq == seq;
+    if (more && flags == e->kind && same && e->left_out < TA_THIN_MAX && req - e->req <= e->req >> TA_THIN_SHIFT &&
+        usable >= e->usable && usable - e->usable <= e->usable >> TA_THIN_SHIFT) {
+      e->grew += req > e->last_req;
+      e->left_out++;
+      e->last_req = req, e->last_usable = usable;
+      return;
+    }
+    if (!more || flags != e->kind) {
+      if (same) _ta_thin_flush((uintptr_t)p); /* else it may be another block now: the run is lost */
+      e->addr = 0;
+    } else {
+      grew = e->grew + (req > e->last_req); /* this record ends the run */
+    }
+  } else {
+    e = &_ta_thin[_ta_thin_next++ % TA_THIN_WAYS];
+    _ta_thin_flush(e->addr); /* make room */
+  }
+  _ta_thin_write(e, p, p, usable, req, flags, grew);
+  *e = (_ta_thin_t){0};
+  if (_ta_opt.sample_rate > 1) /* full: every one reported */
+    *e = (_ta_thin_t){.addr = (uintptr_t)p,
+                      .seq = seq,
+                      .req = req,
+                      .usable = usable,
+                      .last_req = req,
+                      .last_usable = usable,
+                      /* grown: the next may be left out if not selected */
+                      .kind = flags & TA_RESIZE_GROWN ? TA_RESIZE_GROWN : flags};
+}
+
+/* Block p, about to be freed, may be sampled (its page counts some, or it
+ * is large or huge): if it is, say it is freed. */
+TA_NOINLINE static void _ta_sample_free(void *p) {
+  if (!_ta_ev || p == _ta_realloc_keep || _ta_set_lookup((uintptr_t)p) == TA_SET_OUT) return;
+  _ta_thin_flush((uintptr_t)p);
+  _ta_sample_lock_take();
+  if (_ta_sample_unmark(p)) {
+    uint64_t rec[1] = {(uintptr_t)p};
+    _ta_ev_write(TA_EV_FREE, rec, 16);
+  }
+  pthread_mutex_unlock(&_ta_sample_lock);
 }
 
 /* realloc moved or resized block p to q (maybe p itself), req bytes
  * asked; left is the countdown before it (the move's own malloc and free
- * did not count); maybe: p's page holds sampled blocks (else p is not
- * one). For sampling, a realloc is an allocation of req bytes
- * (as tcmalloc and heapprofd count it): the countdown goes down by req and
- * the realloc is selected if it crosses zero. A sampled p stays sampled at
- * q, so its chain goes on for the growth diagnosis: RESIZE says whether
- * the realloc was selected (the reader weighs the block by its new size if
- * so, else no more), which keeps the estimates unbiased and their
- * variance that of fresh samples. An unsampled p that is selected starts
- * a sample at q, from the realloc's stack. */
-TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t left, bool maybe) {
+ * did not count); counted, what the realloc counts down by; grown: a
+ * large or huge block grew (or kept its size) without a copy; maybe: p's
+ * page holds sampled blocks (else p is not one).
+ *
+ * For sampling, a realloc is an allocation of req bytes (counted = req,
+ * as tcmalloc and heapprofd count it), selected if the countdown crosses
+ * zero in it: the reader weighs the block by its new size if so, else no
+ * more. But a block grown without a copy counts its growth only, as the
+ * books do, and a block weighed before stays weighed: the chance that it
+ * is weighed is then still 1 - exp(-req/rate), what a fresh draw of req
+ * bytes gives, so the estimates stay unbiased, and a buffer grown a few
+ * bytes at a time is neither drawn again at every step (realloc_chain:
+ * 4M draws a run) nor flips in and out of the sample. A sampled p stays
+ * sampled at q, so its chain goes on for the growth diagnosis: RESIZE
+ * says whether the realloc was selected and whether it grew. An unsampled
+ * p that is selected starts a sample at q, from the realloc's stack. */
+TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t left, int64_t counted, bool grown, bool maybe) {
   if (!_ta_ev) return;
   if (!_ta_sample_rng) left = _ta_sample_next(); /* the thread's first countdown: drawn */
-  left -= _ta_counted(req);
+  left -= counted;
   bool selected = left < 0 && !_ta_in_sampler;
   _ta_sample_left = selected ? _ta_sample_next() : left;
+  uint64_t flags = (selected ? TA_RESIZE_SELECTED : 0) | (grown ? TA_RESIZE_GROWN : 0);
   /* p's page holds no sampled block, or p is none of them: at most a
    * fresh sample (only p's owner, this thread, could have added it) */
-  int in = maybe ? _ta_set_lookup((uintptr_t)p) : TA_SET_OUT;
+  if (!maybe) {
+    if (selected) _ta_sample_take_at(q, req);
+    return;
+  }
+  uint64_t seq = __atomic_load_n(&_ta_set_seq, __ATOMIC_ACQUIRE);
+  _ta_thin_t *e = _ta_thin_find((uintptr_t)p);
+  if (p == q && e && e->seq == seq) {
+    /* reported by this thread, and the set has not changed since: p is
+     * still the same sampled block (it is ours: nobody freed it) */
+    _ta_thin_resized(p, req, flags, seq);
+    return;
+  }
+  int in = _ta_set_lookup((uintptr_t)p);
   if (in == TA_SET_OUT) {
+    if (e) e->addr = 0; /* freed by another thread */
     if (selected) _ta_sample_take_at(q, req);
     return;
   }
   if (in == TA_SET_IN && p == q) {
     /* Resized in place and sampled: the record is all there is to say,
      * and it needs no lock (the ring takes writers at once, and no other
-     * thread changes p's entry while its owner resizes it). Every realloc
-     * of a growing sampled buffer comes here (realloc_chain: most of its
-     * 7M events); taking the lock was a quarter of what sampling cost that
-     * program (perf: 500 of 2,000 samples in our code). A fork on another
-     * thread meanwhile may leave this record after its FORK mark: the
-     * child then has p at its old size. */
-    _ta_sample_resized(p, q, req, selected);
+     * thread changes p's entry while its owner resizes it); taking the
+     * lock was a quarter of what sampling cost realloc_chain (perf: 500
+     * of 2,000 samples in our code). A fork on another thread meanwhile
+     * may leave this record after its FORK mark: the child then has p at
+     * its old size. */
+    _ta_thin_resized(p, req, flags, seq);
     return;
   }
+  _ta_thin_flush((uintptr_t)p);
   _ta_sample_lock_take();
   /* in place, a sampled block stays marked; moved, it is unmarked at p and
    * marked at q */
@@ -671,7 +817,7 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
       _ta_ev_write(TA_EV_FREE, rec, 16);
     } else {
       if (p != q) _ta_sample_mark(q);
-      _ta_sample_resized(p, q, req, selected);
+      _ta_sample_resized(p, q, req, flags);
     }
   }
   pthread_mutex_unlock(&_ta_sample_lock);
@@ -730,7 +876,8 @@ static void _ta_sample_collect(uint64_t seq) {
 
 #define _ta_sample_alloc(p, req, tag) (p)
 #define _ta_sample_free(p) ((void)0)
-#define _ta_sample_realloc(p, q, req, left, maybe) ((void)0)
+#define _ta_sample_realloc(p, q, req, left, counted, grown, maybe) ((void)0)
+#define TA_REALLOC_FROM(req, usable) ((void)0)
 #define _ta_sample_init() ((void)0)
 #define _ta_sample_fork_prepare() ((void)0)
 #define _ta_sample_fork_parent() ((void)0)
