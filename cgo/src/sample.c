@@ -97,6 +97,20 @@ typedef struct _ta_ev_hdr_s {
 
 static _ta_ev_hdr_t *_ta_ev;
 static uint8_t *_ta_ev_ring;
+/* thinning's per-thread entries (below); defined before the hot
+ * thread-locals so that the linker lays them out after them: between
+ * them, they put malloc's countdown on another cache line than its heap */
+#define TA_THIN_WAYS 8
+typedef struct _ta_thin_s _ta_thin_t;
+static __thread struct _ta_thin_s {
+  uintptr_t addr;                 /* 0: empty */
+  uint64_t seq;                   /* _ta_set_seq when it was last reported */
+  uint64_t req, usable;           /* as last reported */
+  uint64_t last_req, last_usable; /* as last seen */
+  uint32_t left_out, grew;        /* since the last report; grew: of them */
+  uint32_t kind;                  /* the RESIZE flags of a resize it may leave out */
+} _ta_thin[TA_THIN_WAYS];
+static __thread unsigned _ta_thin_next; /* the way to reuse next */
 static __thread int64_t _ta_sample_left; /* bytes until the next sample */
 static __thread void *_ta_realloc_keep;   /* alloc.c: the sampled block realloc is moving */
 /* realloc (alloc.c, huge.c) resized a large or huge block without a copy,
@@ -656,19 +670,8 @@ static void _ta_sample_resized(void *p, void *q, size_t req, uint64_t flags) {
  * another thread frees the block, or the process ends, is lost: counts,
  * and under 1/256 of the sizes. Under --stacks full nothing is left out
  * (exact). */
-#define TA_THIN_WAYS 8
 #define TA_THIN_SHIFT 8
 #define TA_THIN_MAX 0xFFFFFF /* left out at most: a record's 24 bits */
-typedef struct {
-  uintptr_t addr;                 /* 0: empty */
-  uint64_t seq;                   /* _ta_set_seq when it was last reported */
-  uint64_t req, usable;           /* as last reported */
-  uint64_t last_req, last_usable; /* as last seen */
-  uint32_t left_out, grew;        /* since the last report; grew: of them */
-  uint32_t kind;                  /* the RESIZE flags of a resize it may leave out */
-} _ta_thin_t;
-static __thread _ta_thin_t _ta_thin[TA_THIN_WAYS];
-static __thread unsigned _ta_thin_next; /* the way to reuse next */
 
 /* The entry of block a, or NULL (any way: realloc_chain's 8 buffers
  * shared 8 ways by address hash evicted each other). */
