@@ -639,11 +639,6 @@ static void _ta_sample_take_at(void *q, size_t req) {
 #define TA_RESIZE_CATCHUP 2  /* the last realloc left out (thinning) */
 #define TA_RESIZE_GROWN 4    /* grown (or the same size) without a copy: counted by its growth */
 
-/* Say that sampled block p is now q, of req bytes asked. */
-static void _ta_sample_resized(void *p, void *q, size_t req, uint64_t flags) {
-  uint64_t rec[5] = {(uintptr_t)p, (uintptr_t)q, _ta_usable_of(q), req, flags};
-  _ta_ev_write(TA_EV_RESIZE, rec, 8 + sizeof rec);
-}
 
 /* ---- thinning: the in-place resizes of a growing sampled block ------------------ */
 
@@ -681,32 +676,41 @@ static inline _ta_thin_t *_ta_thin_find(uintptr_t a) {
   return NULL;
 }
 
-/* Report sampled block p at q (usable, req bytes asked), after what was
- * left out of e's block if e is p's (grew: of those and this one). */
-static void _ta_thin_write(const _ta_thin_t *e, void *p, void *q, uint64_t usable, uint64_t req, uint64_t flags, uint32_t grew) {
-  bool run = e->addr == (uintptr_t)p && (e->left_out || flags & TA_RESIZE_CATCHUP);
-  uint64_t rec[6] = {(uintptr_t)p, (uintptr_t)q, usable, req, flags | (run ? (uint64_t)e->left_out << 8 | (uint64_t)grew << 32 : 0), e->req};
+/* Say that sampled block p is now q (usable, req bytes asked); run: the
+ * entry of what was left out of p before it (NULL: nothing), grew: of
+ * those and this one, how many grew. */
+static void _ta_resize_write(void *p, void *q, uint64_t usable, uint64_t req, uint64_t flags, const _ta_thin_t *run, uint32_t grew) {
+  uint64_t rec[6] = {(uintptr_t)p, (uintptr_t)q, usable, req, flags, 0};
+  if (run) rec[4] |= (uint64_t)run->left_out << 8 | (uint64_t)grew << 32, rec[5] = run->req;
   _ta_ev_write(TA_EV_RESIZE, rec, 8 + (run ? 6 : 5) * 8);
 }
 
-/* Report the last resize left out of block a, if one was, and forget a
- * (before any other record of it, or to make room). */
-static void _ta_thin_flush(uintptr_t a) {
-  _ta_thin_t *e = a ? _ta_thin_find(a) : NULL;
-  if (!e) return;
+/* Report the last resize left out of e's block, if one was, and forget
+ * the block (before any other record of it, or to make room). */
+static void _ta_thin_flush_entry(_ta_thin_t *e) {
   if (e->left_out) {
     e->left_out--; /* the last one is the record */
-    _ta_thin_write(e, (void *)a, (void *)a, e->last_usable, e->last_req, e->kind | TA_RESIZE_CATCHUP, e->grew);
+    void *a = (void *)e->addr;
+    _ta_resize_write(a, a, e->last_usable, e->last_req, e->kind | TA_RESIZE_CATCHUP, e, e->grew);
   }
   e->addr = 0;
+}
+
+static void _ta_thin_flush(uintptr_t a) {
+  _ta_thin_t *e = _ta_thin_find(a);
+  if (e) _ta_thin_flush_entry(e);
 }
 
 /* Sampled block p was resized in place to req bytes (flags: RESIZE's):
  * leave it out or report it. seq: the set's sequence, read before p was
  * found in it (or found to be e's still). */
 static void _ta_thin_resized(void *p, size_t req, uint64_t flags, uint64_t seq) {
-  _ta_thin_t *e = _ta_thin_find((uintptr_t)p);
   uint64_t usable = _ta_realloc_from != TA_REALLOC_COPIED ? _ta_realloc_usable : _ta_usable_of(p);
+  if (_ta_opt.sample_rate <= 1) { /* full: every one reported */
+    _ta_resize_write(p, p, usable, req, flags, NULL, 0);
+    return;
+  }
+  _ta_thin_t *e = _ta_thin_find((uintptr_t)p), *run = NULL;
   uint32_t grew = 0;
   if (e) {
     bool more = req >= e->last_req, same = e->seq == seq;
@@ -718,26 +722,18 @@ static void _ta_thin_resized(void *p, size_t req, uint64_t flags, uint64_t seq) 
       return;
     }
     if (!more || flags != e->kind) {
-      if (same) _ta_thin_flush((uintptr_t)p); /* else it may be another block now: the run is lost */
-      e->addr = 0;
-    } else {
-      grew = e->grew + (req > e->last_req); /* this record ends the run */
+      if (same) _ta_thin_flush_entry(e); /* else it may be another block now: the run is lost */
+    } else if (e->left_out) {
+      run = e, grew = e->grew + (req > e->last_req); /* this record ends the run */
     }
   } else {
     e = &_ta_thin[_ta_thin_next++ % TA_THIN_WAYS];
-    _ta_thin_flush(e->addr); /* make room */
+    if (e->addr) _ta_thin_flush_entry(e); /* make room */
   }
-  _ta_thin_write(e, p, p, usable, req, flags, grew);
-  *e = (_ta_thin_t){0};
-  if (_ta_opt.sample_rate > 1) /* full: every one reported */
-    *e = (_ta_thin_t){.addr = (uintptr_t)p,
-                      .seq = seq,
-                      .req = req,
-                      .usable = usable,
-                      .last_req = req,
-                      .last_usable = usable,
-                      /* grown: the next may be left out if not selected */
-                      .kind = flags & TA_RESIZE_GROWN ? TA_RESIZE_GROWN : flags};
+  _ta_resize_write(p, p, usable, req, flags, run, grew);
+  /* grown: the next may be left out if it is not selected */
+  uint32_t kind = flags & TA_RESIZE_GROWN ? TA_RESIZE_GROWN : (uint32_t)flags;
+  *e = (_ta_thin_t){.addr = (uintptr_t)p, .seq = seq, .req = req, .usable = usable, .last_req = req, .last_usable = usable, .kind = kind};
 }
 
 /* Block p, about to be freed, may be sampled (its page counts some, or it
@@ -820,7 +816,7 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
       _ta_ev_write(TA_EV_FREE, rec, 16);
     } else {
       if (p != q) _ta_sample_mark(q);
-      _ta_sample_resized(p, q, req, flags);
+      _ta_resize_write(p, q, _ta_usable_of(q), req, flags, NULL, 0);
     }
   }
   pthread_mutex_unlock(&_ta_sample_lock);
