@@ -288,21 +288,11 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
   case TA_PTR_LARGE:
     if (size > TA_MAX_SMALL && size < _ta_opt.huge_threshold) {
       size_t npages = (size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT;
-      if (npages == pg->npages) {
-        TA_REALLOC_FROM(pg->requested, usable);
-        _ta_count_resize(tag, usable, usable, pg->requested, size);
-        pg->requested = size;
-        return p;
-      }
-      if (npages < pg->npages && _ta_span_shrink_inplace(pg, npages)) {
-        TA_REALLOC_FROM(pg->requested, npages << TA_PAGE_SHIFT);
-        _ta_count_resize(tag, usable, npages << TA_PAGE_SHIFT, pg->requested, size);
-        pg->requested = size;
-        return p;
-      }
-      if (_ta_span_grow_inplace(pg, npages)) {
-        TA_REALLOC_FROM(pg->requested, npages << TA_PAGE_SHIFT);
-        _ta_count_resize(tag, usable, npages << TA_PAGE_SHIFT, pg->requested, size);
+      /* the same pages, or the span shrunk or grown where it lies */
+      if (npages == pg->npages || (npages < pg->npages ? _ta_span_shrink_inplace(pg, npages) : _ta_span_grow_inplace(pg, npages))) {
+        size_t now = npages << TA_PAGE_SHIFT;
+        TA_REALLOC_FROM(pg->requested, now);
+        _ta_count_resize(tag, usable, now, pg->requested, size);
         pg->requested = size;
         return p;
       }
