@@ -181,17 +181,18 @@ func (p *Profile) EachHistory(f func(e HistoryEvent) bool) {
 	})
 }
 
-// histHead reads an entry's head: its kind, clock, site+1, estimated
-// bytes and (a resize) estimated bytes freed.
-func histHead(b []byte) (kind, ms, site, est, freed uint64, ok bool) {
+// histHead reads an entry's head, n bytes: its kind, clock, site+1 (0:
+// a block the profile never saw), estimated bytes and (a resize)
+// estimated bytes freed.
+func histHead(b []byte) (kind, ms, site, est, freed uint64, n int, ok bool) {
 	var v [4]uint64
 	k := 0
-	for ; k < 4 && len(b) > 0; k++ {
-		x, n := binary.Uvarint(b)
-		if n <= 0 {
-			return 0, 0, 0, 0, 0, false
+	for ; k < 4 && n < len(b); k++ {
+		x, m := binary.Uvarint(b[n:])
+		if m <= 0 {
+			return 0, 0, 0, 0, 0, 0, false
 		}
-		v[k], b = x, b[n:]
+		v[k], n = x, n+m
 		if k == 2 && v[0]&3 != histResize {
 			k++
 			break
@@ -199,37 +200,20 @@ func histHead(b []byte) (kind, ms, site, est, freed uint64, ok bool) {
 	}
 	kind = v[0] & 3
 	if kind == 0 || k < 3 || kind == histResize && k < 4 {
-		return 0, 0, 0, 0, 0, false
+		return 0, 0, 0, 0, 0, 0, false
 	}
-	return kind, v[0] >> 2, v[1], v[2], v[3], true
+	return kind, v[0] >> 2, v[1], v[2], v[3], n, true
 }
 
 func (p *Profile) decodeHistory(seq uint64, b []byte) (HistoryEvent, bool) {
 	e := HistoryEvent{Seq: seq}
 	var w [8]uint64
-	kind, n := binary.Uvarint(b)
-	if n <= 0 {
+	kind, ms, site, est, freed, n, ok := histHead(b)
+	if !ok {
 		return e, false
 	}
 	b = b[n:]
-	e.Ms = kind >> 2
-	site, n := binary.Uvarint(b)
-	if n <= 0 {
-		return e, false
-	}
-	b = b[n:]
-	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		return e, false
-	}
-	e.Est, b = int64(v), b[n:]
-	if kind&3 == histResize {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			return e, false
-		}
-		e.EstFreed, b = int64(v), b[n:]
-	}
+	e.Ms, e.Est, e.EstFreed = ms, int64(est), int64(freed)
 	k := 0
 	for len(b) > 0 && k < len(w) {
 		v, n := binary.Uvarint(b)
@@ -238,13 +222,13 @@ func (p *Profile) decodeHistory(seq uint64, b []byte) (HistoryEvent, bool) {
 		}
 		w[k], b, k = v, b[n:], k+1
 	}
-	switch kind & 3 {
+	switch kind {
 	case histAlloc, histFree:
 		if k != 3 {
 			return e, false
 		}
 		e.Kind = "alloc"
-		if kind&3 == histFree {
+		if kind == histFree {
 			e.Kind = "free"
 		}
 		e.Addr, e.Usable, e.Req = w[0], w[1], w[2]
@@ -304,7 +288,7 @@ func (p *Profile) Timeline(buckets, top int) Timeline {
 	bySite := make([]*TimelineSeries, nsites)
 	allocBy := make([]uint64, nsites)
 	p.store.hist.buf.Range(func(_ uint64, b []byte) bool {
-		kind, ms, site, est, freed, ok := histHead(b)
+		kind, ms, site, est, freed, _, ok := histHead(b)
 		if !ok {
 			return false
 		}
