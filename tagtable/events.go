@@ -84,10 +84,18 @@ type Realloc struct {
 	Run   Run
 }
 
+// RESIZE flags (cgo/src/sample.c, TA_RESIZE_*); bits 8-31 and 32-63
+// hold a run's LeftOut and Grew.
+const (
+	resizeSelected = 1
+	resizeCatchUp  = 2
+	resizeGrown    = 4
+)
+
 // Run is what a RESIZE record says of the in-place reallocs of its block
 // the library left out (cgo/src/sample.c, "thinning": those that changed
-// a growing sampled block by under 1/256, all selected as the last one
-// reported was or all not, none smaller than the one before).
+// a growing sampled block by under 1/256, all of the kind of the last one
+// reported, none smaller than the one before).
 type Run struct {
 	Thinned bool   // the record carries a run (the rest is zero without)
 	LeftOut uint32 // reallocs left out before this one
@@ -180,9 +188,9 @@ func decode(typ uint64, b []byte, sink EventSink) error {
 			return fail("resize record of %d bytes", len(b))
 		}
 		f := u64(4)
-		how := Realloc{Selected: f&1 != 0, Grown: f&4 != 0}
-		if len(b) >= 48 {
-			how.Run = Run{Thinned: true, LeftOut: uint32(f>>8) & 0xFFFFFF, Grew: uint32(f >> 32), CatchUp: f&2 != 0, Prior: u64(5)}
+		how := Realloc{Selected: f&resizeSelected != 0, Grown: f&resizeGrown != 0}
+		if len(b) >= 48 { // a run: its counts in the flags, the prior size after them
+			how.Run = Run{Thinned: true, LeftOut: uint32(f>>8) & 0xFFFFFF, Grew: uint32(f >> 32), CatchUp: f&resizeCatchUp != 0, Prior: u64(5)}
 		}
 		sink.Resize(u64(0), u64(1), u64(2), u64(3), how)
 	case EvFork:
