@@ -457,7 +457,7 @@ func (p *Profile) Resize(old, new, usable, req uint64, how Realloc) {
 	s.EstLiveBytes -= b.Weight * float64(b.Usable)
 	s.EstLiveRequested -= b.Weight * float64(b.Requested)
 	s.EstAllocBytes += allocInc
-	if how.Selected {
+	if how.Selected && !(how.Grown && b.Weight > 0) { // a draw decided the weight
 		s.Samples++
 	}
 	if weighed {
