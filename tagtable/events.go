@@ -59,7 +59,7 @@ type evHeader struct {
 	_            [7]uint64
 	Dropped      uint64
 	DroppedBytes uint64
-	Samples      uint64
+	_            uint64 // was a count of ALLOC events (the library no longer writes it)
 	_            [5]uint64
 }
 

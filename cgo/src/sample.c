@@ -10,8 +10,8 @@
  * binaries without frame pointers), deduplicated into a stack id, and an
  * ALLOC event goes into the events ring; the block's address goes into the
  * sampled set, so its free (or in-place resize) emits an event too. The
- * pages holding sampled blocks count them (pg->sampled): frees into other
- * pages never look at the set.
+ * pages holding sampled blocks keep a filter of them (pg->sampled): frees
+ * into other pages never look at the set.
  *
  * The events ring is the file $TAGALLOC_DIR/PID.events, mapped shared, the
  * heapprofd pattern: writers (any thread) reserve space with a CAS on head,
@@ -91,25 +91,30 @@ typedef struct _ta_ev_hdr_s {
   uint64_t pad2[7];
   _Atomic(uint64_t) dropped;       /* events lost to a full ring */
   _Atomic(uint64_t) dropped_bytes; /* usable bytes of the ALLOC events lost */
-  _Atomic(uint64_t) samples;       /* ALLOC events written */
-  uint64_t pad3[5];
+  uint64_t pad3[6];                /* (was a count of ALLOC events: one more
+                                    * line every sample wrote, and the reader
+                                    * counts them) */
 } _ta_ev_hdr_t;
 
 static _ta_ev_hdr_t *_ta_ev;
 static uint8_t *_ta_ev_ring;
+static uint64_t _ta_ev_size; /* the ring's size, a copy: writers read no header line for it */
 /* thinning's per-thread entries (below); defined before the hot
  * thread-locals so that the linker lays them out after them: between
  * them, they put malloc's countdown on another cache line than its heap */
 #define TA_THIN_WAYS 8
 typedef struct _ta_thin_s _ta_thin_t;
 static __thread struct _ta_thin_s {
-  uintptr_t addr;                 /* 0: empty */
-  uint64_t seq;                   /* _ta_set_seq when it was last reported */
+  uint64_t seq;                   /* _ta_set_w.seq when it was last reported */
   uint64_t req, usable;           /* as last reported */
   uint64_t last_req, last_usable; /* as last seen */
   uint32_t left_out, grew;        /* since the last report; grew: of them */
   uint32_t kind;                  /* the RESIZE flags of a resize it may leave out */
 } _ta_thin[TA_THIN_WAYS];
+/* the entries' blocks (0: empty), apart from them: the free of a sampled
+ * block looks for its entry in one cache line, not eight */
+static __thread uintptr_t _ta_thin_addr[TA_THIN_WAYS];
+#define TA_THIN_ADDR(e) _ta_thin_addr[(e) - _ta_thin]
 static __thread unsigned _ta_thin_next; /* the way to reuse next */
 static __thread int64_t _ta_sample_left; /* bytes until the next sample */
 static __thread void *_ta_realloc_keep;   /* alloc.c: the sampled block realloc is moving */
@@ -121,7 +126,9 @@ static __thread size_t _ta_realloc_from = TA_REALLOC_COPIED, _ta_realloc_usable;
 #define TA_REALLOC_FROM(req, usable) (_ta_realloc_from = (req), _ta_realloc_usable = (usable))
 static __thread uint64_t _ta_sample_rng;
 static __thread bool _ta_in_sampler;
-static pthread_mutex_t _ta_sample_lock = PTHREAD_MUTEX_INITIALIZER; /* leaf */
+/* leaf; alone on its cache line (TA_ALONE): it shared one with _ta_ev,
+ * which every free on a page holding a sampled block reads */
+static struct { pthread_mutex_t m; } TA_ALONE _ta_sample_lock = {PTHREAD_MUTEX_INITIALIZER};
 
 /* Take the sample lock. What it guards is short (a table probe, a record
  * copied), and a thread put to sleep on it costs far more: larson's two
@@ -131,19 +138,18 @@ static pthread_mutex_t _ta_sample_lock = PTHREAD_MUTEX_INITIALIZER; /* leaf */
  * spinning without end (1.09-1.10x). */
 static void _ta_sample_lock_take(void) {
   for (int spin = 0; spin < 1000; spin++) {
-    if (pthread_mutex_trylock(&_ta_sample_lock) == 0) return;
+    if (pthread_mutex_trylock(&_ta_sample_lock.m) == 0) return;
     for (int k = 0; k < 4; k++) TA_CPU_RELAX();
   }
-  pthread_mutex_lock(&_ta_sample_lock);
+  pthread_mutex_lock(&_ta_sample_lock.m);
 }
 
 /* ---- the ring -------------------------------------------------------------- */
 
 /* Copy n bytes to ring position pos (wrapping). */
 static void _ta_ev_put(uint64_t pos, const void *src, size_t n) {
-  uint64_t mask = _ta_ev->ring_size - 1;
-  size_t off = (size_t)(pos & mask), first = n;
-  if (off + n > _ta_ev->ring_size) first = _ta_ev->ring_size - off;
+  size_t off = (size_t)(pos & (_ta_ev_size - 1)), first = n;
+  if (off + n > _ta_ev_size) first = _ta_ev_size - off;
   memcpy(_ta_ev_ring + off, src, first);
   if (first < n) memcpy(_ta_ev_ring, (const uint8_t *)src + first, n - first);
 }
@@ -155,14 +161,14 @@ static bool _ta_ev_write(uint32_t type, const void *body, size_t len) {
   uint64_t h = atomic_load_explicit(&_ta_ev->head, memory_order_relaxed);
   do {
     uint64_t t = atomic_load_explicit(&_ta_ev->tail, memory_order_acquire);
-    if (h + len - t > _ta_ev->ring_size) {
+    if (h + len - t > _ta_ev_size) {
       atomic_fetch_add_explicit(&_ta_ev->dropped, 1, memory_order_relaxed);
       return false;
     }
   } while (!atomic_compare_exchange_weak_explicit(&_ta_ev->head, &h, h + len, memory_order_relaxed, memory_order_relaxed));
   _ta_ev_put(h + 8, body, len - 8);
   uint64_t first = (uint64_t)len | (uint64_t)type << 32;
-  atomic_store_explicit((_Atomic(uint64_t) *)(_ta_ev_ring + (h & (_ta_ev->ring_size - 1))), first, memory_order_release);
+  atomic_store_explicit((_Atomic(uint64_t) *)(_ta_ev_ring + (h & (_ta_ev_size - 1))), first, memory_order_release);
   return true;
 }
 
@@ -334,7 +340,7 @@ static uint32_t _ta_stack_id(const uintptr_t *pc, int n) {
  * CPU time under --stacks full went to the set, 13-17% after). */
 #define TA_SET_EMPTY 0
 static uintptr_t *_ta_set;
-static size_t _ta_set_cap, _ta_set_live;
+static size_t _ta_set_cap;
 
 /* A free looks its block up without the lock first (_ta_set_lookup): on a
  * page that holds a sampled block, most frees are of other blocks, and
@@ -345,13 +351,16 @@ static size_t _ta_set_cap, _ta_set_live;
  * and the table are read and written as relaxed atomics. A table the set
  * outgrew is purged, not unmapped: a reader may still be in it (it reads
  * zeros there, and the sequence tells it to look again). */
-static uint64_t _ta_set_seq;
+static struct {
+  uint64_t seq; /* the seqlock's sequence */
+  size_t live;  /* addresses in the set */
+} TA_ALONE _ta_set_w; /* what writers change, apart from what lookups read */
 
 static inline void _ta_set_write_begin(void) {
-  __atomic_store_n(&_ta_set_seq, _ta_set_seq + 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&_ta_set_w.seq, _ta_set_w.seq + 1, __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_RELEASE);
 }
-static inline void _ta_set_write_end(void) { __atomic_store_n(&_ta_set_seq, _ta_set_seq + 1, __ATOMIC_RELEASE); }
+static inline void _ta_set_write_end(void) { __atomic_store_n(&_ta_set_w.seq, _ta_set_w.seq + 1, __ATOMIC_RELEASE); }
 static inline uintptr_t _ta_set_at(size_t j) { return __atomic_load_n(&_ta_set[j], __ATOMIC_RELAXED); }
 static inline void _ta_set_put(size_t j, uintptr_t a) { __atomic_store_n(&_ta_set[j], a, __ATOMIC_RELAXED); }
 
@@ -389,7 +398,7 @@ static inline void _ta_set_prefetch(uintptr_t a) {
 enum { TA_SET_OUT, TA_SET_IN, TA_SET_UNSURE };
 static int _ta_set_lookup(uintptr_t a) {
   for (int tries = 0; tries < 3; tries++) {
-    uint64_t s = __atomic_load_n(&_ta_set_seq, __ATOMIC_ACQUIRE);
+    uint64_t s = __atomic_load_n(&_ta_set_w.seq, __ATOMIC_ACQUIRE);
     if (s & 1) continue; /* a writer is at it */
     /* the size first: a table is never smaller than the size stored after
      * it (grow stores the table, then releases the size), so the probe
@@ -398,7 +407,7 @@ static int _ta_set_lookup(uintptr_t a) {
     uintptr_t *t = __atomic_load_n(&_ta_set, __ATOMIC_RELAXED);
     bool found = t && cap && __atomic_load_n(&t[_ta_set_probe(t, cap, a)], __ATOMIC_RELAXED) == a;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&_ta_set_seq, __ATOMIC_RELAXED) == s) return found ? TA_SET_IN : TA_SET_OUT;
+    if (__atomic_load_n(&_ta_set_w.seq, __ATOMIC_RELAXED) == s) return found ? TA_SET_IN : TA_SET_OUT;
   }
   return TA_SET_UNSURE;
 }
@@ -424,13 +433,13 @@ static bool _ta_set_grow(void) {
 }
 
 static bool _ta_set_add(uintptr_t a) {
-  if ((_ta_set_live + 1) * 2 > _ta_set_cap && !_ta_set_grow()) return false;
+  if ((_ta_set_w.live + 1) * 2 > _ta_set_cap && !_ta_set_grow()) return false;
   size_t j = _ta_set_probe(_ta_set, _ta_set_cap, a);
   if (_ta_set[j] == a) return false; /* already there: not counted twice */
   _ta_set_write_begin();
   _ta_set_put(j, a);
   _ta_set_write_end();
-  _ta_set_live++;
+  _ta_set_w.live++;
   return true;
 }
 
@@ -450,7 +459,7 @@ static bool _ta_set_remove(uintptr_t a) {
   }
   _ta_set_put(i, TA_SET_EMPTY);
   _ta_set_write_end();
-  _ta_set_live--;
+  _ta_set_w.live--;
   return true;
 }
 
@@ -529,6 +538,7 @@ static void _ta_sample_open(uint32_t ppid, uint64_t seq) {
   }
   _ta_ev_hdr_t *h = p;
   _ta_ev_ring = (uint8_t *)p + sizeof(_ta_ev_hdr_t);
+  _ta_ev_size = ring;
   _ta_ev = h;
 }
 
@@ -540,17 +550,18 @@ static void _ta_sample_init(void) {
   _ta_stacks = _ta_os_map(TA_STACK_TAB * sizeof(_ta_stack_slot_t), TA_OS_PAGE);
 }
 
-/* A page's sampled word: a filter of its sampled blocks (the low 16 bits:
- * one bit per sampled block, picked by hashing its address) and how many
- * of them there are (the high 16: a span holds fewer than 64Ki blocks);
- * the filter is cleared when the count comes back to 0. Free asks whether
- * its block's bit is set (TA_SAMPLED_AT) before it looks the block up in
- * the set: with one sampled block on a page, 1 free in 16 of its other
- * blocks looks. Before the filter, every free on the page left the fast
- * path (small_random: 8% of all frees, their branch mispredicted). */
-#define TA_SAMPLED_ONE 0x10000u
+/* A page's sampled word: a filter of its sampled blocks, one bit of 32
+ * per block, picked by hashing its address; a small span counts them
+ * (nsampled, off free's line), and the filter is cleared when the count
+ * comes back to 0 (a large span has one block). Free asks whether its
+ * block's bit is set (TA_SAMPLED_AT) before it looks the block up in the
+ * set: with one sampled block on a page, 1 free in 32 of its other blocks
+ * looks. Before the filter, every free on the page left the fast path
+ * (small_random: 8% of all frees, their branch mispredicted); with 16 bits
+ * (and the count beside them), small_random's 2 threads looked 222k
+ * blocks up for 22k sampled. */
 static inline uint32_t _ta_sampled_bit(const void *p) {
-  return 1u << (unsigned)((uintptr_t)p * 0x9E3779B97F4A7C15ull >> 60);
+  return 1u << (unsigned)((uintptr_t)p * 0x9E3779B97F4A7C15ull >> 59);
 }
 #define TA_SAMPLED_AT(pg, p) ((atomic_load_explicit(&(pg)->sampled, memory_order_relaxed) & _ta_sampled_bit(p)) != 0)
 
@@ -563,8 +574,9 @@ static void _ta_sample_mark(void *p) {
   if (!_ta_set_add((uintptr_t)p)) return;
   _ta_page_t *pg = _ta_page_of(p);
   if (!pg) return;
+  if (pg->kind == TA_KIND_SMALL) pg->nsampled++;
   uint32_t v = atomic_load_explicit(&pg->sampled, memory_order_relaxed); /* written under the lock only */
-  atomic_store_explicit(&pg->sampled, (v + TA_SAMPLED_ONE) | _ta_sampled_bit(p), memory_order_relaxed);
+  atomic_store_explicit(&pg->sampled, v | _ta_sampled_bit(p), memory_order_relaxed);
 }
 
 /* Unmark p if it is sampled, and say whether it was (sample lock held). */
@@ -572,8 +584,8 @@ static bool _ta_sample_unmark(void *p) {
   if (!_ta_set_remove((uintptr_t)p)) return false;
   _ta_page_t *pg = _ta_page_of(p);
   if (!pg) return true;
-  uint32_t v = atomic_load_explicit(&pg->sampled, memory_order_relaxed) - TA_SAMPLED_ONE;
-  atomic_store_explicit(&pg->sampled, v >= TA_SAMPLED_ONE ? v : 0, memory_order_relaxed); /* the last: filter cleared */
+  if (pg->kind != TA_KIND_SMALL || --pg->nsampled == 0) /* the last: filter cleared */
+    atomic_store_explicit(&pg->sampled, 0, memory_order_relaxed);
   return true;
 }
 
@@ -597,7 +609,7 @@ TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
   if (ta_unlikely(!_ta_self.start)) { /* our code's range, to leave our frames out */
     _ta_sample_lock_take();
     if (!_ta_self.start) dl_iterate_phdr(_ta_mod_visit, (void *)1);
-    pthread_mutex_unlock(&_ta_sample_lock);
+    pthread_mutex_unlock(&_ta_sample_lock.m);
   }
   _ta_set_prefetch((uintptr_t)p); /* loaded while the stack is unwound */
   uintptr_t pc[TA_STACK_MAX];
@@ -607,12 +619,11 @@ TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
   uint32_t stack = _ta_stack_id(pc, n);
   uint64_t rec[4] = {(uintptr_t)p, usable, req, (uint64_t)tag | (uint64_t)stack << 32};
   if (_ta_ev_write(TA_EV_ALLOC, rec, 8 + sizeof rec)) {
-    atomic_fetch_add_explicit(&_ta_ev->samples, 1, memory_order_relaxed);
     _ta_sample_mark(p);
   } else {
     atomic_fetch_add_explicit(&_ta_ev->dropped_bytes, usable, memory_order_relaxed);
   }
-  pthread_mutex_unlock(&_ta_sample_lock);
+  pthread_mutex_unlock(&_ta_sample_lock.m);
   errno = e;
   _ta_sample_left = _ta_sample_next();
   _ta_in_sampler = false;
@@ -659,7 +670,7 @@ static void _ta_sample_take_at(void *q, size_t req) {
  * sizes). A record of anything else (a smaller size, another kind, a
  * move, a free) is preceded by one of the last size left out (a
  * catch-up). An entry holds while the sampled set has not changed
- * (_ta_set_seq); after that the block is looked up, and the reader drops
+ * (_ta_set_w.seq); after that the block is looked up, and the reader drops
  * a catch-up whose prior size is not the one it has (the block was freed
  * by another thread and the address sampled again). What is left out when
  * another thread frees the block, or the process ends, is lost: counts,
@@ -672,7 +683,7 @@ static void _ta_sample_take_at(void *q, size_t req) {
  * shared 8 ways by address hash evicted each other). */
 static inline _ta_thin_t *_ta_thin_find(uintptr_t a) {
   for (int i = 0; i < TA_THIN_WAYS; i++)
-    if (_ta_thin[i].addr == a) return &_ta_thin[i];
+    if (_ta_thin_addr[i] == a) return &_ta_thin[i];
   return NULL;
 }
 
@@ -690,10 +701,10 @@ static void _ta_resize_write(void *p, void *q, uint64_t usable, uint64_t req, ui
 static void _ta_thin_flush_entry(_ta_thin_t *e) {
   if (e->left_out) {
     e->left_out--; /* the last one is the record */
-    void *a = (void *)e->addr;
+    void *a = (void *)TA_THIN_ADDR(e);
     _ta_resize_write(a, a, e->last_usable, e->last_req, e->kind | TA_RESIZE_CATCHUP, e, e->grew);
   }
-  e->addr = 0;
+  TA_THIN_ADDR(e) = 0;
 }
 
 static void _ta_thin_flush(uintptr_t a) {
@@ -728,12 +739,13 @@ static void _ta_thin_resized(void *p, size_t req, uint64_t flags, uint64_t seq) 
     }
   } else {
     e = &_ta_thin[_ta_thin_next++ % TA_THIN_WAYS];
-    if (e->addr) _ta_thin_flush_entry(e); /* make room */
+    if (TA_THIN_ADDR(e)) _ta_thin_flush_entry(e); /* make room */
   }
   _ta_resize_write(p, p, usable, req, flags, run, grew);
   /* grown: the next may be left out if it is not selected */
   uint32_t kind = flags & TA_RESIZE_GROWN ? TA_RESIZE_GROWN : (uint32_t)flags;
-  *e = (_ta_thin_t){.addr = (uintptr_t)p, .seq = seq, .req = req, .usable = usable, .last_req = req, .last_usable = usable, .kind = kind};
+  TA_THIN_ADDR(e) = (uintptr_t)p;
+  *e = (_ta_thin_t){.seq = seq, .req = req, .usable = usable, .last_req = req, .last_usable = usable, .kind = kind};
 }
 
 /* Block p, about to be freed, may be sampled (its page counts some, or it
@@ -746,7 +758,7 @@ TA_NOINLINE static void _ta_sample_free(void *p) {
     uint64_t rec[1] = {(uintptr_t)p};
     _ta_ev_write(TA_EV_FREE, rec, 16);
   }
-  pthread_mutex_unlock(&_ta_sample_lock);
+  pthread_mutex_unlock(&_ta_sample_lock.m);
 }
 
 /* realloc moved or resized block p to q (maybe p itself), req bytes
@@ -780,7 +792,7 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
     if (selected) _ta_sample_take_at(q, req);
     return;
   }
-  uint64_t seq = __atomic_load_n(&_ta_set_seq, __ATOMIC_ACQUIRE);
+  uint64_t seq = __atomic_load_n(&_ta_set_w.seq, __ATOMIC_ACQUIRE);
   _ta_thin_t *e = _ta_thin_find((uintptr_t)p);
   if (p == q && e && e->seq == seq) {
     /* reported by this thread, and the set has not changed since: p is
@@ -790,7 +802,7 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
   }
   int in = _ta_set_lookup((uintptr_t)p);
   if (in == TA_SET_OUT) {
-    if (e) e->addr = 0; /* freed by another thread */
+    if (e) TA_THIN_ADDR(e) = 0; /* freed by another thread */
     if (selected) _ta_sample_take_at(q, req);
     return;
   }
@@ -819,7 +831,7 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
       _ta_resize_write(p, q, _ta_usable_of(q), req, flags, NULL, 0);
     }
   }
-  pthread_mutex_unlock(&_ta_sample_lock);
+  pthread_mutex_unlock(&_ta_sample_lock.m);
   if (!was && selected) _ta_sample_take_at(q, req);
 }
 
@@ -834,9 +846,9 @@ static void _ta_sample_fork_prepare(void) {
     _ta_ev_write(TA_EV_FORK, rec, 16);
   }
 }
-static void _ta_sample_fork_parent(void) { pthread_mutex_unlock(&_ta_sample_lock); }
+static void _ta_sample_fork_parent(void) { pthread_mutex_unlock(&_ta_sample_lock.m); }
 static void _ta_sample_fork_child(void) {
-  pthread_mutex_init(&_ta_sample_lock, NULL);
+  pthread_mutex_init(&_ta_sample_lock.m, NULL);
   if (_ta_ev) {
     uint32_t ppid = _ta_ev->pid;
     _ta_sample_open(ppid, _ta_fork_seq);
@@ -850,7 +862,7 @@ TA_NOINLINE static void _ta_sample_report(const void *p) {
   if (!_ta_ev || _ta_in_sampler) return;
   _ta_sample_lock_take();
   bool sampled = _ta_set_has((uintptr_t)p);
-  pthread_mutex_unlock(&_ta_sample_lock);
+  pthread_mutex_unlock(&_ta_sample_lock.m);
   if (!sampled) return;
   _ta_in_sampler = true;
   uintptr_t pc[TA_STACK_MAX];
@@ -858,7 +870,7 @@ TA_NOINLINE static void _ta_sample_report(const void *p) {
   _ta_sample_lock_take();
   uint64_t rec[2] = {(uintptr_t)p, _ta_stack_id(pc, n)};
   _ta_ev_write(TA_EV_REPORT, rec, 8 + sizeof rec);
-  pthread_mutex_unlock(&_ta_sample_lock);
+  pthread_mutex_unlock(&_ta_sample_lock.m);
   _ta_in_sampler = false;
 }
 
@@ -868,7 +880,7 @@ static void _ta_sample_collect(uint64_t seq) {
   _ta_sample_lock_take();
   uint64_t rec[1] = {seq};
   _ta_ev_write(TA_EV_COLLECT, rec, 16);
-  pthread_mutex_unlock(&_ta_sample_lock);
+  pthread_mutex_unlock(&_ta_sample_lock.m);
 }
 
 #else /* !TA_SAMPLING: no cost, no code */

@@ -134,6 +134,10 @@
 #define TA_COLD __attribute__((cold, noinline))
 #define ta_likely(x) __builtin_expect(!!(x), 1)
 #define ta_unlikely(x) __builtin_expect(!!(x), 0)
+/* On a struct type: its variables have cache lines of their own (the
+ * size rounds up to the alignment), for what threads write often, so that
+ * what sits beside it is not invalidated with it. */
+#define TA_ALONE __attribute__((aligned(64)))
 
 /* A spinning thread's hint to the CPU that it waits (less power, and the
  * sibling hyperthread runs). */
@@ -223,9 +227,9 @@ typedef struct _ta_page_s {
                                  (dir[sclass].nfree): free adds there in one step */
   uint32_t npages;            /* span length in pages (heads) */
   uint32_t head_off;          /* pages back to the head; 0 on a head */
-  _Atomic(uint32_t) sampled;  /* not under the lock: its sampled live blocks, a
-                                 count and a filter (TA_SAMPLING builds, sample.c);
-                                 on this line, so free's fast path reads one */
+  _Atomic(uint32_t) sampled;  /* not under the lock: a filter of its sampled live
+                                 blocks (TA_SAMPLING builds, sample.c); on this
+                                 line, so free's fast path reads one */
   uint8_t *start;             /* first byte of the span (heads) */
   /* cache line 2: cross-thread and list bookkeeping */
   _Atomic(uintptr_t) xthread_free; /* blocks freed by other threads */
@@ -234,7 +238,11 @@ typedef struct _ta_page_s {
   struct _ta_page_s *dnext;   /* dirty list (free spans), oldest first */
   struct _ta_page_s *dprev;
   uint64_t freed_at_ms;       /* when the span became free (dirty list) */
-  size_t requested;           /* large: bytes the caller asked for */
+  union {
+    size_t requested;         /* large: bytes the caller asked for */
+    size_t nsampled;          /* small (TA_SAMPLING): its sampled live blocks
+                                 (sample lock) */
+  };
   uint32_t tag;               /* the tag its blocks are charged to */
   uint32_t arena;             /* index of the arena holding this page (arena lock) */
 } _ta_page_t;
