@@ -126,6 +126,16 @@ func (e *Events) Dropped() (events, bytes uint64) {
 	return atomic.LoadUint64(&e.hdr.Dropped), atomic.LoadUint64(&e.hdr.DroppedBytes)
 }
 
+// Backlog is the share of the ring written and not yet drained (0 to 1;
+// 0 if the file was truncated).
+func (e *Events) Backlog() (b float64) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var err error
+	defer recoverFault(&err)
+	used := atomic.LoadUint64(&e.hdr.Head) - atomic.LoadUint64(&e.hdr.Tail)
+	return min(float64(used)/float64(len(e.ring)), 1)
+}
+
 // copyOut reads n bytes at ring position pos (wrapping).
 func (e *Events) copyOut(dst []byte, pos uint64) {
 	off := pos & e.mask

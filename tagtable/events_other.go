@@ -25,6 +25,9 @@ func (e *Events) SampleRate() uint64 { return 1 }
 // Dropped is zero.
 func (e *Events) Dropped() (events, bytes uint64) { return 0, 0 }
 
+// Backlog is zero.
+func (e *Events) Backlog() float64 { return 0 }
+
 // Drain reads nothing.
 func (e *Events) Drain(sink EventSink) (int, error) { return 0, nil }
 

@@ -403,3 +403,26 @@ func TestDrainStopsAtABadRecordInABatch(t *testing.T) {
 	require.Equal(t, 40, prof.LiveCount())
 	require.Equal(t, uint64(24+40*40), atomicTail(ev))
 }
+
+// Backlog is the share of the ring written and not drained yet: what the
+// launcher's drainer reads to come back sooner to a ring filling up.
+func TestEventsBacklog(t *testing.T) {
+	ev := emptyRing(t, 4096)
+	require.Zero(t, ev.Backlog())
+	prof := NewProfile(1, "full", 1)
+	defer prof.Close()
+	pos := uint64(0)
+	for i := range 32 { // 32 records of 40 bytes
+		r := rec(EvAlloc, 0x10000+uint64(i)*64, 64, 60, 1)
+		copy(ev.ring[pos:], r)
+		pos += uint64(len(r))
+	}
+	binary.LittleEndian.PutUint64(ev.mem[64:], pos) // head
+	require.InDelta(t, 1280.0/4096, ev.Backlog(), 1e-12)
+	n, err := ev.Drain(prof)
+	require.NoError(t, err)
+	require.Equal(t, 32, n)
+	require.Zero(t, ev.Backlog())
+	binary.LittleEndian.PutUint64(ev.mem[64:], pos+2*4096) // a head past a full lap: reads as full
+	require.Equal(t, 1.0, ev.Backlog())
+}

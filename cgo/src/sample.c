@@ -63,13 +63,18 @@
 #define TA_EV_MAGIC "TAEVENTS"
 #define TA_EV_VERSION 1
 /* The ring: 64 MiB under --stacks full (every allocation, millions of
- * events a second); 8 MiB when sampling, whose events are far fewer (redis
+ * events a second); 4 MiB when sampling, whose events are far fewer (redis
  * under redis-benchmark writes about 150k a second, 7 MB a second, most of
- * them resizes of sampled blocks): the drainer empties it every 20 ms, and
- * a ring that laps sooner has fewer pages to fault in, in the program and
- * in the drainer, the first time through. */
+ * them resizes of sampled blocks; realloc_chain about 1M, 40 MB): the
+ * drainer empties it every 20 ms, every 2.5 ms while it finds it a quarter
+ * full. A ring that laps sooner has fewer pages to fault in, in the
+ * program and in the drainer, the first time through: on the 2-core VM a
+ * page's first touch costs 10-15 us, and realloc_chain touched all 2,048
+ * pages of an 8 MiB ring on each side. 2 MiB was cheaper still, but with
+ * two busy loops beside it realloc_chain lost 2-3k events of 1M (3 runs);
+ * 4 MiB lost none (4 runs), as 8 did. */
 #define TA_EV_RING_FULL (64 * TA_MiB)
-#define TA_EV_RING_SAMPLED (8 * TA_MiB)
+#define TA_EV_RING_SAMPLED (4 * TA_MiB)
 #define TA_STACK_MAX 64
 
 enum { TA_EV_MODULE = 1, TA_EV_STACK = 2, TA_EV_ALLOC = 3, TA_EV_FREE = 4, TA_EV_RESIZE = 5, TA_EV_FORK = 6, TA_EV_COLLECT = 7, TA_EV_REPORT = 8 };
