@@ -4,3 +4,6 @@ package main
 
 // lowerThreadPriority: per-thread priorities are Linux's.
 func lowerThreadPriority() {}
+
+// watchCreates: no inotify; the drainer finds new files at its passes.
+func watchCreates(dir string, stop <-chan struct{}) <-chan struct{} { return nil }
