@@ -719,14 +719,15 @@ static void _ta_thin_flush(uintptr_t a) {
 
 /* Sampled block p was resized in place to req bytes (flags: RESIZE's):
  * leave it out or report it. seq: the set's sequence, read before p was
- * found in it (or found to be e's still). */
-static void _ta_thin_resized(void *p, size_t req, uint64_t flags, uint64_t seq) {
+ * found in it (or found to be e's still); e: p's entry, NULL if it has
+ * none (the caller looked). */
+static void _ta_thin_resized(void *p, size_t req, uint64_t flags, uint64_t seq, _ta_thin_t *e) {
   uint64_t usable = _ta_realloc_from != TA_REALLOC_COPIED ? _ta_realloc_usable : _ta_usable_of(p);
   if (_ta_opt.sample_rate <= 1) { /* full: every one reported */
     _ta_resize_write(p, p, usable, req, flags, NULL, 0);
     return;
   }
-  _ta_thin_t *e = _ta_thin_find((uintptr_t)p), *run = NULL;
+  _ta_thin_t *run = NULL;
   uint32_t grew = 0;
   if (e) {
     bool more = req >= e->last_req, same = e->seq == seq;
@@ -802,7 +803,7 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
   if (p == q && e && e->seq == seq) {
     /* reported by this thread, and the set has not changed since: p is
      * still the same sampled block (it is ours: nobody freed it) */
-    _ta_thin_resized(p, req, flags, seq);
+    _ta_thin_resized(p, req, flags, seq, e);
     return;
   }
   int in = _ta_set_lookup((uintptr_t)p);
@@ -819,7 +820,7 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
      * of 2,000 samples in our code). A fork on another thread meanwhile
      * may leave this record after its FORK mark: the child then has p at
      * its old size. */
-    _ta_thin_resized(p, req, flags, seq);
+    _ta_thin_resized(p, req, flags, seq, e);
     return;
   }
   _ta_thin_flush((uintptr_t)p);
