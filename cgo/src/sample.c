@@ -66,8 +66,8 @@
  * events a second); 4 MiB when sampling, whose events are far fewer (redis
  * under redis-benchmark writes about 150k a second, 7 MB a second, most of
  * them resizes of sampled blocks; realloc_chain about 1M, 40 MB): the
- * drainer empties it every 20 ms, every 2.5 ms while it finds it a quarter
- * full. A ring that laps sooner has fewer pages to fault in, in the
+ * drainer comes back to it every 2.5 to 100 ms, aiming to find it an
+ * eighth full, and at once when it is made (cmd/tagalloc: pace). A ring that laps sooner has fewer pages to fault in, in the
  * program and in the drainer, the first time through: on the 2-core VM a
  * page's first touch costs 10-15 us, and realloc_chain touched all 2,048
  * pages of an 8 MiB ring on each side. 2 MiB was cheaper still, but with
