@@ -188,3 +188,27 @@ func BenchmarkTimeline(b *testing.B) {
 	}
 	b.ReportMetric(float64(p.HistoryStats().Events), "events")
 }
+
+// A resize's entry says where the block was and where it went: in place,
+// moved up, moved down (the new address is kept as a difference).
+func TestHistoryResizeAddresses(t *testing.T) {
+	p := NewProfile(1, "sampled", 1)
+	defer p.Close()
+	require.NoError(t, p.SetHistoryLimit(1<<20))
+	const a, up, down = 0x7f12_3456_7000, 0x7f12_9999_0000, 0x5555_0000_1000
+	p.Alloc(a, 64, 60, 1, 1)
+	p.Resize(a, a, 80, 70, Realloc{Selected: true})
+	p.Resize(a, up, 4096, 4000, Realloc{Selected: true})
+	p.Resize(up, down, 96, 90, Realloc{Selected: true})
+	var got [][3]uint64
+	p.EachHistory(func(e HistoryEvent) bool {
+		if e.Kind == "resize" {
+			got = append(got, [3]uint64{e.Addr, e.NewAddr, e.Req})
+		}
+		return true
+	})
+	require.Equal(t, [][3]uint64{{a, a, 70}, {a, up, 4000}, {up, down, 90}}, got)
+	b, ok := p.LiveBlockAt(down)
+	require.True(t, ok)
+	require.Equal(t, uint64(96), b.Usable)
+}
