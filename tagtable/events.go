@@ -81,7 +81,10 @@ type Realloc struct {
 	// Grown: the block grew (or kept its size) without a copy and counted
 	// its growth only; a block weighed before stays weighed.
 	Grown bool
-	Run   Run
+	// Kept: a small block resized within its size class (no copy, the
+	// same usable size) counted nothing: it keeps the weight it had.
+	Kept bool
+	Run  Run
 }
 
 // RESIZE flags (cgo/src/sample.c, TA_RESIZE_*); bits 8-31 and 32-63
@@ -90,6 +93,7 @@ const (
 	resizeSelected = 1
 	resizeCatchUp  = 2
 	resizeGrown    = 4
+	resizeKept     = 8
 )
 
 // Run is what a RESIZE record says of the in-place reallocs of its block
@@ -188,7 +192,7 @@ func decode(typ uint64, b []byte, sink EventSink) error {
 			return fail("resize record of %d bytes", len(b))
 		}
 		f := u64(4)
-		how := Realloc{Selected: f&resizeSelected != 0, Grown: f&resizeGrown != 0}
+		how := Realloc{Selected: f&resizeSelected != 0, Grown: f&resizeGrown != 0, Kept: f&resizeKept != 0}
 		if len(b) >= 48 { // a run: its counts in the flags, the prior size after them
 			how.Run = Run{Thinned: true, LeftOut: uint32(f>>8) & 0xFFFFFF, Grew: uint32(f >> 32), CatchUp: f&resizeCatchUp != 0, Prior: u64(5)}
 		}

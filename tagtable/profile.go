@@ -394,7 +394,9 @@ func (p *Profile) Free(addr uint64) {
 // followed). A block grown without a copy (how.Grown) counted its growth
 // only, and stays counted if it was: either way every live block is
 // counted with the probability of a fresh draw of its size, and the live
-// estimates stay unbiased. A selected move adds its new size (and a
+// estimates stay unbiased. A small block resized in its size class
+// (how.Kept) counted nothing and keeps its weight, that of the size it
+// was drawn with: the chance it is counted is that draw's. A selected move adds its new size (and a
 // block) to the cumulative estimates, as the books count a move;
 // otherwise what the live estimate gains is counted as allocated (the
 // books count an in-place resize's growth). A record that stands for a
@@ -416,9 +418,12 @@ func (p *Profile) Resize(old, new, usable, req uint64, how Realloc) {
 		return
 	}
 	s, si := p.siteOfBlock(b)
-	weighed := how.Selected || how.Grown && b.Weight > 0
+	weighed := how.Selected || (how.Grown || how.Kept) && b.Weight > 0
 	w := 0.0
-	if weighed {
+	switch {
+	case how.Kept && !how.Selected:
+		w = b.Weight
+	case weighed:
 		w = p.Weight(req)
 	}
 	// the reallocs left out grew the block step by step to req (none

@@ -334,7 +334,7 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
 #if TA_SAMPLING
 /* With sampled stacks: a realloc is sampled as an allocation of size bytes
  * (sample.c), or of its growth when a large or huge block grows without a
- * copy; inside it, the move's malloc and free are not sampled on their
+ * copy, or of nothing when a small block stays in its class; inside it, the move's malloc and free are not sampled on their
  * own, and a sampled block that moves stays sampled (the resize is
  * reported, not its free). */
 static void *_ta_realloc(void *p, size_t size) {
@@ -351,14 +351,18 @@ static void *_ta_realloc(void *p, size_t size) {
     return q;
   }
   size_t from = _ta_realloc_from;
-  bool grown = from != TA_REALLOC_COPIED && size >= from;
-  int64_t counted = grown ? (int64_t)(size - from) : _ta_counted(size);
+  uint64_t how = 0;
+  int64_t counted = _ta_counted(size);
+  if (from != TA_REALLOC_COPIED && size >= from) /* a large or huge block grown in place */
+    how = TA_RESIZE_GROWN, counted = (int64_t)(size - from);
+  else if (q == p && pg && pg->kind == TA_KIND_SMALL) /* in its class */
+    how = TA_RESIZE_KEPT, counted = 0;
   int64_t next = left - counted;
   if (ta_likely(!maybe && next >= 0 && _ta_sample_rng)) { /* the common case: counted down, nothing to say */
     _ta_sample_left = next;
     return q;
   }
-  _ta_sample_realloc(p, q, size, left, counted, grown, maybe);
+  _ta_sample_realloc(p, q, size, left, counted, how, maybe);
   return q;
 }
 #else
