@@ -173,19 +173,16 @@ func TestResizeRun(t *testing.T) {
 	require.Equal(t, uint64(9100), lb.Requested)
 }
 
-// Buffers grown without a copy count their growth only, and a weighed
-// one stays weighed (sample.c, _ta_sample_realloc): the live estimate
-// stays unbiased. Simulated here as the library samples (one countdown,
-// exponential with mean rate, across all the blocks), with sizes about
-// the rate, where a wrong weight would show.
-func TestGrownBuffersUnbiased(t *testing.T) {
-	const rate = 512 << 10
-	r := rand.New(rand.NewPCG(5, 9))
-	p := NewProfile(1, "sampled", rate)
-	defer p.Close()
+// simulatedSampling is a sampled profile at rate (stack 1 known, closed
+// with the test) and the library's countdown as it samples: one across
+// all the blocks, exponential with mean rate; count(n) says whether it
+// crossed zero going down by n bytes (and draws the next if so).
+func simulatedSampling(t *testing.T, r *rand.Rand, rate float64) (p *Profile, count func(n uint64) bool) {
+	p = NewProfile(1, "sampled", uint64(rate))
+	t.Cleanup(func() { p.Close() })
 	p.Stack(1, []uint64{0x10})
 	left := r.ExpFloat64() * rate
-	count := func(n uint64) bool { // the countdown goes down by n: crossed?
+	return p, func(n uint64) bool {
 		left -= float64(n)
 		if left >= 0 {
 			return false
@@ -193,6 +190,16 @@ func TestGrownBuffersUnbiased(t *testing.T) {
 		left = r.ExpFloat64() * rate
 		return true
 	}
+}
+
+// Buffers grown without a copy count their growth only, and a weighed
+// one stays weighed (sample.c, _ta_sample_realloc): the live estimate
+// stays unbiased. Simulated here as the library samples (one countdown,
+// exponential with mean rate, across all the blocks), with sizes about
+// the rate, where a wrong weight would show.
+func TestGrownBuffersUnbiased(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 9))
+	p, count := simulatedSampling(t, r, 512<<10)
 	var exact float64
 	for i := uint64(0); i < 4000; i++ {
 		addr, req := 0x100000+i<<24, uint64(20<<10+r.IntN(300<<10))
@@ -227,20 +234,8 @@ func TestGrownBuffersUnbiased(t *testing.T) {
 // simulates the library's rule over 100,000 blocks of 4-64 KiB, each
 // grown in place to the top of a class 25% larger than its first size.
 func TestKeptBlocksUnbiased(t *testing.T) {
-	const rate = 64 << 10
 	r := rand.New(rand.NewPCG(7, 3))
-	p := NewProfile(1, "sampled", rate)
-	defer p.Close()
-	p.Stack(1, []uint64{0x10})
-	left := r.ExpFloat64() * rate
-	count := func(n uint64) bool { // the countdown goes down by n: crossed?
-		left -= float64(n)
-		if left >= 0 {
-			return false
-		}
-		left = r.ExpFloat64() * rate
-		return true
-	}
+	p, count := simulatedSampling(t, r, 64<<10)
 	var exact float64
 	for i := uint64(0); i < 100000; i++ {
 		addr, req := 0x100000+i<<20, uint64(4<<10+r.IntN(60<<10))
