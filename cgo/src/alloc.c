@@ -334,9 +334,9 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
 #if TA_SAMPLING
 /* With sampled stacks: a realloc is sampled as an allocation of size bytes
  * (sample.c), or of its growth when a large or huge block grows without a
- * copy, or of nothing when a small block stays in its class; inside it, the move's malloc and free are not sampled on their
- * own, and a sampled block that moves stays sampled (the resize is
- * reported, not its free). */
+ * copy, or of nothing when a small block stays in its class; inside it,
+ * the move's malloc and free are not sampled on their own, and a sampled
+ * block that moves stays sampled (the resize is reported, not its free). */
 static void *_ta_realloc(void *p, size_t size) {
   if (!p || size == 0 || !_ta_ev) return _ta_realloc_unsampled(p, size);
   _ta_page_t *pg = _ta_page_of(p);
