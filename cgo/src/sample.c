@@ -69,8 +69,9 @@
  * under redis-benchmark writes about 150k a second, 7 MB a second, most of
  * them resizes of sampled blocks; realloc_chain about 1M, 40 MB): the
  * drainer comes back to it every 2.5 to 100 ms, aiming to find it an
- * eighth full, and at once when it is made (cmd/tagalloc: pace). A ring that laps sooner has fewer pages to fault in, in the
- * program and in the drainer, the first time through: on the 2-core VM a
+ * eighth full, and within 2.5 ms of its making (cmd/tagalloc: pace). A
+ * ring that laps sooner has fewer pages to fault in, in the program and
+ * in the drainer, the first time through: on the 2-core VM a
  * page's first touch costs 10-15 us, and realloc_chain touched all 2,048
  * pages of an 8 MiB ring on each side. 2 MiB was cheaper still, but with
  * two busy loops beside it realloc_chain lost 2-3k events of 1M (3 runs);

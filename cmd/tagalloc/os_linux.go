@@ -15,8 +15,8 @@ func lowerThreadPriority() { _ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid
 // watchCreates sends on the channel it returns (without blocking: one
 // pending wake is enough) each time a file is created in dir or moved
 // into it, until stop is closed; nil if dir cannot be watched. The
-// drainer wakes at once for a new process's events file (the library
-// makes it under a temporary name and renames it into place).
+// drainer comes soon to a new process's events file (the library makes it
+// under a temporary name and renames it into place).
 func watchCreates(dir string, stop <-chan struct{}) <-chan struct{} {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {

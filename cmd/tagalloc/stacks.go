@@ -66,7 +66,7 @@ const scanEvery = 10
 // Passes are paced by how full the fullest ring was when the last one
 // found it (pace): they aim to find rings an eighth full, once every
 // minEvery to maxEvery. A file made in the directory (a new process's
-// ring) brings a pass at once, and the next minEvery after it. The
+// ring) brings the next pass within minEvery. The
 // sampled ring is 4 MiB: a program writing 1M records a second
 // (realloc_chain, 40 MB) fills an eighth of it in about 12 ms, redis
 // under redis-benchmark (150k, 7 MB) in 70 ms, larson (2.6 MB) in 200.
@@ -111,8 +111,9 @@ func startDrainer(dir string, every time.Duration, historyLimit int, sym reporte
 				d.pass(false)
 				every = pace(every, d.backlog())
 			case <-created: // a new process's ring: drained soon, as it may fill fast
+				// (not at once: a shell starting thousands of processes a
+				// second would have the launcher pass as often)
 				d.created.Store(true)
-				d.pass(false)
 				every = minEvery
 			}
 			t.Reset(every)
