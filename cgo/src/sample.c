@@ -721,12 +721,11 @@ static void _ta_thin_flush(uintptr_t a) {
   if (e) _ta_thin_flush_entry(e);
 }
 
-/* Sampled block p was resized in place to req bytes (flags: RESIZE's):
- * leave it out or report it. seq: the set's sequence, read before p was
- * found in it (or found to be e's still); e: p's entry, NULL if it has
- * none (the caller looked). */
-static void _ta_thin_resized(void *p, size_t req, uint64_t flags, uint64_t seq, _ta_thin_t *e) {
-  uint64_t usable = _ta_realloc_from != TA_REALLOC_COPIED ? _ta_realloc_usable : _ta_usable_of(p);
+/* Sampled block p was resized in place to req bytes (usable; flags:
+ * RESIZE's): leave it out or report it. seq: the set's sequence, read
+ * before p was found in it (or found to be e's still); e: p's entry, NULL
+ * if it has none (the caller looked). */
+static void _ta_thin_resized(void *p, size_t req, uint64_t usable, uint64_t flags, uint64_t seq, _ta_thin_t *e) {
   if (_ta_opt.sample_rate <= 1) { /* full: every one reported */
     _ta_resize_write(p, p, usable, req, flags, NULL, 0);
     return;
@@ -769,6 +768,13 @@ TA_NOINLINE static void _ta_sample_free(void *p) {
     _ta_ev_write(TA_EV_FREE, rec, 16);
   }
   pthread_mutex_unlock(&_ta_sample_lock.m);
+}
+
+/* The usable size of q, which realloc just made: realloc said it if it
+ * resized a large or huge block without a copy (a huge block's lookup
+ * takes a lock). */
+static inline uint64_t _ta_resized_usable(void *q) {
+  return _ta_realloc_from != TA_REALLOC_COPIED ? _ta_realloc_usable : _ta_usable_of(q);
 }
 
 /* realloc moved or resized block p to q (maybe p itself), req bytes
@@ -817,7 +823,7 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
   if (p == q && e && e->seq == seq) {
     /* reported by this thread, and the set has not changed since: p is
      * still the same sampled block (it is ours: nobody freed it) */
-    _ta_thin_resized(p, req, flags, seq, e);
+    _ta_thin_resized(p, req, _ta_resized_usable(q), flags, seq, e);
     return;
   }
   int in = _ta_set_lookup((uintptr_t)p);
@@ -834,10 +840,10 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
      * of 2,000 samples in our code). A fork on another thread meanwhile
      * may leave this record after its FORK mark: the child then has p at
      * its old size. */
-    _ta_thin_resized(p, req, flags, seq, e);
+    _ta_thin_resized(p, req, _ta_resized_usable(q), flags, seq, e);
     return;
   }
-  _ta_thin_flush((uintptr_t)p);
+  if (e) _ta_thin_flush_entry(e);
   _ta_sample_lock_take();
   /* in place, a sampled block stays marked; moved, it is unmarked at p and
    * marked at q */
@@ -848,7 +854,7 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
       _ta_ev_write(TA_EV_FREE, rec, 16);
     } else {
       if (p != q) _ta_sample_mark(q);
-      _ta_resize_write(p, q, _ta_usable_of(q), req, flags, NULL, 0);
+      _ta_resize_write(p, q, _ta_resized_usable(q), req, flags, NULL, 0);
     }
   }
   pthread_mutex_unlock(&_ta_sample_lock.m);
