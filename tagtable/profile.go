@@ -396,10 +396,10 @@ func (p *Profile) Free(addr uint64) {
 // counted with the probability of a fresh draw of its size, and the live
 // estimates stay unbiased. A small block resized in its size class
 // (how.Kept) counted nothing and keeps its weight, that of the size it
-// was drawn with: the chance it is counted is that draw's. A selected move adds its new size (and a
-// block) to the cumulative estimates, as the books count a move;
-// otherwise what the live estimate gains is counted as allocated (the
-// books count an in-place resize's growth). A record that stands for a
+// was drawn with: the chance it is counted is that draw's. A selected
+// move adds its new size (and a block) to the cumulative estimates, as
+// the books count a move; otherwise what the live estimate gains is
+// counted as allocated (the books count an in-place resize's growth). A record that stands for a
 // run of in-place reallocs the library left out (how.Run) counts them all
 // in the realloc and growth figures; the estimates, which follow sizes,
 // telescope over it.
@@ -418,14 +418,14 @@ func (p *Profile) Resize(old, new, usable, req uint64, how Realloc) {
 		return
 	}
 	s, si := p.siteOfBlock(b)
-	weighed := how.Selected || (how.Grown || how.Kept) && b.Weight > 0
 	w := 0.0
 	switch {
-	case how.Kept && !how.Selected:
-		w = b.Weight
-	case weighed:
+	case how.Selected || how.Grown && b.Weight > 0:
 		w = p.Weight(req)
+	case how.Kept: // the draw it was weighed by still holds
+		w = b.Weight
 	}
+	weighed := w > 0
 	// the reallocs left out grew the block step by step to req (none
 	// smaller than the one before), so their log growth adds up to this
 	s.Reallocs += 1 + uint64(run.LeftOut)
