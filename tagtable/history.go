@@ -91,7 +91,7 @@ func (p *Profile) SetClock(ms uint64) { p.clockMs = ms }
 // alloc, a resize) or freed (a free); freed, a resize's estimated bytes
 // freed (its block's old weight out). The words are addr, usable and
 // requested (alloc, free) or old addr, new addr, usable and requested (a
-// resize, its new address kept as a zigzag difference from the old one:
+// resize, its new address kept as a varint difference from the old one:
 // one byte in place, not seven; realloc_chain's history went from 28 MB
 // to 21 MB, and each new megabyte costs the launcher 3-4 ms of first
 // touches on the 2-core VM).
@@ -115,11 +115,12 @@ func (p *Profile) record(kind uint64, site uint32, est int64, freed uint64, w0, 
 	if kind == histResize {
 		n += binary.PutUvarint(b[n:], freed)
 	}
-	if kind == histResize {
-		w1 = zigzag(int64(w1 - w0))
-	}
 	n += binary.PutUvarint(b[n:], w0)
-	n += binary.PutUvarint(b[n:], w1)
+	if kind == histResize { // the new address, as a difference
+		n += binary.PutVarint(b[n:], int64(w1-w0))
+	} else {
+		n += binary.PutUvarint(b[n:], w1)
+	}
 	n += binary.PutUvarint(b[n:], w2)
 	if kind == histResize {
 		n += binary.PutUvarint(b[n:], w3)
@@ -348,7 +349,6 @@ func (p *Profile) Timeline(buckets, top int) Timeline {
 
 func estBytes(w float64, usable uint64) int64 { return int64(math.Round(w * float64(usable))) }
 
-// zigzag maps small differences of either sign to small numbers (0, -1,
-// 1, -2 ... to 0, 1, 2, 3 ...), for a varint; unzigzag undoes it.
-func zigzag(d int64) uint64   { return uint64(d<<1) ^ uint64(d>>63) }
+// unzigzag is binary.Varint's value of a word written by binary.PutVarint
+// and read back as a uvarint (0, 1, 2, 3 ... to 0, -1, 1, -2 ...).
 func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
