@@ -66,14 +66,14 @@ const scanEvery = 10
 // Passes are paced by how full the fullest ring was when the last one
 // found it (pace): they aim to find rings an eighth full, once every
 // minEvery to maxEvery. A file made in the directory (a new process's
-// ring) brings the next pass within minEvery. The
-// sampled ring is 4 MiB: a program writing 1M records a second
-// (realloc_chain, 40 MB) fills an eighth of it in about 12 ms, redis
-// under redis-benchmark (150k, 7 MB) in 70 ms, larson (2.6 MB) in 200.
-// Each pass wakes the launcher: on two cores that two threads of the
-// program keep busy, a pass every 20 ms made larson 1.21x slower under
-// --stacks sampled than untracked, every 100 ms 1.16x (15 interleaved
-// rounds). The clock stamped on events moves at each pass.
+// ring) brings the next pass within minEvery. The sampled ring is 4 MiB:
+// a program writing 1M records a second (realloc_chain, 40 MB) fills an
+// eighth of it in about 12 ms, redis under redis-benchmark (150k, 7 MB)
+// in 70 ms, larson (2.6 MB) in 200. Each pass wakes the launcher: on two
+// cores that two threads of the program keep busy, a pass every 20 ms
+// made larson 1.21x slower under --stacks sampled than untracked, every
+// 100 ms 1.16x (15 interleaved rounds). The clock stamped on events moves
+// at each pass.
 const (
 	paceTarget = 1.0 / 8
 	minEvery   = 2500 * time.Microsecond
