@@ -111,6 +111,13 @@ func TestForkedChildHasItsOwnRegion(t *testing.T) {
 	a := tagMap(parent)["alpha"]
 	require.Equal(t, want["alpha"], [4]uint64{a.LiveBytes, a.LiveBlocks, a.AllocBytes, a.AllocBlocks})
 	require.Equal(t, a.LiveBytes, tagMap(child)["alpha"].LiveBytes)
+	// A tag named last before the fork, its name and counters pages away
+	// from the first ones': the child's copy has them.
+	for _, s := range []*Snapshot{parent, child} {
+		last, ok := tagMap(s)["t149"]
+		require.True(t, ok, "tag t149 missing from pid %d", s.PID)
+		require.Equal(t, want["t149"], [4]uint64{last.LiveBytes, last.LiveBlocks, last.AllocBytes, last.AllocBlocks}, "pid %d", s.PID)
+	}
 }
 
 func TestBadRegions(t *testing.T) {

@@ -164,11 +164,14 @@ static bool _ta_books_path(char *out, size_t cap, pid_t pid) {
   return true;
 }
 
+static bool _ta_books_snap_put(int fd);
+
 /* A new file-backed region for this process, mapped at want (or anywhere
- * if NULL). NULL on failure. The file is made under a temporary name and
- * renamed into place, never truncated: a reader that has the previous
- * file of this pid open (the process exec'd) keeps reading that one. */
-static void *_ta_books_map_file(void *want) {
+ * if NULL); with fill, the fork snapshot written into it first. NULL on
+ * failure. The file is made under a temporary name and renamed into place,
+ * never truncated: a reader that has the previous file of this pid open
+ * (the process exec'd) keeps reading that one. */
+static void *_ta_books_map_file(void *want, bool fill) {
   char path[600], tmp[620];
   if (!_ta_books_path(path, sizeof path, getpid())) return NULL;
   size_t n = strlen(path);
@@ -177,9 +180,12 @@ static void *_ta_books_map_file(void *want) {
   int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return NULL;
   void *p = MAP_FAILED;
-  if (ftruncate(fd, (off_t)TA_BOOKS_SIZE) == 0)
+  if (ftruncate(fd, (off_t)TA_BOOKS_SIZE) == 0 && (!fill || _ta_books_snap_put(fd)))
     p = mmap(want, TA_BOOKS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | (want ? MAP_FIXED : 0), fd, 0);
   close(fd);
+  /* No readahead on faults: the file is sparse, and a fault on a hole would
+   * otherwise fill (and zero) the pages around it too. */
+  if (p != MAP_FAILED) (void)madvise(p, TA_BOOKS_SIZE, MADV_RANDOM);
   if (p != MAP_FAILED && rename(tmp, path) != 0) {
     if (!want) munmap(p, TA_BOOKS_SIZE);
     p = MAP_FAILED;
@@ -197,7 +203,7 @@ static bool _ta_books_init(void) {
     if (n < sizeof(_ta_books_dir) - 32) {
       memcpy(_ta_books_dir, dir, n);
       _ta_books_dir[n] = 0;
-      p = _ta_books_map_file(NULL);
+      p = _ta_books_map_file(NULL, false);
     }
     if (!p) _ta_warn("cannot create the books in TAGALLOC_DIR=%s (errno %d): keeping them private", dir, errno);
     else _ta_books_shared = true;
@@ -235,22 +241,76 @@ static void *_ta_books_alloc_locked(size_t size) {
  * so every list in it is whole). Copying after the fork instead would race
  * with the parent, which goes on writing the shared file. Counts that
  * other threads changed between the copy and the fork are brought back in
- * line by the child (_ta_books_resync). */
-static void *_ta_books_snap;
-static size_t _ta_books_snap_len;
+ * line by the child (_ta_books_resync).
+ *
+ * The copy holds only the pages with anything in them, and the child
+ * writes them into its file with pwrite: the tag tables are sized for
+ * TA_MAX_TAGS, so a region is mostly zeros (a shell's: 10 pages of 136 in
+ * use). Copying every page, comparing it with zeros again in the child and
+ * writing it through the mapping (a fault and a readahead of zeros per
+ * page) cost a shell about 7 ms per fork on a VM. */
+#define TA_BOOKS_PAGES (TA_BOOKS_SIZE / TA_OS_PAGE)
+static uint64_t _ta_books_snap_map[TA_BOOKS_PAGES / 64]; /* bit i: page i is in the copy */
+static uint8_t *_ta_books_snap;                           /* those pages, in order */
+static size_t _ta_books_snap_len, _ta_books_snap_pages;  /* bytes reserved; pages of the region looked at */
+static const uint64_t _ta_zero_page[TA_OS_PAGE / 8];
+
+static bool _ta_books_snap_has(size_t i) { return _ta_books_snap_map[i / 64] >> (i % 64) & 1; }
 
 static void _ta_books_fork_prepare(void) {
   _ta_books_snap = NULL;
   if (!_ta_books || !_ta_books_shared) return;
   size_t used = (size_t)atomic_load(&_ta_books->used);
-  _ta_books_snap = _ta_os_reserve(used, TA_OS_PAGE);
-  if (_ta_books_snap) memcpy(_ta_books_snap, _ta_books, used);
-  _ta_books_snap_len = used;
+  size_t npages = (used + TA_OS_PAGE - 1) / TA_OS_PAGE;
+  _ta_books_snap = _ta_os_reserve(npages * TA_OS_PAGE, TA_OS_PAGE); /* the worst case; untouched pages cost nothing */
+  if (!_ta_books_snap) return;
+  _ta_books_snap_len = npages * TA_OS_PAGE;
+  _ta_books_snap_pages = npages;
+  uint8_t *to = _ta_books_snap;
+  for (size_t i = 0; i < npages; i++) {
+    const uint8_t *pg = (const uint8_t *)_ta_books + i * TA_OS_PAGE;
+    size_t n = used - i * TA_OS_PAGE < TA_OS_PAGE ? used - i * TA_OS_PAGE : TA_OS_PAGE;
+    uint64_t bit = (uint64_t)1 << (i % 64);
+    if (memcmp(pg, _ta_zero_page, n) == 0) {
+      _ta_books_snap_map[i / 64] &= ~bit;
+    } else {
+      _ta_books_snap_map[i / 64] |= bit;
+      memcpy(to, pg, n);
+      to += TA_OS_PAGE;
+    }
+  }
 }
 
 static void _ta_books_fork_parent(void) {
   if (_ta_books_snap) _ta_os_release(_ta_books_snap, _ta_books_snap_len);
   _ta_books_snap = NULL;
+}
+
+/* Put the copy's pages in place: with pwrite into fd, each run of
+ * consecutive pages at once, or (fd < 0) into the region itself. */
+static bool _ta_books_snap_put(int fd) {
+  const uint8_t *from = _ta_books_snap;
+  for (size_t i = 0; i < _ta_books_snap_pages;) {
+    if (!_ta_books_snap_has(i)) {
+      i++;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < _ta_books_snap_pages && _ta_books_snap_has(j)) j++;
+    size_t len = (j - i) * TA_OS_PAGE, off = i * TA_OS_PAGE;
+    if (fd < 0) {
+      memcpy((uint8_t *)_ta_books + off, from, len);
+    } else {
+      for (size_t done = 0; done < len;) {
+        ssize_t w = pwrite(fd, from + done, len - done, (off_t)(off + done));
+        if (w <= 0 && errno != EINTR) return false;
+        if (w > 0) done += (size_t)w;
+      }
+    }
+    from += len;
+    i = j;
+  }
+  return true;
 }
 
 /* In a forked child, before anything else runs; true if its books must
@@ -259,22 +319,16 @@ static bool _ta_books_fork_child(void) {
   if (!_ta_books) return false;
   bool resync = false;
   if (_ta_books_shared) {
-    void *tmp = _ta_books_snap;
-    if (!tmp || !_ta_books_map_file(_ta_books)) {
+    if (!_ta_books_snap || !_ta_books_map_file(_ta_books, _ta_books_snap != NULL)) {
       /* keep going with a private copy rather than write the parent's */
       void *priv = mmap(_ta_books, TA_BOOKS_SIZE, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
       if (priv == MAP_FAILED) _ta_fatal("fork: cannot make the child's books");
       _ta_books_shared = false;
+      if (_ta_books_snap) _ta_books_snap_put(-1);
     }
-    if (tmp) {
-      /* page by page, skipping pages of zeros: the file stays sparse */
-      static const uint64_t zero[TA_OS_PAGE / 8];
-      for (size_t off = 0; off < _ta_books_snap_len; off += TA_OS_PAGE) {
-        size_t n = _ta_books_snap_len - off < TA_OS_PAGE ? _ta_books_snap_len - off : TA_OS_PAGE;
-        if (memcmp((uint8_t *)tmp + off, zero, n) != 0) memcpy((uint8_t *)_ta_books + off, (uint8_t *)tmp + off, n);
-      }
-      _ta_os_release(tmp, _ta_books_snap_len);
+    if (_ta_books_snap) {
+      _ta_os_release(_ta_books_snap, _ta_books_snap_len);
       _ta_books_snap = NULL;
       resync = true;
     } else {

@@ -1,7 +1,9 @@
 /* tagged.c: allocate under known tags, print the library's own books for
  * them (name live_bytes live_blocks alloc_bytes alloc_blocks), then exit
  * normally, or die of SIGKILL with the blocks still live (argv[1] "kill"),
- * or fork a child that allocates under its own tag first ("fork"). */
+ * or fork a child that allocates under its own tag first ("fork"; the
+ * parent names 150 tags more before, so that the books a child copies
+ * run over several pages with pages of zeros between them). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,14 @@ int main(int argc, char **argv) {
   tagalloc_weak_clear();
   for (int i = 0; i < 1000; i += 2) free(keep[i]); /* half of alpha */
   if (strcmp(mode, "fork") == 0) {
+    static void *many[150];
+    char name[16];
+    for (int i = 0; i < 150; i++) {
+      snprintf(name, sizeof name, "t%d", i);
+      tagalloc_weak_set(name);
+      many[i] = malloc(64 + (size_t)i);
+    }
+    tagalloc_weak_clear();
     pid_t pid = fork();
     if (pid == 0) {
       tagalloc_weak_set("child");
@@ -36,6 +46,7 @@ int main(int argc, char **argv) {
       (void)p;
       tagalloc_weak_clear(); /* printf's buffer is not the child tag's */
       show("child");
+      show("t149");
       fflush(stdout);
       _exit(0);
     }
