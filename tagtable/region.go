@@ -710,15 +710,33 @@ func readRegion(f io.ReaderAt) (*Snapshot, error) {
 	if used > maxRegionBytes {
 		return nil, fmt.Errorf("%w: %d bytes in use, more than a region holds (%d)", ErrFormat, used, maxRegionBytes)
 	}
+	buf, err := readUsed(f, used)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(buf)
+}
+
+// readUsed copies the first used bytes of f, or as many as it has.
+func readUsed(f io.ReaderAt, used uint64) ([]byte, error) {
 	// Copy in chunks, so that what this costs is bounded by the bytes that
 	// are there (a file shorter than used, a mapping that ends), not by
-	// what the header claims.
+	// what the header claims. Holes in a file are zeros, not read.
 	const chunk = 1 << 20
 	buf := make([]byte, 0, min(used, chunk))
 	for uint64(len(buf)) < used {
 		n := int(min(used-uint64(len(buf)), chunk))
 		buf = slices.Grow(buf, n)
-		m, err := f.ReadAt(buf[len(buf):len(buf)+n], int64(len(buf)))
+		off := int64(len(buf))
+		if start, end, ok := nextData(f, off); ok && start > off {
+			z := int(min(start-off, int64(n)))
+			buf = buf[:len(buf)+z]
+			clear(buf[off:])
+			continue
+		} else if ok && end > off {
+			n = int(min(end-off, int64(n)))
+		}
+		m, err := f.ReadAt(buf[len(buf):len(buf)+n], off)
 		buf = buf[:len(buf)+m]
 		if err != nil {
 			if len(buf) == 0 && !errors.Is(err, io.EOF) {
@@ -727,7 +745,7 @@ func readRegion(f io.ReaderAt) (*Snapshot, error) {
 			break // short: Parse says what is missing
 		}
 	}
-	return Parse(buf)
+	return buf, nil
 }
 
 // maxRegionBytes bounds the bytes in use a reader copies: the native
