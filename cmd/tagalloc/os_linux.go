@@ -4,6 +4,8 @@ package main
 
 import (
 	"os"
+	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,12 +14,12 @@ import (
 // nice 19.
 func lowerThreadPriority() { _ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19) }
 
-// watchCreates sends on the channel it returns (without blocking: one
-// pending wake is enough) each time a file is created in dir or moved
-// into it, until stop is closed; nil if dir cannot be watched. The
-// drainer comes soon to a new process's events file (the library makes it
-// under a temporary name and renames it into place).
-func watchCreates(dir string, stop <-chan struct{}) <-chan struct{} {
+// watchCreates watches dir for files created in it or moved into it,
+// until stop is closed; nil if dir cannot be watched. The drainer comes
+// soon to a new process's events file (the library makes it under a
+// temporary name and renames it into place), and reads the directory
+// again only when the kernel's queue of names overflowed.
+func watchCreates(dir string, stop <-chan struct{}) *dirWatch {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil
@@ -27,22 +29,36 @@ func watchCreates(dir string, stop <-chan struct{}) <-chan struct{} {
 		return nil
 	}
 	f := os.NewFile(uintptr(fd), "inotify") // non-blocking: reads park in the poller
-	wake := make(chan struct{}, 1)
+	w := newDirWatch()
 	go func() {
 		<-stop
 		f.Close() // ends the reader's Read
 	}()
 	go func() {
-		buf := make([]byte, 4096)
+		buf := make([]byte, 64*1024)
 		for {
-			if _, err := f.Read(buf); err != nil {
+			n, err := f.Read(buf)
+			if err != nil {
 				return
 			}
-			select {
-			case wake <- struct{}{}:
-			default:
+			var names []string
+			lost := false
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				end := off + unix.SizeofInotifyEvent + int(ev.Len)
+				if end > n {
+					lost = true // not what the kernel writes: read the directory
+					break
+				}
+				if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
+					lost = true
+				} else if name := strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:end]), "\x00"); name != "" {
+					names = append(names, name)
+				}
+				off = end
 			}
+			w.add(names, lost)
 		}
 	}()
-	return wake
+	return w
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,10 +32,10 @@ func TestWatchCreates(t *testing.T) {
 	}
 	dir := t.TempDir()
 	stop := make(chan struct{})
-	wake := watchCreates(dir, stop)
-	require.NotNil(t, wake)
+	w := watchCreates(dir, stop)
+	require.NotNil(t, w)
 	select {
-	case <-wake:
+	case <-w.C:
 		t.Fatal("woken with nothing made")
 	case <-time.After(50 * time.Millisecond):
 	}
@@ -42,16 +43,75 @@ func TestWatchCreates(t *testing.T) {
 	require.NoError(t, os.WriteFile(tmp, nil, 0o600))
 	require.NoError(t, os.Rename(tmp, filepath.Join(dir, "1.events")))
 	select {
-	case <-wake:
+	case <-w.C:
 	case <-time.After(5 * time.Second):
 		t.Fatal("not woken by a file renamed into the directory")
 	}
+	names, lost := w.take()
+	require.Equal(t, []string{"1.events"}, names)
+	require.False(t, lost)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "2.events"), nil, 0o600))
-	select {
-	case <-wake:
-	case <-time.After(5 * time.Second):
-		t.Fatal("not woken by a file made in the directory")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "3.tagalloc"), nil, 0o600))
+	deadline := time.After(5 * time.Second)
+	for len(names) < 3 {
+		select {
+		case <-w.C:
+			more, _ := w.take()
+			names = append(names, more...)
+		case <-deadline:
+			t.Fatalf("not woken by files made in the directory (have %q)", names)
+		}
 	}
+	require.Equal(t, []string{"1.events", "2.events", "3.tagalloc"}, names)
 	close(stop)
 	require.Nil(t, watchCreates(filepath.Join(dir, "missing"), stop), "a directory that is not there")
+}
+
+// Watched, a pass looks at the names made since the last one: a new
+// events file joins the list in name order, and one that a new file
+// replaced (a process that exec'd) is closed and forgotten.
+func TestScanFollowsTheWatch(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("inotify is Linux's")
+	}
+	dir := t.TempDir()
+	d := &drainer{dir: dir, open: map[string]*drained{}, stop: make(chan struct{})}
+	defer close(d.stop)
+	d.watch = watchCreates(dir, d.stop)
+	require.NotNil(t, d.watch)
+	make1 := func(name string) string {
+		p := filepath.Join(dir, name)
+		tmp := p + ".new"
+		require.NoError(t, os.WriteFile(tmp, nil, 0o600))
+		require.NoError(t, os.Rename(tmp, p))
+		return p
+	}
+	a := make1("20.events")
+	require.Equal(t, []string{a}, d.scan(false), "the first pass reads the directory")
+	ino, err := inode(a)
+	require.NoError(t, err)
+	d.open[a] = &drained{ino: ino}
+	d.npass++
+	b, c := make1("10.events"), make1("30.events")
+	make1("10.tagalloc")
+	waitFor := func(name string) { // until the watch has reported name
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			d.watch.mu.Lock()
+			seen := slices.Contains(d.watch.names, name)
+			d.watch.mu.Unlock()
+			if seen {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Fatalf("the watch did not report %s", name)
+	}
+	waitFor("10.tagalloc")
+	require.Equal(t, []string{b, a, c}, d.scan(false))
+	require.NotNil(t, d.open[a], "a file still there is kept")
+	make1("20.events") // process 20 exec'd
+	waitFor("20.events")
+	require.Equal(t, []string{b, a, c}, d.scan(false))
+	require.Nil(t, d.open[a], "a replaced file is forgotten, to be opened as new")
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,14 +33,44 @@ type drainer struct {
 	warm  *warmer // names return addresses as they come (nil: not)
 	npass int
 	full  atomic.Uint64 // the last pass: how full the fullest ring was (float64 bits)
-	// created: a file was made in dir since the last scan read it (its
-	// modification time may not show it: it moves by clock ticks)
-	created atomic.Bool
-	ended   bool // finish closed the rings: no more passes
+	watch *dirWatch     // the names made in dir (nil: not watched)
+	ended bool          // finish closed the rings: no more passes
 	// The events files as the last look at the directory found them (in
 	// name order), and the directory's modification time then.
 	files   []string
 	dirTime time.Time
+}
+
+// dirWatch collects the names of the files made in a directory (or moved
+// into it) as watchCreates reports them.
+type dirWatch struct {
+	C     chan struct{} // a send after each report (one pending is enough)
+	mu    sync.Mutex
+	names []string
+	lost  bool // names were missed (the kernel's queue overflowed)
+}
+
+func newDirWatch() *dirWatch { return &dirWatch{C: make(chan struct{}, 1)} }
+
+func (w *dirWatch) add(names []string, lost bool) {
+	w.mu.Lock()
+	w.names = append(w.names, names...)
+	w.lost = w.lost || lost
+	w.mu.Unlock()
+	select {
+	case w.C <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the names reported since the last take, and whether some
+// were missed.
+func (w *dirWatch) take() (names []string, lost bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	names, lost = w.names, w.lost
+	w.names, w.lost = nil, false
+	return names, lost
 }
 
 type drained struct {
@@ -54,13 +85,16 @@ type drained struct {
 const warmEvery = 10
 
 // scanEvery is how many passes may go between two readings of the books
-// directory: in between, a pass reads it only if its modification time
-// moved (a process created or replaced its events file). The time can
-// miss a change made within the clock tick of the last reading;
-// scanEvery bounds how late such a file is found. Reading the directory
-// and each file's inode at every pass (then every 20 ms) was a tenth of the
-// launcher's CPU under redis with --stacks sampled (185 -> 165 ms, 4 runs
-// each).
+// directory when it is not watched (dirWatch): in between, a pass reads
+// it only if its modification time moved (a process created or replaced
+// its events file). The time can miss a change made within the clock tick
+// of the last reading; scanEvery bounds how late such a file is found.
+// Reading the directory and each file's inode at every pass (then every
+// 20 ms) was a tenth of the launcher's CPU under redis with --stacks
+// sampled (185 -> 165 ms, 4 runs each). Watched, a pass looks only at the
+// names made since the last: a shell running 100 programs made each
+// reading stat up to 200 files, and the launcher's CPU grow with the
+// square of the processes.
 const scanEvery = 10
 
 // Passes are paced by how full the fullest ring was when the last one
@@ -98,7 +132,11 @@ func startDrainer(dir string, every time.Duration, historyLimit int, sym reporte
 	if sym != nil {
 		d.warm = newWarmer(sym)
 	}
-	created := watchCreates(dir, d.stop)
+	d.watch = watchCreates(dir, d.stop)
+	var created <-chan struct{} // nil (never ready) when not watched
+	if d.watch != nil {
+		created = d.watch.C
+	}
 	go func() {
 		defer close(d.done)
 		t := time.NewTimer(every)
@@ -113,7 +151,6 @@ func startDrainer(dir string, every time.Duration, historyLimit int, sym reporte
 			case <-created: // a new process's ring: drained soon, as it may fill fast
 				// (not at once: a shell starting thousands of processes a
 				// second would have the launcher pass as often)
-				d.created.Store(true)
 				every = minEvery
 			}
 			t.Reset(every)
@@ -185,32 +222,53 @@ func (d *drainer) passLocked(final bool) bool {
 	return progress
 }
 
-// scan returns the events files in name order, reading the directory
-// again on the final pass, every scanEvery passes, or when its modification
-// time moved. A file whose path now names another inode (a process that
-// exec'd made its new image's file) is closed and forgotten, to be opened
-// as new.
+// scan returns the events files in name order. With the directory
+// watched, it looks only at the names made since the last scan; it reads
+// the whole directory again on the first and the final pass, when names
+// were missed, and, not watched, every scanEvery passes or when the
+// directory's modification time moved. A file whose path now names
+// another inode (a process that exec'd made its new image's file) is
+// closed and forgotten, to be opened as new.
 func (d *drainer) scan(final bool) []string {
+	if d.watch != nil && !final && d.npass > 0 {
+		if names, lost := d.watch.take(); !lost {
+			for _, n := range names {
+				if filepath.Ext(n) == ".events" && filepath.Base(n) == n {
+					d.found(filepath.Join(d.dir, n))
+				}
+			}
+			return d.files
+		}
+	}
 	st, err := os.Stat(d.dir)
 	if err != nil {
 		return d.files
 	}
-	if !d.created.Swap(false) && !final && d.npass%scanEvery != 0 && st.ModTime().Equal(d.dirTime) {
+	if d.watch == nil && !final && d.npass%scanEvery != 0 && st.ModTime().Equal(d.dirTime) {
 		return d.files
 	}
 	d.dirTime = st.ModTime()
 	d.files, _ = filepath.Glob(filepath.Join(d.dir, "*.events"))
 	for _, f := range d.files {
-		if o := d.open[f]; o != nil {
-			if ino, err := inode(f); err == nil && ino != o.ino {
-				if o.ev != nil {
-					o.ev.Close()
-				}
-				delete(d.open, f)
-			}
-		}
+		d.found(f)
 	}
 	return d.files
+}
+
+// found notes that path was made (or is there): a new name joins the
+// files, and an open file that path no longer names is forgotten.
+func (d *drainer) found(path string) {
+	if i, ok := slices.BinarySearch(d.files, path); !ok {
+		d.files = slices.Insert(d.files, i, path)
+	}
+	if o := d.open[path]; o != nil {
+		if ino, err := inode(path); err == nil && ino != o.ino {
+			if o.ev != nil {
+				o.ev.Close()
+			}
+			delete(d.open, path)
+		}
+	}
 }
 
 // inode is the inode number of the file at path.
