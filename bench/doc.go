@@ -41,7 +41,7 @@
 // # Workloads (workloads.go)
 //
 // C programs in workloads/ (small_random, prodcons, realloc_chain, large,
-// larson, cache_scratch, rss_after_free): each self-contained but for
+// larson, cache_scratch, spawn, rss_after_free): each self-contained but for
 // common.h, seeded, deterministic, printing a checksum of what it read back
 // from its blocks, and built by Build with cc -O2 -pthread -Wall -Wextra into
 // the cache (a directory per hash of the sources, compiler and flags).
