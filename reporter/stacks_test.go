@@ -2,6 +2,7 @@ package reporter
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/google/pprof/profile"
@@ -202,4 +203,33 @@ func TestSeriesName(t *testing.T) {
 		{Module: "libsqlite3.so.0", Function: "sqlite3_exec"}, {Module: "sqlite3", Function: "main"}, {Module: "sqlite3", Function: "_start"}}}
 	require.Equal(t, "record 4, untagged: libsqlite3.so.0+0xa7504 < sqlite3_exec < main", seriesName(r, 4))
 	require.Equal(t, "record 0, x: unknown", seriesName(StackRecord{Tag: "x", Library: "unknown"}, 0))
+}
+
+// The run's summary names who holds most and who allocated most, with
+// their stacks' first frames, in that order.
+func TestStacksSummary(t *testing.T) {
+	p, names := sampleProfile()
+	st := FromProfile(p, names, func(m *tagtable.Module, pc uint64) []symbolizer.Frame {
+		if pc == 0x1020 {
+			return []symbolizer.Frame{{Function: "parse", Origin: symbolizer.OriginSymtab}}
+		}
+		return nil
+	})
+	rep := &Report{Schema: Schema, Processes: []Process{{PID: 7, Command: []string{"prog"}, Tags: []Tag{}, Stacks: st}}}
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteSummary(&b))
+	out := b.String()
+	require.Contains(t, out, "Who allocated it (--stacks full, every block)\n")
+	require.Contains(t, out, "  4.6 KiB live in 11 blocks, 4.8 KiB allocated in all; 12 samples\n")
+	require.Contains(t, out, "  Libraries holding most: prog 4.0 KiB, libGLESv2.so.2 640 B\n")
+	live := strings.Index(out, "  Holding most (live):\n    4.0 KiB (86.49%) in 1 blocks, tag parser, prog\n      parse [prog +0x1020]\n")
+	all := strings.Index(out, "  Allocating most (in all):\n    4.1 KiB (86.84%) in 2 blocks, tag parser, prog\n")
+	require.True(t, live > 0 && all > live, "%s", out)
+	require.Contains(t, out, "    640 B (13.51%) in 10 blocks, tag gpu, libGLESv2.so.2\n      ??? [libc.so.6 +0x10]\n")
+
+	// sampled: estimates are marked
+	st.Mode, st.SampleRate = "sampled", 512<<10
+	b.Reset()
+	require.NoError(t, rep.WriteSummary(&b))
+	require.Contains(t, b.String(), "one block per ~512 KiB allocated; ~ marks estimates)\n  ~4.6 KiB live in ~11 blocks")
 }

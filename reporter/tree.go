@@ -23,8 +23,9 @@ func (r *Report) WriteTree(w io.Writer) error {
 	return nil
 }
 
-// WriteSummary renders the first process as a tree and the others (the
-// children it forked or executed) a line each, as tagalloc run prints it.
+// WriteSummary renders the first process as a tree (and, with stacks,
+// who holds and who allocates most) and the others (the children it
+// forked or executed) a line each, as tagalloc run prints it.
 func (r *Report) WriteSummary(w io.Writer) error {
 	if len(r.Processes) == 0 {
 		_, err := fmt.Fprintln(w, "tagalloc: no process wrote its books")
@@ -32,6 +33,9 @@ func (r *Report) WriteSummary(w io.Writer) error {
 	}
 	if err := r.Processes[0].WriteTree(w); err != nil {
 		return err
+	}
+	if st := r.Processes[0].Stacks; st != nil {
+		writeStacksSummary(w, st)
 	}
 	if len(r.Processes) > 1 {
 		fmt.Fprintf(w, "\n%d other processes (tagalloc report FILE.json shows their trees):\n", len(r.Processes)-1)
