@@ -319,7 +319,7 @@ static bool _ta_books_fork_child(void) {
   if (!_ta_books) return false;
   bool resync = false;
   if (_ta_books_shared) {
-    if (!_ta_books_snap || !_ta_books_map_file(_ta_books, _ta_books_snap != NULL)) {
+    if (!_ta_books_snap || !_ta_books_map_file(_ta_books, true)) {
       /* keep going with a private copy rather than write the parent's */
       void *priv = mmap(_ta_books, TA_BOOKS_SIZE, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);

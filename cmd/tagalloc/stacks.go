@@ -92,9 +92,9 @@ const warmEvery = 10
 // Reading the directory and each file's inode at every pass (then every
 // 20 ms) was a tenth of the launcher's CPU under redis with --stacks
 // sampled (185 -> 165 ms, 4 runs each). Watched, a pass looks only at the
-// names made since the last: a shell running 100 programs made each
-// reading stat up to 200 files, and the launcher's CPU grow with the
-// square of the processes.
+// names made since the last: reading the directory stat'ed every events
+// file, so under a shell running hundreds of programs the launcher's CPU
+// grew with the square of the processes.
 const scanEvery = 10
 
 // Passes are paced by how full the fullest ring was when the last one
