@@ -19,6 +19,13 @@ import (
 // returns the region directory and the books the program printed.
 func runTagged(t *testing.T, mode string) (string, map[string][4]uint64, *os.ProcessState) {
 	t.Helper()
+	books, want, ps, _ := runTaggedErr(t, mode)
+	return books, want, ps
+}
+
+// runTaggedErr is runTagged, with what the program wrote to stderr.
+func runTaggedErr(t *testing.T, mode string) (string, map[string][4]uint64, *os.ProcessState, string) {
+	t.Helper()
 	lib, err := cgo.Library()
 	require.NoError(t, err)
 	cc, err := cgo.Compiler()
@@ -31,8 +38,8 @@ func runTagged(t *testing.T, mode string) (string, map[string][4]uint64, *os.Pro
 	require.NoError(t, os.Mkdir(books, 0o700))
 	cmd := exec.Command(bin, mode)
 	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "TAGALLOC_DIR="+books)
-	var so bytes.Buffer
-	cmd.Stdout = &so
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
 	_ = cmd.Run()
 	want := map[string][4]uint64{}
 	for _, l := range strings.Split(strings.TrimSpace(so.String()), "\n") {
@@ -45,7 +52,7 @@ func runTagged(t *testing.T, mode string) (string, map[string][4]uint64, *os.Pro
 		}
 		want[f[0]] = v
 	}
-	return books, want, cmd.ProcessState
+	return books, want, cmd.ProcessState, se.String()
 }
 
 func tagMap(s *Snapshot) map[string]TagTotals {
@@ -118,6 +125,29 @@ func TestForkedChildHasItsOwnRegion(t *testing.T) {
 		require.True(t, ok, "tag t149 missing from pid %d", s.PID)
 		require.Equal(t, want["t149"], [4]uint64{last.LiveBytes, last.LiveBlocks, last.AllocBytes, last.AllocBlocks}, "pid %d", s.PID)
 	}
+}
+
+// A child forked when its books file cannot be made (the directory is
+// gone) keeps its books in private memory, says so, and counts right; the
+// parent's file is untouched.
+func TestForkedChildWithoutItsFile(t *testing.T) {
+	books, want, ps, stderr := runTaggedErr(t, "fork-lost")
+	require.Equal(t, 3, ps.ExitCode(), "%s", stderr)
+	require.Contains(t, stderr, "fork: cannot make the books file of pid")
+	require.Contains(t, stderr, "its books stay private")
+	require.Contains(t, want, "child", "the child printed its own books")
+	c := want["child"] // live bytes, live blocks, allocated bytes, allocated blocks
+	require.Equal(t, [2]uint64{1, 1}, [2]uint64{c[1], c[3]}, "the child's tag holds its block: %v", c)
+	require.GreaterOrEqual(t, c[0], uint64(12345))
+	last := want["t149"] // named by the parent: the private books are its copy
+	require.Equal(t, [2]uint64{1, 1}, [2]uint64{last[1], last[3]}, "tag t149 in the child: %v", last)
+	files, _ := filepath.Glob(filepath.Join(books+".gone", "*.tagalloc"))
+	require.Len(t, files, 1, "the parent's file alone")
+	s, err := ReadFile(files[0])
+	require.NoError(t, err)
+	require.NotContains(t, tagMap(s), "child", "the child did not write its parent's books")
+	a := tagMap(s)["alpha"]
+	require.Equal(t, want["alpha"], [4]uint64{a.LiveBytes, a.LiveBlocks, a.AllocBytes, a.AllocBlocks})
 }
 
 func TestBadRegions(t *testing.T) {

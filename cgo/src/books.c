@@ -321,6 +321,7 @@ static bool _ta_books_fork_child(void) {
   if (_ta_books_shared) {
     if (!_ta_books_snap || !_ta_books_map_file(_ta_books, true)) {
       /* keep going with a private copy rather than write the parent's */
+      if (_ta_books_snap) _ta_warn("fork: cannot make the books file of pid %d in %s (errno %d): its books stay private", (int)getpid(), _ta_books_dir, errno);
       void *priv = mmap(_ta_books, TA_BOOKS_SIZE, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
       if (priv == MAP_FAILED) _ta_fatal("fork: cannot make the child's books");

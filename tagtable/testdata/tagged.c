@@ -3,7 +3,8 @@
  * normally, or die of SIGKILL with the blocks still live (argv[1] "kill"),
  * or fork a child that allocates under its own tag first ("fork"; the
  * parent names 150 tags more before, so that the books a child copies
- * run over several pages with pages of zeros between them). */
+ * run over several pages with pages of zeros between them; "fork-lost":
+ * the same with the books directory renamed away first). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,13 @@ int main(int argc, char **argv) {
   keep[k++] = malloc(40 << 20);
   tagalloc_weak_clear();
   for (int i = 0; i < 1000; i += 2) free(keep[i]); /* half of alpha */
+  if (strcmp(mode, "fork-lost") == 0) { /* the books directory is gone when the child is forked */
+    const char *dir = getenv("TAGALLOC_DIR");
+    char gone[4096];
+    snprintf(gone, sizeof gone, "%s.gone", dir);
+    if (rename(dir, gone) != 0) return 4;
+    mode = "fork";
+  }
   if (strcmp(mode, "fork") == 0) {
     static void *many[150];
     char name[16];
