@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -114,4 +115,30 @@ func TestScanFollowsTheWatch(t *testing.T) {
 	waitFor("20.events")
 	require.Equal(t, []string{b, a, c}, d.scan(false))
 	require.Nil(t, d.open[a], "a replaced file is forgotten, to be opened as new")
+}
+
+// Files made one after another, faster than passes come, do not put the
+// next pass off: a shell starting a program every millisecond still has
+// its rings drained.
+func TestNewFilesDoNotPutPassesOff(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("inotify is Linux's")
+	}
+	dir := t.TempDir()
+	d := startDrainer(dir, 20*time.Millisecond, 1<<20, nil)
+	passes := func() int {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.npass
+	}
+	start := time.Now()
+	for i := 0; time.Since(start) < 300*time.Millisecond; i++ {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.other", i)), nil, 0o600))
+		time.Sleep(time.Millisecond)
+	}
+	n := passes()
+	_, _ = d.finish()
+	// at least one pass per newRingEvery (10 ms) is due: 30 in 300 ms;
+	// a loaded machine may deliver far fewer, never none
+	require.GreaterOrEqual(t, n, 5, "passes in 300 ms of a new file every millisecond")
 }

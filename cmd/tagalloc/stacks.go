@@ -100,7 +100,11 @@ const scanEvery = 10
 // Passes are paced by how full the fullest ring was when the last one
 // found it (pace): they aim to find rings an eighth full, once every
 // minEvery to maxEvery. A file made in the directory (a new process's
-// ring) brings the next pass within minEvery. The sampled ring is 4 MiB:
+// ring) brings the next pass within newRingEvery, unless one is due
+// sooner; files made one after another do not put it off. (Within
+// minEvery, and put off by each file, a shell running a program every
+// few milliseconds had the launcher pass twice per program, or never.)
+// The sampled ring is 4 MiB:
 // a program writing 1M records a second (realloc_chain, 40 MB) fills an
 // eighth of it in about 12 ms, redis under redis-benchmark (150k, 7 MB)
 // in 70 ms, larson (2.6 MB) in 200. Each pass wakes the launcher: on two
@@ -109,9 +113,10 @@ const scanEvery = 10
 // 100 ms 1.16x (15 interleaved rounds). The clock stamped on events moves
 // at each pass.
 const (
-	paceTarget = 1.0 / 8
-	minEvery   = 2500 * time.Microsecond
-	maxEvery   = 100 * time.Millisecond
+	paceTarget   = 1.0 / 8
+	minEvery     = 2500 * time.Microsecond
+	maxEvery     = 100 * time.Millisecond
+	newRingEvery = 10 * time.Millisecond
 )
 
 // pace is the wait before the next pass, after a wait of last that let
@@ -141,6 +146,7 @@ func startDrainer(dir string, every time.Duration, historyLimit int, sym reporte
 		defer close(d.done)
 		t := time.NewTimer(every)
 		defer t.Stop()
+		due := time.Now().Add(every) // the next pass
 		for {
 			select {
 			case <-d.stop:
@@ -148,12 +154,17 @@ func startDrainer(dir string, every time.Duration, historyLimit int, sym reporte
 			case <-t.C:
 				d.pass(false)
 				every = pace(every, d.backlog())
+				due = time.Now().Add(every)
+				t.Reset(every)
 			case <-created: // a new process's ring: drained soon, as it may fill fast
 				// (not at once: a shell starting thousands of processes a
 				// second would have the launcher pass as often)
-				every = minEvery
+				every = min(every, newRingEvery)
+				if soon := time.Now().Add(newRingEvery); soon.Before(due) {
+					due = soon
+					t.Reset(newRingEvery)
+				}
 			}
-			t.Reset(every)
 		}
 	}()
 	return d
