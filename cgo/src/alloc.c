@@ -338,7 +338,7 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
  * the move's malloc and free are not sampled on their own, and a sampled
  * block that moves stays sampled (the resize is reported, not its free). */
 static void *_ta_realloc(void *p, size_t size) {
-  if (!p || size == 0 || !_ta_ev) return _ta_realloc_unsampled(p, size);
+  if (!p || size == 0 || !TA_EV_ON()) return _ta_realloc_unsampled(p, size);
   _ta_page_t *pg = _ta_page_of(p);
   bool maybe = !pg || TA_SAMPLED_AT(pg, p); /* p may be sampled (huge blocks: always look) */
   int64_t left = _ta_sample_left;

@@ -105,6 +105,12 @@ typedef struct _ta_ev_hdr_s {
 } _ta_ev_hdr_t;
 
 static _ta_ev_hdr_t *_ta_ev;
+/* Stacks are on and the ring is not made yet: the first sample makes it
+ * (most short programs, at a 512 KiB rate, never sample: they make no
+ * events file, and the launcher opens and follows none for them). Written
+ * at initialization and under the sample lock. */
+static bool _ta_ev_lazy;
+#define TA_EV_ON() (_ta_ev || _ta_ev_lazy) /* sampling, with its ring made or to be */
 static uint8_t *_ta_ev_ring;
 static uint64_t _ta_ev_size; /* the ring's size, a copy: writers read no header line for it */
 /* thinning's per-thread entries (below); defined before the hot
@@ -551,15 +557,26 @@ static void _ta_sample_open(uint32_t ppid, uint64_t seq) {
   }
   _ta_ev_ring = (uint8_t *)p + sizeof(_ta_ev_hdr_t);
   _ta_ev_size = ring;
-  _ta_ev = p;
+  __atomic_store_n(&_ta_ev, (_ta_ev_hdr_t *)p, __ATOMIC_RELEASE); /* last: the ring is whole for whoever sees it */
 }
 
 static void _ta_sample_init(void) {
   if (_ta_opt.stacks == 2) _ta_opt.sample_rate = 1;
-  _ta_sample_open(0, 0);
-  if (!_ta_ev) return;
-  _ta_negln_init(); /* countdowns are drawn only with a ring to write to */
+  if (!_ta_opt.stacks || !_ta_books_shared) return; /* no reader: nothing to sample for */
   _ta_stacks = _ta_os_map(TA_STACK_TAB * sizeof(_ta_stack_slot_t), TA_OS_PAGE);
+  if (!_ta_stacks) return;
+  _ta_negln_init(); /* countdowns are drawn only with a ring to write to, or to make */
+  _ta_ev_lazy = true;
+}
+
+/* The first sample's: make the ring (sample lock held); false if it
+ * cannot be made (then stacks are off for good, as without a reader). */
+static bool _ta_ev_make_locked(void) {
+  if (_ta_ev) return true;
+  if (!_ta_ev_lazy) return false;
+  _ta_sample_open(0, 0);
+  _ta_ev_lazy = false;
+  return _ta_ev != NULL;
 }
 
 /* A page's sampled word: a filter of its sampled blocks, one bit of 32
@@ -604,12 +621,12 @@ static bool _ta_sample_unmark(void *p) {
 /* The countdown crossed zero at block p (requested bytes req, charged to
  * tag): record it, and start the next countdown. */
 TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
-  if (!_ta_sample_rng && _ta_ev) { /* the thread's first countdown: drawn, not 0 */
+  if (!_ta_sample_rng && TA_EV_ON()) { /* the thread's first countdown: drawn, not 0 */
     _ta_sample_left = _ta_sample_next() - _ta_counted(req);
     if (_ta_sample_left >= 0) return p;
   }
-  if (!p || _ta_in_sampler || !_ta_ev) {
-    _ta_sample_left = _ta_ev ? _ta_sample_next() : INT64_MAX / 2;
+  if (!p || _ta_in_sampler || !TA_EV_ON()) {
+    _ta_sample_left = TA_EV_ON() ? _ta_sample_next() : INT64_MAX / 2;
     return p;
   }
   /* The new place of a block realloc is moving, which stays sampled if
@@ -628,6 +645,13 @@ TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
   int n = _ta_stack_capture(pc); /* no lock held: the unwinder may take the loader's */
   size_t usable = _ta_usable_of(p);
   _ta_sample_lock_take();
+  if (ta_unlikely(!_ta_ev) && !_ta_ev_make_locked()) { /* the first sample makes the ring */
+    pthread_mutex_unlock(&_ta_sample_lock.m);
+    errno = e;
+    _ta_sample_left = INT64_MAX / 2;
+    _ta_in_sampler = false;
+    return p;
+  }
   uint32_t stack = _ta_stack_id(pc, n);
   uint64_t rec[4] = {(uintptr_t)p, usable, req, (uint64_t)tag | (uint64_t)stack << 32};
   if (_ta_ev_write(TA_EV_ALLOC, rec, 8 + sizeof rec)) {
@@ -810,7 +834,8 @@ static inline uint64_t _ta_resized_usable(void *q) {
  * 1-64 bytes a step, drew afresh at each step below 512 KiB: 0.44M draws
  * and most of its 1.06M events a run. */
 TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t left, int64_t counted, uint64_t how, bool maybe) {
-  if (!_ta_ev) return;
+  if (!TA_EV_ON()) return;
+  maybe = maybe && _ta_ev; /* without a ring yet, nothing is sampled */
   if (!_ta_sample_rng) left = _ta_sample_next(); /* the thread's first countdown: drawn */
   left -= counted;
   bool selected = left < 0 && !_ta_in_sampler && !(how & TA_RESIZE_KEPT);

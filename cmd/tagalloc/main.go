@@ -234,6 +234,10 @@ func runCmd(args []string, stderr io.Writer) (int, error) {
 	if !*quiet {
 		fmt.Fprintln(stderr)
 		_ = rep.WriteSummary(stderr)
+		if dr != nil && len(rep.Processes) > 0 && rep.Processes[0].Stacks == nil {
+			// it made no ring: a process makes one at its first sample
+			fmt.Fprintf(stderr, "\nWho allocated it (--stacks %s): no block was sampled\n", *stacks)
+		}
 	}
 	if *out != "" {
 		if err := reporter.WriteFileAtomic(*out, rep.WriteJSON); err != nil {

@@ -821,3 +821,60 @@ func abs(v int) int {
 	}
 	return v
 }
+
+// A process that takes no sample makes no ring (it makes one at its first
+// sample): the launcher follows nothing for it, its report has no stacks,
+// and run says so.
+func TestRunStacksNoSample(t *testing.T) {
+	t.Setenv("TAGALLOC_SAMPLE_RATE", "1G")
+	out := filepath.Join(t.TempDir(), "r.json")
+	so, se, code := cli(t, "run", "--stacks", "sampled", "-o", out, "--", "sh", "-c", `ls "$TAGALLOC_DIR"`)
+	require.Equal(t, 0, code, se)
+	require.Contains(t, so, ".tagalloc", "the books are there")
+	require.NotContains(t, so, ".events", "no ring made")
+	require.Contains(t, se, "Who allocated it (--stacks sampled): no block was sampled")
+	rep, err := reporter.ReadFile(out)
+	require.NoError(t, err)
+	require.Nil(t, rep.Processes[0].Stacks)
+}
+
+// A parent that has taken no sample has no ring when it forks: its child
+// makes its own at its first sample and is followed from there.
+func TestRunStacksChildOfRinglessParent(t *testing.T) {
+	t.Setenv("TAGALLOC_SAMPLE_RATE", "256K")
+	prog := buildStacksProg(t)
+	out := filepath.Join(t.TempDir(), "r.json")
+	so, se, code := cli(t, "run", "-q", "--stacks", "sampled", "-o", out, "--", prog, "late")
+	require.Equal(t, 0, code, se)
+	var child int
+	var exact uint64
+	for _, l := range strings.Split(so, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 2 && f[0] == "child" {
+			child, _ = strconv.Atoi(f[1])
+		}
+		if len(f) == 5 && f[0] == "gpu" {
+			exact = parseBooks(t, l)["gpu"][0]
+		}
+	}
+	require.NotZero(t, child, "%s", so)
+	rep, err := reporter.ReadFile(out)
+	require.NoError(t, err)
+	var est float64
+	found := false
+	for _, p := range rep.Processes {
+		if p.PID != child {
+			continue
+		}
+		found = true
+		require.NotNil(t, p.Stacks, "the child's stacks")
+		for _, r := range p.Stacks.Records {
+			if r.Tag == "gpu" {
+				est += float64(r.LiveBytes)
+			}
+		}
+	}
+	require.True(t, found, "child %d in the report", child)
+	// about 32 samples: a loose bound, many standard deviations wide
+	require.InDelta(t, float64(exact), est, 0.7*float64(exact), "estimate of the child's 8 MB")
+}

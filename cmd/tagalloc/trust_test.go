@@ -107,10 +107,12 @@ func TestFilesAreOwnerOnly(t *testing.T) {
 		return fi.Mode().Perm()
 	}
 
-	// The books directory and its files, listed from inside the run; ls
-	// and sh are preloaded, so each has books of its own there.
+	// The books directory and its files, listed from inside the run; stat
+	// and sh are preloaded, so each has books of its own there (and, as
+	// --stacks full samples every block, an events file: a process makes
+	// its ring at its first sample).
 	a := filepath.Join(dir, "a.json")
-	out, se, code := cli(t, "run", "-q", "--stacks", "sampled", "-o", a, "--",
+	out, se, code := cli(t, "run", "-q", "--stacks", "full", "-o", a, "--",
 		"sh", "-c", `stat -c '%a %n' "$TAGALLOC_DIR" "$TAGALLOC_DIR"/*`)
 	require.Equal(t, 0, code, se)
 	lines := strings.Split(strings.TrimSpace(out), "\n")

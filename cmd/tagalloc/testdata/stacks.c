@@ -44,6 +44,23 @@ static void print(const char *tag) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "late") == 0) {
+    /* the parent allocates next to nothing before it forks (no sample: no
+     * ring yet); its child makes a ring of its own at its first sample */
+    free(malloc(16));
+    pid_t pid = fork();
+    if (pid == 0) {
+      tagalloc_weak_set("gpu");
+      make_textures();
+      tagalloc_weak_clear();
+      printf("child %d\n", (int)getpid());
+      print("gpu");
+      fflush(stdout);
+      _exit(0);
+    }
+    waitpid(pid, NULL, 0);
+    return 0;
+  }
   printf("stacks\n");
   fflush(stdout);
   tagalloc_weak_set("gpu");
