@@ -105,12 +105,15 @@ typedef struct _ta_ev_hdr_s {
 } _ta_ev_hdr_t;
 
 static _ta_ev_hdr_t *_ta_ev;
-/* Stacks are on and the ring is not made yet: the first sample makes it
- * (most short programs, at a 512 KiB rate, never sample: they make no
- * events file, and the launcher opens and follows none for them). Written
- * at initialization and under the sample lock. */
+/* Stacks are on, and the first sample makes the ring if there is none
+ * yet (most short programs, at a 512 KiB rate, never sample: they make no
+ * events file, and the launcher opens and follows none for them). Set at
+ * initialization and kept once the ring is made: a thread that reads it
+ * next to a stale null _ta_ev still samples (and finds the ring under the
+ * lock). Cleared, under the sample lock, only when the ring cannot be
+ * made. */
 static bool _ta_ev_lazy;
-#define TA_EV_ON() (_ta_ev || _ta_ev_lazy) /* sampling, with its ring made or to be */
+#define TA_EV_ON() (_ta_ev_lazy || _ta_ev) /* sampling, with its ring made or to be */
 static uint8_t *_ta_ev_ring;
 static uint64_t _ta_ev_size; /* the ring's size, a copy: writers read no header line for it */
 /* thinning's per-thread entries (below); defined before the hot
@@ -575,7 +578,7 @@ static bool _ta_ev_make_locked(void) {
   if (_ta_ev) return true;
   if (!_ta_ev_lazy) return false;
   _ta_sample_open(0, 0);
-  _ta_ev_lazy = false;
+  if (!_ta_ev) _ta_ev_lazy = false;
   return _ta_ev != NULL;
 }
 
