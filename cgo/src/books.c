@@ -151,47 +151,74 @@ static void _ta_books_identify(_ta_books_t *b) {
   b->cmdline_len = n > 0 ? (uint32_t)n : 0;
 }
 
-/* Write "DIR/PID.tagalloc" into out. */
-static bool _ta_books_path(char *out, size_t cap, pid_t pid) {
+/* Write "DIR/PID" and ext (".tagalloc", ".events") into out. */
+static bool _ta_books_path(char *out, size_t cap, pid_t pid, const char *ext) {
   size_t n = strnlen(_ta_books_dir, sizeof(_ta_books_dir));
   char num[24];
   size_t k = _ta_fmt_u(num, (unsigned long long)pid, 10);
-  if (n + 1 + k + 10 > cap) return false;
+  size_t e = strlen(ext) + 1;
+  if (n + 1 + k + e > cap) return false;
   memcpy(out, _ta_books_dir, n);
   out[n] = '/';
   memcpy(out + n + 1, num, k);
-  memcpy(out + n + 1 + k, ".tagalloc", 10);
+  memcpy(out + n + 1 + k, ext, e);
   return true;
 }
 
-static bool _ta_books_snap_put(int fd);
+/* Write all len bytes of buf at offset off of fd. */
+static bool _ta_pwrite_all(int fd, const void *buf, size_t len, size_t off) {
+  for (size_t done = 0; done < len;) {
+    ssize_t w = pwrite(fd, (const uint8_t *)buf + done, len - done, (off_t)(off + done));
+    if (w <= 0 && errno != EINTR) return false;
+    if (w > 0) done += (size_t)w;
+  }
+  return true;
+}
 
-/* A new file-backed region for this process, mapped at want (or anywhere
- * if NULL); with fill, the fork snapshot written into it first. NULL on
- * failure. The file is made under a temporary name and renamed into place,
- * never truncated: a reader that has the previous file of this pid open
- * (the process exec'd) keeps reading that one. */
-static void *_ta_books_map_file(void *want, bool fill) {
+/* A new file DIR/PID<ext> of size bytes, mapped shared at want (or
+ * anywhere if NULL); NULL on failure, with nothing left behind. fill(fd,
+ * arg), if given, writes its first contents before it is mapped, with
+ * pwrite: through the mapping, a fault on a hole of a fresh file reads
+ * ahead (and zeroes) the pages after it too (the books of a shell's
+ * forked child: 7 ms; an events file's header: 0.8 ms). The file is made
+ * whole under a temporary name and renamed into place, never truncated: a
+ * reader that has the previous file of this pid open (the process
+ * exec'd) keeps reading that one. */
+static void *_ta_file_make(const char *ext, size_t size, void *want, bool (*fill)(int fd, const void *arg), const void *arg) {
   char path[600], tmp[620];
-  if (!_ta_books_path(path, sizeof path, getpid())) return NULL;
+  if (!_ta_books_path(path, sizeof path, getpid(), ext)) return NULL;
   size_t n = strlen(path);
   memcpy(tmp, path, n);
   memcpy(tmp + n, ".new", 5);
   int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return NULL;
   void *p = MAP_FAILED;
-  if (ftruncate(fd, (off_t)TA_BOOKS_SIZE) == 0 && (!fill || _ta_books_snap_put(fd)))
-    p = mmap(want, TA_BOOKS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | (want ? MAP_FIXED : 0), fd, 0);
+  if (ftruncate(fd, (off_t)size) == 0 && (!fill || fill(fd, arg)))
+    p = mmap(want, size, PROT_READ | PROT_WRITE, MAP_SHARED | (want ? MAP_FIXED : 0), fd, 0);
   close(fd);
-  /* No readahead on faults: the file is sparse, and a fault on a hole would
-   * otherwise fill (and zero) the pages around it too. */
-  if (p != MAP_FAILED) (void)madvise(p, TA_BOOKS_SIZE, MADV_RANDOM);
   if (p != MAP_FAILED && rename(tmp, path) != 0) {
-    if (!want) munmap(p, TA_BOOKS_SIZE);
+    if (!want) munmap(p, size);
     p = MAP_FAILED;
   }
-  if (p == MAP_FAILED) unlink(tmp);
-  return p == MAP_FAILED ? NULL : p;
+  if (p == MAP_FAILED) {
+    int e = errno;
+    unlink(tmp);
+    errno = e;
+    return NULL;
+  }
+  return p;
+}
+
+static bool _ta_books_snap_put(int fd, const void *unused);
+
+/* A new books file for this process, mapped at want (or anywhere if
+ * NULL); in a forked child, filled from the fork's copy (fill). */
+static void *_ta_books_map_file(void *want, bool fill) {
+  void *p = _ta_file_make(".tagalloc", TA_BOOKS_SIZE, want, fill ? _ta_books_snap_put : NULL, NULL);
+  /* No readahead on faults: the file is sparse, and a fault on a hole would
+   * otherwise fill (and zero) the pages around it too. */
+  if (p) (void)madvise(p, TA_BOOKS_SIZE, MADV_RANDOM);
+  return p;
 }
 
 /* Set up the region: file-backed if $TAGALLOC_DIR names a directory. */
@@ -252,7 +279,7 @@ static void *_ta_books_alloc_locked(size_t size) {
 #define TA_BOOKS_PAGES (TA_BOOKS_SIZE / TA_OS_PAGE)
 static uint64_t _ta_books_snap_map[TA_BOOKS_PAGES / 64]; /* bit i: page i is in the copy */
 static uint8_t *_ta_books_snap;                           /* those pages, in order */
-static size_t _ta_books_snap_len, _ta_books_snap_pages;  /* bytes reserved; pages of the region looked at */
+static size_t _ta_books_snap_pages;                       /* pages of the region looked at (and reserved) */
 static const uint64_t _ta_zero_page[TA_OS_PAGE / 8];
 
 static bool _ta_books_snap_has(size_t i) { return _ta_books_snap_map[i / 64] >> (i % 64) & 1; }
@@ -264,7 +291,6 @@ static void _ta_books_fork_prepare(void) {
   size_t npages = (used + TA_OS_PAGE - 1) / TA_OS_PAGE;
   _ta_books_snap = _ta_os_reserve(npages * TA_OS_PAGE, TA_OS_PAGE); /* the worst case; untouched pages cost nothing */
   if (!_ta_books_snap) return;
-  _ta_books_snap_len = npages * TA_OS_PAGE;
   _ta_books_snap_pages = npages;
   uint8_t *to = _ta_books_snap;
   for (size_t i = 0; i < npages; i++) {
@@ -282,13 +308,14 @@ static void _ta_books_fork_prepare(void) {
 }
 
 static void _ta_books_fork_parent(void) {
-  if (_ta_books_snap) _ta_os_release(_ta_books_snap, _ta_books_snap_len);
+  if (_ta_books_snap) _ta_os_release(_ta_books_snap, _ta_books_snap_pages * TA_OS_PAGE);
   _ta_books_snap = NULL;
 }
 
 /* Put the copy's pages in place: with pwrite into fd, each run of
  * consecutive pages at once, or (fd < 0) into the region itself. */
-static bool _ta_books_snap_put(int fd) {
+static bool _ta_books_snap_put(int fd, const void *unused) {
+  (void)unused;
   const uint8_t *from = _ta_books_snap;
   for (size_t i = 0; i < _ta_books_snap_pages;) {
     if (!_ta_books_snap_has(i)) {
@@ -298,15 +325,8 @@ static bool _ta_books_snap_put(int fd) {
     size_t j = i + 1;
     while (j < _ta_books_snap_pages && _ta_books_snap_has(j)) j++;
     size_t len = (j - i) * TA_OS_PAGE, off = i * TA_OS_PAGE;
-    if (fd < 0) {
-      memcpy((uint8_t *)_ta_books + off, from, len);
-    } else {
-      for (size_t done = 0; done < len;) {
-        ssize_t w = pwrite(fd, from + done, len - done, (off_t)(off + done));
-        if (w <= 0 && errno != EINTR) return false;
-        if (w > 0) done += (size_t)w;
-      }
-    }
+    if (fd < 0) memcpy((uint8_t *)_ta_books + off, from, len);
+    else if (!_ta_pwrite_all(fd, from, len, off)) return false;
     from += len;
     i = j;
   }
@@ -326,10 +346,10 @@ static bool _ta_books_fork_child(void) {
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
       if (priv == MAP_FAILED) _ta_fatal("fork: cannot make the child's books");
       _ta_books_shared = false;
-      if (_ta_books_snap) _ta_books_snap_put(-1);
+      if (_ta_books_snap) _ta_books_snap_put(-1, NULL);
     }
     if (_ta_books_snap) {
-      _ta_os_release(_ta_books_snap, _ta_books_snap_len);
+      _ta_os_release(_ta_books_snap, _ta_books_snap_pages * TA_OS_PAGE);
       _ta_books_snap = NULL;
       resync = true;
     } else {

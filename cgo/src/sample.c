@@ -512,26 +512,16 @@ static int64_t _ta_sample_next(void) {
 
 static uint64_t _ta_fork_seq; /* FORK events written by this process */
 
-/* Map the events file (at initialization, and in a forked child: then
- * ppid and seq name the parent's FORK event). */
+/* An events file's fill (_ta_file_make): its header, whole before the
+ * file has its name. */
+static bool _ta_ev_put_header(int fd, const void *h) { return _ta_pwrite_all(fd, h, sizeof(_ta_ev_hdr_t), 0); }
+
+/* Make and map the events file DIR/PID.events (at the first sample, and in
+ * a forked child: then ppid and seq name the parent's FORK event). */
 static void _ta_sample_open(uint32_t ppid, uint64_t seq) {
   _ta_ev = NULL;
   if (!_ta_opt.stacks || !_ta_books_shared) return; /* no reader: nothing to sample for */
-  /* DIR/PID.events, made as DIR/PID.events.new and renamed into place, so
-   * a reader of the file of a process that exec'd keeps its own */
-  char path[600], tmp[620];
-  if (!_ta_books_path(path, sizeof path - 8, getpid())) return;
-  memcpy(path + strlen(path) - strlen(".tagalloc"), ".events", 8);
-  size_t pn = strlen(path);
-  memcpy(tmp, path, pn);
-  memcpy(tmp + pn, ".new", 5);
-  int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return;
   size_t ring = _ta_opt.stacks == 2 ? TA_EV_RING_FULL : TA_EV_RING_SAMPLED;
-  size_t bytes = sizeof(_ta_ev_hdr_t) + ring;
-  /* The header is whole before the file has its name, and written with
-   * pwrite: through the mapping, the fault on the hole would also read
-   * ahead (and zero) the pages after it, 0.8 ms per fork of a shell. */
   _ta_ev_hdr_t h;
   memset(&h, 0, sizeof h);
   h.version = TA_EV_VERSION;
@@ -543,19 +533,9 @@ static void _ta_sample_open(uint32_t ppid, uint64_t seq) {
   h.fork_ppid = ppid;
   h.fork_seq = seq;
   memcpy(h.magic, TA_EV_MAGIC, 8);
-  void *p = MAP_FAILED;
-  if (ftruncate(fd, (off_t)bytes) == 0 && pwrite(fd, &h, sizeof h, 0) == (ssize_t)sizeof h)
-    p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p != MAP_FAILED) {
-    if (rename(tmp, path) != 0) {
-      munmap(p, bytes);
-      p = MAP_FAILED;
-    }
-  }
-  if (p == MAP_FAILED) {
-    unlink(tmp);
-    _ta_warn("cannot map %s (errno %d): no stacks", path, errno);
+  void *p = _ta_file_make(".events", sizeof(_ta_ev_hdr_t) + ring, NULL, _ta_ev_put_header, &h);
+  if (!p) {
+    _ta_warn("cannot make the events file of pid %d in %s (errno %d): no stacks", (int)getpid(), _ta_books_dir, errno);
     return;
   }
   _ta_ev_ring = (uint8_t *)p + sizeof(_ta_ev_hdr_t);
@@ -572,8 +552,9 @@ static void _ta_sample_init(void) {
   _ta_ev_lazy = true;
 }
 
-/* The first sample's: make the ring (sample lock held); false if it
- * cannot be made (then stacks are off for good, as without a reader). */
+/* Whether the ring is there (sample lock held), made now if this is the
+ * first sample; false if it cannot be made (then stacks are off for good,
+ * as without a reader). */
 static bool _ta_ev_make_locked(void) {
   if (_ta_ev) return true;
   if (!_ta_ev_lazy) return false;
@@ -648,7 +629,7 @@ TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
   int n = _ta_stack_capture(pc); /* no lock held: the unwinder may take the loader's */
   size_t usable = _ta_usable_of(p);
   _ta_sample_lock_take();
-  if (ta_unlikely(!_ta_ev) && !_ta_ev_make_locked()) { /* the first sample makes the ring */
+  if (ta_unlikely(!_ta_ev_make_locked())) { /* the first sample makes the ring */
     pthread_mutex_unlock(&_ta_sample_lock.m);
     errno = e;
     _ta_sample_left = INT64_MAX / 2;
@@ -838,7 +819,6 @@ static inline uint64_t _ta_resized_usable(void *q) {
  * and most of its 1.06M events a run. */
 TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t left, int64_t counted, uint64_t how, bool maybe) {
   if (!TA_EV_ON()) return;
-  maybe = maybe && _ta_ev; /* without a ring yet, nothing is sampled */
   if (!_ta_sample_rng) left = _ta_sample_next(); /* the thread's first countdown: drawn */
   left -= counted;
   bool selected = left < 0 && !_ta_in_sampler && !(how & TA_RESIZE_KEPT);
