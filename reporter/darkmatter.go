@@ -184,10 +184,7 @@ func (r *Report) WriteDarkMatter(w io.Writer) error {
 
 func (p Process) writeDarkMatter(w io.Writer) error {
 	st, dm := p.Stacks, p.Stacks.DarkMatter
-	tilde := "~"
-	if st.Mode == "full" {
-		tilde = ""
-	}
+	tilde := st.tilde()
 	b := bufio.NewWriterSize(w, 256<<10) // 20 MB texts: no copy of the whole
 	heap := dm.Unreported.Bytes + dm.OnceReported.Bytes + dm.TwiceReported.Bytes
 	fmt.Fprintf(b, "#-----------------------------------------------------------------\n")

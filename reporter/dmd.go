@@ -38,12 +38,44 @@ func (r *Report) WriteDMD(w io.Writer) error {
 
 func comma(n uint64) string { return humanize.Comma(int64(n)) }
 
+// tilde marks the figures of st that are estimates: all of them, unless
+// every block was recorded.
+func (st *Stacks) tilde() string {
+	if st.Mode == "full" {
+		return ""
+	}
+	return "~"
+}
+
+// recordKind ranks stack records: by the bytes they hold live, or by all
+// they ever allocated (DMD's live and cumulative records).
+type recordKind struct {
+	name         string
+	size, blocks func(StackRecord) uint64
+}
+
+var recordKinds = [...]recordKind{
+	{"Live", func(r StackRecord) uint64 { return r.LiveBytes }, func(r StackRecord) uint64 { return r.LiveBlocks }},
+	{"Cumulative", func(r StackRecord) uint64 { return r.AllocBytes }, func(r StackRecord) uint64 { return r.AllocBlocks }},
+}
+
+// ranked returns the records of recs with any of k's bytes, largest
+// first (a copy), and their total bytes and blocks.
+func (k recordKind) ranked(recs []StackRecord) (out []StackRecord, bytes, blocks uint64) {
+	for _, r := range recs {
+		if k.size(r) > 0 {
+			out = append(out, r)
+			bytes += k.size(r)
+			blocks += k.blocks(r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return k.size(out[i]) > k.size(out[j]) })
+	return out, bytes, blocks
+}
+
 func (p Process) writeDMD(w io.Writer) error {
 	st := p.Stacks
-	tilde := "~" // estimates, unless every block was recorded
-	if st.Mode == "full" {
-		tilde = ""
-	}
+	tilde := st.tilde()
 	b := bufio.NewWriterSize(w, 256<<10) // 20 MB texts: no copy of the whole
 	fmt.Fprintf(b, "#-----------------------------------------------------------------\n")
 	fmt.Fprintf(b, "# tagalloc DMD-style report: process %d (%s)\n", p.PID, strings.Join(p.Command, " "))
@@ -57,38 +89,20 @@ func (p Process) writeDMD(w io.Writer) error {
 	}
 	b.WriteString("\n\n")
 	texts := stackTexts{}
-	for _, kind := range []string{"Live", "Cumulative"} {
-		recs := append([]StackRecord(nil), st.Records...)
-		size := func(r StackRecord) uint64 { return r.LiveBytes }
-		blocks := func(r StackRecord) uint64 { return r.LiveBlocks }
-		if kind == "Cumulative" {
-			size = func(r StackRecord) uint64 { return r.AllocBytes }
-			blocks = func(r StackRecord) uint64 { return r.AllocBlocks }
-		}
-		sort.SliceStable(recs, func(i, j int) bool { return size(recs[i]) > size(recs[j]) })
-		var total uint64
-		n := 0
-		for _, r := range recs {
-			if size(r) > 0 {
-				total += size(r)
-				n++
-			}
-		}
+	for _, k := range recordKinds {
+		kind, size, blocks := k.name, k.size, k.blocks
+		recs, total, _ := k.ranked(st.Records)
+		n := len(recs)
 		fmt.Fprintf(b, "#-----------------------------------------------------------------\n# %s records: %s\n\n", kind, comma(uint64(n)))
 		var run uint64
-		i := 0
-		for _, r := range recs {
-			if size(r) == 0 {
-				continue
-			}
-			i++
+		for i, r := range recs {
 			run += size(r)
 			blk := "blocks"
 			if blocks(r) == 1 {
 				blk = "block"
 			}
 			fmt.Fprintf(b, "%s {\n", kind)
-			fmt.Fprintf(b, "  %s%s %s in heap block record %s of %s (tag %s)\n", tilde, comma(blocks(r)), blk, comma(uint64(i)), comma(uint64(n)), r.Tag)
+			fmt.Fprintf(b, "  %s%s %s in heap block record %s of %s (tag %s)\n", tilde, comma(blocks(r)), blk, comma(uint64(i+1)), comma(uint64(n)), r.Tag)
 			if kind == "Live" {
 				slop := uint64(0)
 				if r.LiveBytes > r.LiveRequestedBytes {

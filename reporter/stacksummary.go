@@ -23,17 +23,13 @@ const summaryFrames = 4
 // allocating most, then the records holding most live bytes and those
 // that allocated most.
 func writeStacksSummary(w io.Writer, st *Stacks) {
-	tilde := "~"
+	tilde := st.tilde()
 	how := fmt.Sprintf("sampled, one block per ~%s allocated; ~ marks estimates", humanize.IBytes(st.SampleRate))
-	if st.Mode == "full" {
-		tilde, how = "", "full, every block"
+	if tilde == "" {
+		how = "full, every block"
 	}
-	var live, alloc, liveBlocks uint64
-	for _, r := range st.Records {
-		live += r.LiveBytes
-		alloc += r.AllocBytes
-		liveBlocks += r.LiveBlocks
-	}
+	liveRecs, live, liveBlocks := recordKinds[0].ranked(st.Records)
+	allocRecs, alloc, _ := recordKinds[1].ranked(st.Records)
 	fmt.Fprintf(w, "\nWho allocated it (--stacks %s)\n", how)
 	fmt.Fprintf(w, "  %s%s live in %s%s blocks, %s%s allocated in all; %s samples",
 		tilde, humanize.IBytes(live), tilde, humanize.Comma(int64(liveBlocks)), tilde, humanize.IBytes(alloc), humanize.Comma(int64(st.Samples)))
@@ -69,26 +65,23 @@ func writeStacksSummary(w io.Writer, st *Stacks) {
 		}
 		fmt.Fprintln(w)
 	}
-	recs := append([]StackRecord(nil), st.Records...)
 	for _, by := range []struct {
-		what         string
-		size, blocks func(StackRecord) uint64
-		total        uint64
+		what  string
+		kind  recordKind
+		recs  []StackRecord
+		total uint64
 	}{
-		{"Holding most (live)", func(r StackRecord) uint64 { return r.LiveBytes }, func(r StackRecord) uint64 { return r.LiveBlocks }, live},
-		{"Allocating most (in all)", func(r StackRecord) uint64 { return r.AllocBytes }, func(r StackRecord) uint64 { return r.AllocBlocks }, alloc},
+		{"Holding most (live)", recordKinds[0], liveRecs, live},
+		{"Allocating most (in all)", recordKinds[1], allocRecs, alloc},
 	} {
-		sort.SliceStable(recs, func(i, j int) bool { return by.size(recs[i]) > by.size(recs[j]) })
-		if len(recs) == 0 || by.size(recs[0]) == 0 {
+		if len(by.recs) == 0 {
 			continue
 		}
 		fmt.Fprintf(w, "  %s:\n", by.what)
-		for i, r := range recs {
-			if i == summaryTop || by.size(r) == 0 {
-				break
-			}
-			fmt.Fprintf(w, "    %s%s (%s) in %s%s blocks, tag %s, %s\n", tilde, humanize.IBytes(by.size(r)), pct(by.size(r), by.total),
-				tilde, humanize.Comma(int64(by.blocks(r))), r.Tag, r.Library)
+		for _, r := range by.recs[:min(len(by.recs), summaryTop)] {
+			size := by.kind.size(r)
+			fmt.Fprintf(w, "    %s%s (%s) in %s%s blocks, tag %s, %s\n", tilde, humanize.IBytes(size), pct(size, by.total),
+				tilde, humanize.Comma(int64(by.kind.blocks(r))), r.Tag, r.Library)
 			for k, f := range r.Frames {
 				if k == summaryFrames {
 					fmt.Fprintf(w, "      ... %d more frames\n", len(r.Frames)-k)
