@@ -46,7 +46,8 @@ type Stacks struct {
 // chunks whose oldest are recycled (DESIGN.md D8): what it keeps, what it
 // forgot, the span it covers, and a timeline of estimated bytes allocated
 // and freed per time bucket. Times are milliseconds since the run began
-// (the drainer's clock, read at each pass: about 20 ms resolution).
+// (the drainer's clock at the pass that first found the event: 2.5 to
+// 100 ms resolution).
 type History struct {
 	LimitBytes     uint64 `json:"limit_bytes"`
 	UsedBytes      uint64 `json:"used_bytes"`     // memory it holds: chunks written (<= limit_bytes) and one entry's copy

@@ -3,6 +3,7 @@ package tagtable
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"runtime/debug"
 	"sync/atomic"
@@ -23,6 +24,7 @@ type Events struct {
 	pid, mode, forkPPID uint32
 	rate, forkSeq       uint64
 	scratch             *drainScratch // Drain's, made at its first call
+	ready               uint64        // ring bytes (from its start) populated in our mapping
 }
 
 // drainScratch is Drain's room, kept between drains (a drain of a few
@@ -136,6 +138,18 @@ func (e *Events) Backlog() (b float64) {
 	return min(float64(used)/float64(len(e.ring)), 1)
 }
 
+// Head is where the writer has reserved the ring up to: bytes since it
+// began, only growing (0 if the file was truncated).
+func (e *Events) Head() (h uint64) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var err error
+	defer recoverFault(&err)
+	return atomic.LoadUint64(&e.hdr.Head)
+}
+
+// Size is the ring's length in bytes.
+func (e *Events) Size() uint64 { return uint64(len(e.ring)) }
+
 // copyOut reads n bytes at ring position pos (wrapping).
 func (e *Events) copyOut(dst []byte, pos uint64) {
 	off := pos & e.mask
@@ -153,12 +167,18 @@ func (e *Events) copyOut(dst []byte, pos uint64) {
 // (a Profile with a large live set), while batch i is decoded what the
 // lookups of batches i+1, i+2 and i+3 will read is on its way into the
 // caches, a step of the lookup for each batch (prefetcher).
-func (e *Events) Drain(sink EventSink) (n int, err error) {
+func (e *Events) Drain(sink EventSink) (n int, err error) { return e.DrainTo(sink, math.MaxUint64) }
+
+// DrainTo is Drain of the records before ring position limit (a Head
+// read earlier: a record boundary), so that a reader can stamp records
+// with the time it saw the writer reach a position.
+func (e *Events) DrainTo(sink EventSink, limit uint64) (n int, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer recoverFault(&err)
 	h := e.hdr
 	tail := atomic.LoadUint64(&h.Tail)
-	head := atomic.LoadUint64(&h.Head)
+	head := min(atomic.LoadUint64(&h.Head), limit)
+	e.populate(head)
 	pf, _ := sink.(prefetcher)
 	if e.scratch == nil {
 		e.scratch = new(drainScratch)
@@ -211,6 +231,27 @@ func (e *Events) Drain(sink EventSink) (n int, err error) {
 		}
 		e.release(start, tail)
 	}
+}
+
+// populate maps the pages of the ring up to position end (in its first
+// lap) into our mapping in one call, before the drain reads and zeroes
+// them. Faulted in one at a time, each page cost a read fault and a write
+// fault: 19 us a page on ext4 on the 2-core VM, 3-4 us populated (a
+// throwaway test over 1,024 pages); larson's drains took 150 of them.
+// Where the kernel cannot (before Linux 5.14) pages fault in as before.
+func (e *Events) populate(end uint64) {
+	size := uint64(len(e.ring))
+	if e.ready >= size || end <= e.ready {
+		return
+	}
+	end = min(size, end)
+	page := uint64(os.Getpagesize())
+	from := (evHeaderSize + e.ready) &^ (page - 1)
+	to := min(uint64(len(e.mem)), (evHeaderSize+end+page-1)&^(page-1))
+	if unix.Madvise(e.mem[from:to], unix.MADV_POPULATE_WRITE) != nil {
+		end = size // unsupported, or the file was truncated: fault them in
+	}
+	e.ready = end
 }
 
 // lookahead is the room prefetch needs.

@@ -28,8 +28,17 @@ func (e *Events) Dropped() (events, bytes uint64) { return 0, 0 }
 // Backlog is zero.
 func (e *Events) Backlog() float64 { return 0 }
 
+// Head is 0.
+func (e *Events) Head() uint64 { return 0 }
+
+// Size is 0.
+func (e *Events) Size() uint64 { return 0 }
+
 // Drain reads nothing.
 func (e *Events) Drain(sink EventSink) (int, error) { return 0, nil }
+
+// DrainTo reads nothing.
+func (e *Events) DrainTo(sink EventSink, limit uint64) (int, error) { return 0, nil }
 
 // ForkedFrom is (0, 0).
 func (e *Events) ForkedFrom() (ppid int, seq uint64) { return 0, 0 }

@@ -426,3 +426,39 @@ func TestEventsBacklog(t *testing.T) {
 	binary.LittleEndian.PutUint64(ev.mem[64:], pos+2*4096) // a head past a full lap: reads as full
 	require.Equal(t, 1.0, ev.Backlog())
 }
+
+// DrainTo stops at a position the writer had reached (Head): the records
+// before it are drained, those after stay for the next drain; Head and
+// Size say where the writer is and how long the ring is.
+func TestEventsDrainTo(t *testing.T) {
+	ev := emptyRing(t, 4096)
+	require.Equal(t, uint64(4096), ev.Size())
+	prof := NewProfile(1, "full", 1)
+	defer prof.Close()
+	put := func(pos uint64, k int) uint64 { // k allocs from pos, head moved past them
+		first := pos / 40
+		for i := range k {
+			r := rec(EvAlloc, 0x10000+(first+uint64(i))*64, 64, 60, 1)
+			copy(ev.ring[pos:], r)
+			pos += uint64(len(r))
+		}
+		binary.LittleEndian.PutUint64(ev.mem[64:], pos)
+		return pos
+	}
+	mid := put(0, 10)
+	require.Equal(t, uint64(400), ev.Head())
+	end := put(mid, 5)
+	n, err := ev.DrainTo(prof, mid)
+	require.NoError(t, err)
+	require.Equal(t, 10, n)
+	require.Equal(t, mid, atomicTail(ev))
+	require.Equal(t, 10, prof.LiveCount())
+	n, err = ev.DrainTo(prof, mid)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing before mid is left")
+	n, err = ev.Drain(prof)
+	require.NoError(t, err)
+	require.Equal(t, 5, n)
+	require.Equal(t, end, atomicTail(ev))
+	require.Equal(t, 15, prof.LiveCount())
+}

@@ -84,6 +84,9 @@ func TestEventsHostile(t *testing.T) {
 	if d, b := ev.Dropped(); d != 0 || b != 0 {
 		t.Fatalf("Dropped of a truncated file: %d %d", d, b)
 	}
+	if h := ev.Head(); h != 0 {
+		t.Fatalf("Head of a truncated file: %d", h)
+	}
 	if ev.PID() != 42 {
 		t.Fatalf("PID %d", ev.PID())
 	}

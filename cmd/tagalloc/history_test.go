@@ -27,6 +27,41 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
+// A ring is drained when a quarter of it is taken, or at the end (a
+// program that writes little is not drained while it runs), yet each
+// event keeps the time of the pass that first saw it: the textures made
+// half a second apart fall at the two ends of the timeline, with nothing
+// between.
+func TestRunStacksTimelineKeepsTime(t *testing.T) {
+	prog := buildStacksProg(t)
+	bin, err := tagallocBin()
+	require.NoError(t, err)
+	out := filepath.Join(t.TempDir(), "report.json")
+	cmd := exec.Command(bin, "run", "-q", "--stacks", "full", "-o", out, "--", prog, "pause")
+	var se bytes.Buffer
+	cmd.Stderr = &se
+	require.NoError(t, cmd.Run(), se.String())
+	rep, err := reporter.ReadFile(out)
+	require.NoError(t, err)
+	h := rep.Processes[0].Stacks.History
+	require.NotNil(t, h)
+	require.GreaterOrEqual(t, h.EndMs-h.StartMs, uint64(400), "%+v", h)
+	all := h.Timeline[0].AllocBytes
+	require.Len(t, all, 16)
+	var first, last uint64
+	for i, b := range all {
+		if i < 4 {
+			first += b
+		} else if i >= 12 {
+			last += b
+		} else {
+			require.Zero(t, b, "bucket %d of %v: nothing was allocated in the pause", i, all)
+		}
+	}
+	require.GreaterOrEqual(t, first, uint64(2000*4096), "the first textures at the start: %v", all)
+	require.GreaterOrEqual(t, last, uint64(2000*4096), "the second at the end: %v", all)
+}
+
 // run --history-limit: a history far smaller than the run's events
 // recycles and says so, within its limit, while the stacks' live figures
 // stay equal to the books; a bad size is a usage error.

@@ -32,9 +32,12 @@ type drainer struct {
 	done  chan struct{}
 	warm  *warmer // names return addresses as they come (nil: not)
 	npass int
-	full  atomic.Uint64 // the last pass: how full the fullest ring was (float64 bits)
+	grew  atomic.Uint64 // the last pass: the most a ring filled since the one before (a share of it, float64 bits)
 	watch *dirWatch     // the names made in dir (nil: not watched)
 	ended bool          // finish closed the rings: no more passes
+	// a forked child waits for its parent's profile to reach the fork:
+	// the next pass drains every ring
+	catchUp bool
 	// The events files as the last look at the directory found them (in
 	// name order), and the directory's modification time then.
 	files   []string
@@ -78,7 +81,41 @@ type drained struct {
 	ino  uint64
 	prof *tagtable.Profile
 	bad  bool // a malformed record: not drained any more
+	// Where the writer was at each pass since the last drain, and when
+	// (drainAt): the records before a mark are stamped with its time.
+	marks  []mark
+	seen   uint64 // the ring's head at the last pass
+	warmAt int    // the pass from which its new stacks may be warmed again
 }
+
+// mark is a ring position the writer had reached at a pass, and the
+// pass's clock (ms since the run began).
+type mark struct{ pos, ms uint64 }
+
+// A pass drains a ring only when it must: when a quarter of it is taken
+// (drainAt), when it has maxMarks marks or the oldest is maxStale old,
+// when a forked child waits for its parent's profile, for the live view
+// and at the end. Otherwise it marks where the writer is. A drain in the
+// middle of a run takes the launcher's CPU from the program while it
+// runs: on two cores that larson's two threads keep busy, draining at
+// every pass (5 a run) made it 1.17x slower under --stacks sampled than
+// untracked, draining at the end 1.12x (15 interleaved rounds). Records
+// drained later keep the time of the pass that first saw them, so the
+// timeline is as fine as before.
+const (
+	drainAt  = 1.0 / 4
+	maxMarks = 128
+	maxStale = time.Second
+)
+
+// passKind says which rings a pass drains.
+type passKind int
+
+const (
+	passTick  passKind = iota // on the clock: those that must be (drainAt)
+	passAll                   // every ring (the live view, the end)
+	passFinal                 // every ring; a forked child whose parent's profile never reached its fork starts empty
+)
 
 // warmEvery is how many passes go between two looks for new stacks to
 // symbolize in the background.
@@ -97,21 +134,22 @@ const warmEvery = 10
 // grew with the square of the processes.
 const scanEvery = 10
 
-// Passes are paced by how full the fullest ring was when the last one
-// found it (pace): they aim to find rings an eighth full, once every
-// minEvery to maxEvery. A file made in the directory (a new process's
-// ring) brings the next pass within newRingEvery, unless one is due
-// sooner; files made one after another do not put it off. (Within
+// Passes are paced by how much the fastest ring filled since the pass
+// before (pace): they aim to find an eighth of a ring written since,
+// once every minEvery to maxEvery, and a ring is drained once a quarter
+// of it is taken (drainAt). A file made in the directory (a new
+// process's ring) brings the next pass within newRingEvery, unless one is
+// due sooner; files made one after another do not put it off. (Within
 // minEvery, and put off by each file, a shell running a program every
 // few milliseconds had the launcher pass twice per program, or never.)
 // The sampled ring is 4 MiB:
 // a program writing 1M records a second (realloc_chain, 40 MB) fills an
 // eighth of it in about 12 ms, redis under redis-benchmark (150k, 7 MB)
 // in 70 ms, larson (2.6 MB) in 200. Each pass wakes the launcher: on two
-// cores that two threads of the program keep busy, a pass every 20 ms
-// made larson 1.21x slower under --stacks sampled than untracked, every
-// 100 ms 1.16x (15 interleaved rounds). The clock stamped on events moves
-// at each pass.
+// cores that two threads of the program keep busy, a pass (then a drain)
+// every 20 ms made larson 1.21x slower under --stacks sampled than
+// untracked, every 100 ms 1.16x (15 interleaved rounds). The pass's clock
+// is stamped on the events it finds.
 const (
 	paceTarget   = 1.0 / 8
 	minEvery     = 2500 * time.Microsecond
@@ -119,12 +157,13 @@ const (
 	newRingEvery = 10 * time.Millisecond
 )
 
-// pace is the wait before the next pass, after a wait of last that let
-// the fullest ring fill to backlog (0-1): at most twice as long.
-func pace(last time.Duration, backlog float64) time.Duration {
+// pace is the wait before the next pass, after a wait of last in which
+// the fastest ring filled by grew (a share of it, 0-1): at most twice as
+// long.
+func pace(last time.Duration, grew float64) time.Duration {
 	next := 2 * last
-	if backlog > 0 {
-		next = min(next, time.Duration(float64(last)*paceTarget/backlog))
+	if grew > 0 {
+		next = min(next, time.Duration(float64(last)*paceTarget/grew))
 	}
 	return min(max(next, minEvery), maxEvery)
 }
@@ -152,8 +191,8 @@ func startDrainer(dir string, every time.Duration, historyLimit int, sym reporte
 			case <-d.stop:
 				return
 			case <-t.C:
-				d.pass(false)
-				every = pace(every, d.backlog())
+				d.pass(passTick)
+				every = pace(every, d.growth())
 				due = time.Now().Add(every)
 				t.Reset(every)
 			case <-created: // a new process's ring: drained soon, as it may fill fast
@@ -170,26 +209,32 @@ func startDrainer(dir string, every time.Duration, historyLimit int, sym reporte
 	return d
 }
 
-// backlog is how full the fullest ring was when the last pass found it.
-func (d *drainer) backlog() float64 { return math.Float64frombits(d.full.Load()) }
+// growth is the most a ring filled between the last two passes (a share
+// of it).
+func (d *drainer) growth() float64 { return math.Float64frombits(d.grew.Load()) }
 
-// pass drains every events file once; it reports whether it read anything
-// or started a profile. A child forked without exec starts from a copy
-// of its parent's profile at the fork (the FORK event its ring names): it
-// waits until the parent's ring has been drained that far, or, on the
-// last pass (final), starts empty and borrows the parent's stacks.
-func (d *drainer) pass(final bool) bool {
+// pass looks at every events file once and drains those kind says; it
+// reports whether it read anything or started a profile. A child forked
+// without exec starts from a copy of its parent's profile at the fork
+// (the FORK event its ring names): it waits until the parent's ring has
+// been drained that far, or, on the last pass, starts empty and borrows
+// the parent's stacks.
+func (d *drainer) pass(kind passKind) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.passLocked(final)
+	return d.passLocked(kind)
 }
 
-func (d *drainer) passLocked(final bool) bool {
+func (d *drainer) passLocked(kind passKind) bool {
 	if d.ended {
 		return false
 	}
+	final := kind == passFinal
+	all := kind != passTick || d.catchUp
+	d.catchUp = false
+	now := uint64(time.Since(d.t0).Milliseconds())
 	progress := false
-	full := 0.0
+	grew := 0.0
 	for _, f := range d.scan(final) {
 		o := d.open[f]
 		if o == nil {
@@ -205,7 +250,8 @@ func (d *drainer) passLocked(final bool) bool {
 			}
 			prof, ok := d.start(ev, final)
 			if !ok {
-				ev.Close() // the parent's ring is not there yet
+				ev.Close() // the parent's ring is not drained that far yet
+				d.catchUp = true
 				continue
 			}
 			o = &drained{ev: ev, ino: ino, prof: prof}
@@ -215,22 +261,57 @@ func (d *drainer) passLocked(final bool) bool {
 		if o.bad || o.ev == nil {
 			continue
 		}
-		o.prof.SetClock(uint64(time.Since(d.t0).Milliseconds()))
-		full = max(full, o.ev.Backlog())
-		n, err := o.ev.Drain(o.prof)
+		head := o.ev.Head()
+		if head > o.seen {
+			grew = max(grew, float64(head-o.seen)/float64(o.ev.Size()))
+			if !all && !o.due(now) {
+				o.marks = append(o.marks, mark{head, now})
+			}
+			o.seen = head
+		}
+		if !all && !o.due(now) {
+			continue
+		}
+		n, err := o.drain(now)
 		if err != nil {
 			d.errs = append(d.errs, err)
 			o.bad = true
 		}
 		progress = progress || n > 0
 		o.prof.Dropped, o.prof.DroppedBytes = o.ev.Dropped()
-		if d.warm != nil && !final && d.npass%warmEvery == 0 {
+		if d.warm != nil && !final && d.npass >= o.warmAt {
 			d.warm.add(o.prof)
+			o.warmAt = d.npass + warmEvery
 		}
 	}
 	d.npass++
-	d.full.Store(math.Float64bits(full))
+	d.grew.Store(math.Float64bits(grew))
 	return progress
+}
+
+// due says whether a tick drains o's ring (drainAt).
+func (o *drained) due(now uint64) bool {
+	return o.ev.Backlog() >= drainAt || len(o.marks) >= maxMarks ||
+		len(o.marks) > 0 && now-o.marks[0].ms >= uint64(maxStale.Milliseconds())
+}
+
+// drain drains o's ring: the records before each mark stamped with its
+// time, the rest with now.
+func (o *drained) drain(now uint64) (int, error) {
+	total := 0
+	for _, m := range o.marks {
+		o.prof.SetClock(m.ms)
+		n, err := o.ev.DrainTo(o.prof, m.pos)
+		total += n
+		if err != nil {
+			o.marks = o.marks[:0]
+			return total, err
+		}
+	}
+	o.marks = o.marks[:0]
+	o.prof.SetClock(now)
+	n, err := o.ev.Drain(o.prof)
+	return total + n, err
 }
 
 // scan returns the events files in name order. With the directory
@@ -333,9 +414,9 @@ func (d *drainer) finish() (map[int]*tagtable.Profile, []error) {
 		d.warm.close()
 		d.warm = nil
 	}
-	for d.pass(false) {
+	for d.pass(passAll) {
 	}
-	d.pass(true)
+	d.pass(passFinal)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.ended = true
@@ -394,7 +475,7 @@ func flushSymbols() {
 func (d *drainer) with(f func(map[int]*tagtable.Profile)) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.passLocked(false)
+	d.passLocked(passAll)
 	m := map[int]*tagtable.Profile{}
 	for _, o := range d.open {
 		if o.prof != nil && o.ev != nil {

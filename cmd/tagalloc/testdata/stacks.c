@@ -1,7 +1,8 @@
 /* stacks.c: allocations from functions known by name, for the --stacks
  * tests: make_textures (tag "gpu", through a shared-library-like deep call
  * chain), parse_config (untagged, freed half), grow_buffer (realloc by a
- * small step: a just-enough chain). Prints each tag's exact books via
+ * small step: a just-enough chain); "pause" makes the textures again half
+ * a second later, "fork" and "late" fork. Prints each tag's exact books via
  * tagalloc_tag_stats ("NAME LIVE_BYTES LIVE_BLOCKS ALLOC_BYTES ALLOC_BLOCKS"). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,14 @@ int main(int argc, char **argv) {
   char *b = grow_buffer();
   char *d = grow_doubling();
   tagalloc_weak_clear();
+  if (argc > 1 && strcmp(argv[1], "pause") == 0) {
+    /* a second round of textures half a second later: the timeline
+     * keeps the two apart though the launcher drains both at the end */
+    usleep(500 * 1000);
+    tagalloc_weak_set("gpu");
+    make_textures();
+    tagalloc_weak_clear();
+  }
   if (argc > 1 && strcmp(argv[1], "fork") == 0) {
     /* a child forked without exec: frees some blocks it inherited and
      * allocates more; its report is its own, inherited blocks included */
