@@ -61,6 +61,11 @@ type Chunked struct {
 	curEnd   uint64
 	curBase  uint64
 	curSlot  uint64
+	// The fast path writes below fastEnd: min(curEnd, ready), ready the
+	// stream position up to which the current chunk's pages are known
+	// to be in memory (populate).
+	ready   uint64
+	fastEnd uint64
 
 	// Counts. seq - oldest == Len; oldest == entries dropped;
 	// appendedBytes == droppedBytes + (payload bytes of live chunks).
@@ -132,8 +137,11 @@ func (c *Chunked) Append(p []byte) (uint64, error) {
 	l := uint64(len(p))
 	h := uvarintLen(l)
 	e := h + l
-	if c.tail+e > c.curEnd {
-		return c.appendSlow(p, l, h, e)
+	if c.tail+e > c.fastEnd {
+		if c.tail+e > c.curEnd {
+			return c.appendSlow(p, l, h, e)
+		}
+		c.populate(c.tail + e)
 	}
 	// Fast path: the entry fits in the current chunk.
 	ph := c.curBase + (c.tail - c.curStart)
@@ -194,6 +202,9 @@ func (c *Chunked) write(b []byte) {
 		if c.tail == c.curEnd {
 			c.enter()
 		}
+		if end := min(c.curEnd, c.tail+uint64(len(b))); end > c.ready {
+			c.populate(end)
+		}
 		off := c.tail - c.curStart
 		k := copy(c.ring[c.curBase+off:c.curBase+c.cb], b)
 		b = b[k:]
@@ -216,10 +227,33 @@ func (c *Chunked) enter() {
 	c.curBase = slot * c.cb
 	c.tail = c.curStart
 	c.next++
+	c.ready = c.curEnd // written before (and not purged since): in memory
+	if c.next-c.purgedAt <= c.n {
+		c.ready = c.curStart // the first lap since the mapping was purged
+	}
+	c.fastEnd = min(c.curEnd, c.ready)
 	if c.curStart >= hugeFrom && c.curStart-c.cb < hugeFrom { // the first chunk from there (chunks are entered in order)
 		osHuge(c.mapping)
 	}
 }
+
+// populate brings the current chunk's pages into memory up to stream
+// position end, populateBytes at a time, in one call each: the history
+// is written in order, and a page faulted in by a write cost 14 us on
+// the 2-core VM, populated 1.2-2.8 us (a throwaway test over 512 pages).
+// Where the kernel cannot, the pages fault in as before.
+func (c *Chunked) populate(end uint64) {
+	to := min(c.curEnd, roundUp64(end, populateBytes))
+	base := c.curBase - c.curStart // ring offset = stream position + base
+	osPopulate(c.ring[c.ready+base : to+base])
+	c.ready = to
+	c.fastEnd = to
+}
+
+// populateBytes is how much of a chunk populate brings in at a time.
+const populateBytes = 64 << 10
+
+func roundUp64(v, to uint64) uint64 { return (v + to - 1) / to * to }
 
 // hugeFrom is how much a history writes before it asks for huge pages:
 // the writer's stream through cold memory (64 MiB by default, recycled)

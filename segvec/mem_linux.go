@@ -58,6 +58,18 @@ func osUnmap(b []byte) error { return unix.Munmap(b) }
 // as zero.
 func osPurge(b []byte) { _ = unix.Madvise(b, unix.MADV_DONTNEED) }
 
+// osPopulate makes the pages of b resident and writable now
+// (MADV_POPULATE_WRITE, Linux 5.14+; before, they fault in as written).
+// b need not be page-aligned: the pages it touches are populated.
+func osPopulate(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	p := unsafe.Pointer(&b[0])
+	off := int(uintptr(p) & uintptr(pageSize-1)) // back to the page's start: still in the mapping
+	_ = unix.Madvise(unsafe.Slice((*byte)(unsafe.Add(p, -off)), off+len(b)), unix.MADV_POPULATE_WRITE)
+}
+
 // osName labels an anonymous mapping (Linux 5.17+; nothing before).
 func osName(b []byte, name string) {
 	n := append([]byte(name), 0)

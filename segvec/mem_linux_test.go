@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // vmFlags returns the VmFlags of the mapping holding address a, from
@@ -89,5 +91,75 @@ func TestHugePageHints(t *testing.T) {
 	}
 	if !slices.Contains(vmFlags(t, ring), "hg") {
 		t.Errorf("a history did not ask for huge pages after %d bytes", c.tail)
+	}
+}
+
+// resident counts the resident pages of b (mincore).
+func resident(t *testing.T, b []byte) int {
+	t.Helper()
+	vec := make([]byte, (len(b)+pageSize-1)/pageSize)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
+// A history brings its pages in populateBytes at a time as it is
+// written (one call, not a fault a page), the first lap after each
+// purge; a later lap writes pages already there.
+func TestChunkedPopulates(t *testing.T) {
+	probe, err := osMap(pageSize, "probe", false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unix.Madvise(probe, unix.MADV_POPULATE_WRITE) != nil {
+		osUnmap(probe)
+		t.Skip("no MADV_POPULATE_WRITE (Linux 5.14+)")
+	}
+	osUnmap(probe)
+	c, err := NewChunked(ChunkBytes(256<<10), Limit(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	window := populateBytes / pageSize
+	if n := resident(t, c.mapping); n != 0 {
+		t.Fatalf("%d pages resident before a write", n)
+	}
+	if _, err := c.Append(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if n := resident(t, c.mapping); n != window {
+		t.Fatalf("one entry: %d pages resident, want the first %d", n, window)
+	}
+	for c.tail-c.curStart <= populateBytes { // just into the second window
+		if _, err := c.Append(make([]byte, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := resident(t, c.mapping); n != 2*window {
+		t.Fatalf("%d bytes written: %d pages resident, want %d", c.tail-c.curStart, n, 2*window)
+	}
+	for c.Bytes() < 2*int(c.cb) { // into the second chunk
+		if _, err := c.Append(make([]byte, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, want := resident(t, c.mapping), int(c.cb)/pageSize+window; n != want {
+		t.Fatalf("a chunk and an entry: %d pages resident, want %d", n, want)
+	}
+	c.Reset()
+	if n := resident(t, c.mapping); n != 0 {
+		t.Fatalf("%d pages resident after Reset", n)
+	}
+	if _, err := c.Append(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if n := resident(t, c.mapping); n != window {
+		t.Fatalf("after Reset, one entry: %d pages resident, want %d", n, window)
 	}
 }

@@ -24,4 +24,6 @@ func osPurge(b []byte) { clear(b) }
 
 func osHuge(b []byte) {}
 
+func osPopulate(b []byte) {}
+
 const offHeap = false
