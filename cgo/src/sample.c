@@ -116,6 +116,10 @@ static bool _ta_ev_lazy;
 #define TA_EV_ON() (_ta_ev_lazy || _ta_ev) /* sampling, with its ring made or to be */
 static uint8_t *_ta_ev_ring;
 static uint64_t _ta_ev_size; /* the ring's size, a copy: writers read no header line for it */
+/* the ring's bytes from its start that are in memory in our mapping:
+ * writers bring TA_EV_POPULATE more in at a time in its first lap */
+static _Atomic(uint64_t) _ta_ev_ready;
+#define TA_EV_POPULATE (64 * 1024)
 /* thinning's per-thread entries (below); defined before the hot
  * thread-locals so that the linker lays them out after them: between
  * them, they put malloc's countdown on another cache line than its heap */
@@ -171,6 +175,23 @@ static void _ta_ev_put(uint64_t pos, const void *src, size_t n) {
   if (first < n) memcpy(_ta_ev_ring, (const uint8_t *)src + first, n - first);
 }
 
+/* The first lap of the ring reached end: bring in the window holding it
+ * (one madvise of 16 pages, where 16 first writes were 16 faults: about
+ * 25 us instead of 220 on the 2-core VM) unless another writer did. */
+TA_NOINLINE static void _ta_ev_populate(uint64_t end) {
+  uint64_t r = atomic_load_explicit(&_ta_ev_ready, memory_order_relaxed);
+  while (end > r && r < _ta_ev_size) {
+    uint64_t to = _ta_align_up(end, TA_EV_POPULATE);
+    if (to > _ta_ev_size) to = _ta_ev_size;
+    if (atomic_compare_exchange_weak_explicit(&_ta_ev_ready, &r, to, memory_order_relaxed, memory_order_relaxed)) {
+      uintptr_t from = (uintptr_t)(_ta_ev_ring + r) & ~(uintptr_t)(TA_OS_PAGE - 1);
+      if (!_ta_os_populate((void *)from, (uintptr_t)(_ta_ev_ring + to) - from))
+        atomic_store_explicit(&_ta_ev_ready, _ta_ev_size, memory_order_relaxed); /* faulted in as written */
+      return;
+    }
+  }
+}
+
 /* Write one record: its body (len - 8 bytes, len a multiple of 8), then
  * its first word. False if the ring is full (counted). */
 static bool _ta_ev_write(uint32_t type, const void *body, size_t len) {
@@ -183,6 +204,8 @@ static bool _ta_ev_write(uint32_t type, const void *body, size_t len) {
       return false;
     }
   } while (!atomic_compare_exchange_weak_explicit(&_ta_ev->head, &h, h + len, memory_order_relaxed, memory_order_relaxed));
+  uint64_t ready = atomic_load_explicit(&_ta_ev_ready, memory_order_relaxed);
+  if (ta_unlikely(ready < _ta_ev_size && h + len > ready)) _ta_ev_populate(h + len);
   _ta_ev_put(h + 8, body, len - 8);
   uint64_t first = (uint64_t)len | (uint64_t)type << 32;
   atomic_store_explicit((_Atomic(uint64_t) *)(_ta_ev_ring + (h & (_ta_ev_size - 1))), first, memory_order_release);
@@ -540,6 +563,7 @@ static void _ta_sample_open(uint32_t ppid, uint64_t seq) {
   }
   _ta_ev_ring = (uint8_t *)p + sizeof(_ta_ev_hdr_t);
   _ta_ev_size = ring;
+  atomic_store_explicit(&_ta_ev_ready, 0, memory_order_relaxed);
   __atomic_store_n(&_ta_ev, (_ta_ev_hdr_t *)p, __ATOMIC_RELEASE); /* last: the ring is whole for whoever sees it */
 }
 
