@@ -4,7 +4,7 @@
  * for heap structs. */
 
 _ta_heap_t _ta_heap_empty = {.dir = {[0 ... TA_NUM_CLASSES - 1] = {.page = &_ta_page_empty}}};
-__thread _ta_heap_t *_ta_tls_heap = &_ta_heap_empty;
+__thread _ta_tls_t _ta_tls = {.heap = &_ta_heap_empty};
 
 static pthread_mutex_t _ta_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static _ta_heap_t *_ta_heaps;      /* live heaps */

@@ -120,9 +120,7 @@ static uint64_t _ta_ev_size; /* the ring's size, a copy: writers read no header 
  * writers bring TA_EV_POPULATE more in at a time in its first lap */
 static _Atomic(uint64_t) _ta_ev_ready;
 #define TA_EV_POPULATE (64 * 1024)
-/* thinning's per-thread entries (below); defined before the hot
- * thread-locals so that the linker lays them out after them: between
- * them, they put malloc's countdown on another cache line than its heap */
+/* thinning's per-thread entries (below) */
 #define TA_THIN_WAYS 8
 typedef struct _ta_thin_s _ta_thin_t;
 static __thread struct _ta_thin_s {
@@ -137,7 +135,7 @@ static __thread struct _ta_thin_s {
 static __thread uintptr_t _ta_thin_addr[TA_THIN_WAYS];
 #define TA_THIN_ADDR(e) _ta_thin_addr[(e) - _ta_thin]
 static __thread unsigned _ta_thin_next; /* the way to reuse next */
-static __thread int64_t _ta_sample_left; /* bytes until the next sample */
+#define _ta_sample_left (_ta_tls.sample_left) /* bytes until the next sample (types.h) */
 static __thread void *_ta_realloc_keep;   /* alloc.c: the sampled block realloc is moving */
 /* realloc (alloc.c, huge.c) resized a large or huge block without a copy,
  * from this many bytes asked (TA_REALLOC_COPIED: it did not), to this

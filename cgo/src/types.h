@@ -365,7 +365,17 @@ extern _ta_arena_t _ta_arenas[TA_MAX_ARENAS];
 extern _Atomic(size_t) _ta_narenas;
 extern _ta_page_t _ta_page_empty;
 extern _ta_heap_t _ta_heap_empty;
-extern __thread _ta_heap_t *_ta_tls_heap;
+/* the thread's heap, and (TA_SAMPLING) its bytes until the next sample:
+ * one thread-local block, so malloc's fast path finds both from one
+ * offset (one load of it from the GOT, not two: callgrind, larson 2 4
+ * under the stacks build, 318.6M -> 316.9M instructions) on one cache
+ * line */
+typedef struct {
+  _ta_heap_t *heap;
+  int64_t sample_left;
+} _ta_tls_t;
+extern __thread _ta_tls_t _ta_tls;
+#define _ta_tls_heap (_ta_tls.heap)
 extern __thread _ta_thread_t *_ta_tls_thread;
 
 /* Add to a counter only this thread writes. On x86-64 one add instruction
