@@ -14,12 +14,16 @@ import (
 // nice 19.
 func lowerThreadPriority() { _ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19) }
 
-// watchCreates watches dir for files created in it or moved into it,
-// until stop is closed; nil if dir cannot be watched. The drainer comes
+// watchCreates watches dir for files whose names end in suffix created
+// in it or moved into it, until stop is closed; nil if dir cannot be
+// watched. Other names do not wake the drainer: a process makes its
+// books file and its events file under temporary names, four names in
+// all, of which one matters (under a program starting 200 processes a
+// second, each woke the launcher). The drainer comes
 // soon to a new process's events file (the library makes it under a
 // temporary name and renames it into place), and reads the directory
 // again only when the kernel's queue of names overflowed.
-func watchCreates(dir string, stop <-chan struct{}) *dirWatch {
+func watchCreates(dir, suffix string, stop <-chan struct{}) *dirWatch {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil
@@ -52,12 +56,14 @@ func watchCreates(dir string, stop <-chan struct{}) *dirWatch {
 				}
 				if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
 					lost = true
-				} else if name := strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:end]), "\x00"); name != "" {
+				} else if name := strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:end]), "\x00"); strings.HasSuffix(name, suffix) {
 					names = append(names, name)
 				}
 				off = end
 			}
-			w.add(names, lost)
+			if len(names) > 0 || lost {
+				w.add(names, lost)
+			}
 		}
 	}()
 	return w

@@ -6,4 +6,4 @@ package main
 func lowerThreadPriority() {}
 
 // watchCreates: no inotify; the drainer finds new files at its passes.
-func watchCreates(dir string, stop <-chan struct{}) *dirWatch { return nil }
+func watchCreates(dir, suffix string, stop <-chan struct{}) *dirWatch { return nil }

@@ -25,15 +25,16 @@ func TestDrainPace(t *testing.T) {
 	require.Equal(t, 20*ms, pace(20*ms, paceTarget))
 }
 
-// watchCreates wakes the drainer for a file made in its directory, or
-// renamed into it (the library's events files are), and stops with stop.
+// watchCreates wakes the drainer for an events file made in its
+// directory, or renamed into it (the library's are), not for other names
+// (books files, temporary names), and stops with stop.
 func TestWatchCreates(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("inotify is Linux's")
 	}
 	dir := t.TempDir()
 	stop := make(chan struct{})
-	w := watchCreates(dir, stop)
+	w := watchCreates(dir, ".events", stop)
 	require.NotNil(t, w)
 	select {
 	case <-w.C:
@@ -51,8 +52,15 @@ func TestWatchCreates(t *testing.T) {
 	names, lost := w.take()
 	require.Equal(t, []string{"1.events"}, names)
 	require.False(t, lost)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "2.events"), nil, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "3.tagalloc"), nil, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "4.events.new"), nil, 0o600))
+	select {
+	case <-w.C:
+		t.Fatalf("woken by other names (%q)", w.names)
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "2.events"), nil, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "5.events"), nil, 0o600))
 	deadline := time.After(5 * time.Second)
 	for len(names) < 3 {
 		select {
@@ -63,9 +71,9 @@ func TestWatchCreates(t *testing.T) {
 			t.Fatalf("not woken by files made in the directory (have %q)", names)
 		}
 	}
-	require.Equal(t, []string{"1.events", "2.events", "3.tagalloc"}, names)
+	require.Equal(t, []string{"1.events", "2.events", "5.events"}, names)
 	close(stop)
-	require.Nil(t, watchCreates(filepath.Join(dir, "missing"), stop), "a directory that is not there")
+	require.Nil(t, watchCreates(filepath.Join(dir, "missing"), ".events", stop), "a directory that is not there")
 }
 
 // Watched, a pass looks at the names made since the last one: a new
@@ -78,7 +86,7 @@ func TestScanFollowsTheWatch(t *testing.T) {
 	dir := t.TempDir()
 	d := &drainer{dir: dir, open: map[string]*drained{}, stop: make(chan struct{})}
 	defer close(d.stop)
-	d.watch = watchCreates(dir, d.stop)
+	d.watch = watchCreates(dir, ".events", d.stop)
 	require.NotNil(t, d.watch)
 	make1 := func(name string) string {
 		p := filepath.Join(dir, name)
@@ -93,8 +101,8 @@ func TestScanFollowsTheWatch(t *testing.T) {
 	require.NoError(t, err)
 	d.open[a] = &drained{ino: ino}
 	d.npass++
-	b, c := make1("10.events"), make1("30.events")
 	make1("10.tagalloc")
+	b, c := make1("10.events"), make1("30.events")
 	waitFor := func(name string) { // until the watch has reported name
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
@@ -108,7 +116,7 @@ func TestScanFollowsTheWatch(t *testing.T) {
 		}
 		t.Fatalf("the watch did not report %s", name)
 	}
-	waitFor("10.tagalloc")
+	waitFor("30.events") // the last made
 	require.Equal(t, []string{b, a, c}, d.scan(false))
 	require.NotNil(t, d.open[a], "a file still there is kept")
 	make1("20.events") // process 20 exec'd
@@ -133,7 +141,7 @@ func TestNewFilesDoNotPutPassesOff(t *testing.T) {
 	}
 	start := time.Now()
 	for i := 0; time.Since(start) < 300*time.Millisecond; i++ {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.other", i)), nil, 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.events", i)), nil, 0o600))
 		time.Sleep(time.Millisecond)
 	}
 	n := passes()

@@ -176,7 +176,7 @@ func startDrainer(dir string, every time.Duration, historyLimit int, sym reporte
 	if sym != nil {
 		d.warm = newWarmer(sym)
 	}
-	d.watch = watchCreates(dir, d.stop)
+	d.watch = watchCreates(dir, ".events", d.stop)
 	var created <-chan struct{} // nil (never ready) when not watched
 	if d.watch != nil {
 		created = d.watch.C
