@@ -83,8 +83,12 @@ type Profile struct {
 	// its parent's at the fork (the blocks it inherited are unknown).
 	Parent int
 	// Forks are copies of the profile where the process forked (FORK
-	// events), by sequence number, until a child's profile takes its own.
-	Forks map[uint64]*Profile
+	// events), by sequence number, until a child's profile takes its own:
+	// the newest MaxForks (a child makes its ring at its first event, and
+	// most never do: they exec or exit first). ForkSeen is the newest
+	// sequence number seen: a child whose copy is not kept starts empty.
+	Forks    map[uint64]*Profile
+	ForkSeen uint64
 	// Memory reporters (darkmatter.go): the collection under way (its
 	// sequence number), how many began, and reports of blocks the profile
 	// does not hold.
@@ -160,7 +164,22 @@ func (p *Profile) Bytes() int {
 // the start of the child's (which inherits the heap, its sampled blocks,
 // and the stack ids and modules; its history begins at the fork, the
 // events before it staying in the parent's).
-func (p *Profile) Fork(seq uint64) { p.Forks[seq] = p.clone(false) }
+func (p *Profile) Fork(seq uint64) {
+	p.Forks[seq] = p.clone(false)
+	p.ForkSeen = max(p.ForkSeen, seq)
+	if len(p.Forks) > MaxForks { // the oldest goes: its child has likely exec'd or exited
+		oldest := seq
+		for s := range p.Forks {
+			oldest = min(oldest, s)
+		}
+		p.Forks[oldest].Close()
+		delete(p.Forks, oldest)
+	}
+}
+
+// MaxForks is how many fork copies a profile keeps for children that
+// have not made their rings yet.
+const MaxForks = 16
 
 // Clone is a deep copy of the profile, its history included (without its
 // fork copies).

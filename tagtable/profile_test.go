@@ -259,3 +259,23 @@ func TestKeptBlocksUnbiased(t *testing.T) {
 	require.InEpsilon(t, exact, s.EstLiveBytes, 0.04, "estimate %.0f, exact %.0f", s.EstLiveBytes, exact)
 	require.Positive(t, s.LiveSamples)
 }
+
+// A profile keeps the copies of its newest MaxForks forks (a child takes
+// its copy at its first event, and most never do); ForkSeen says which
+// forks were seen, so a child whose copy went knows it.
+func TestProfileKeepsTheNewestForks(t *testing.T) {
+	p := NewProfile(1, "full", 1)
+	defer p.Close()
+	p.Alloc(0x1000, 64, 60, 1, 1)
+	for seq := uint64(1); seq <= MaxForks+4; seq++ {
+		p.Fork(seq)
+	}
+	require.Len(t, p.Forks, MaxForks)
+	require.Equal(t, uint64(MaxForks+4), p.ForkSeen)
+	for seq := uint64(1); seq <= 4; seq++ {
+		require.Nil(t, p.Forks[seq], "fork %d, among the oldest", seq)
+	}
+	c := p.Forks[MaxForks+4]
+	require.NotNil(t, c)
+	require.Equal(t, 1, c.LiveCount(), "the copy holds the block live at the fork")
+}

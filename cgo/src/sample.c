@@ -532,6 +532,15 @@ static int64_t _ta_sample_next(void) {
 /* ---- set up ---------------------------------------------------------------------------- */
 
 static uint64_t _ta_fork_seq; /* FORK events written by this process */
+/* A child forked from a process with a ring makes its own at its first
+ * event, as any process does (most exec or exit first: a shell's
+ * commands), linked to the parent's FORK mark, where its reader starts
+ * from a copy of the parent's profile: the parent's pid, and the mark (0:
+ * not forked so, or the ring is made). */
+static struct {
+  uint32_t ppid;
+  uint64_t seq;
+} _ta_fork_from;
 
 /* An events file's fill (_ta_file_make): its header, whole before the
  * file has its name. */
@@ -575,14 +584,26 @@ static void _ta_sample_init(void) {
 }
 
 /* Whether the ring is there (sample lock held), made now if this is the
- * first sample; false if it cannot be made (then stacks are off for good,
- * as without a reader). */
+ * process's first event; false if it cannot be made (then stacks are off
+ * for good, as without a reader). */
 static bool _ta_ev_make_locked(void) {
   if (_ta_ev) return true;
   if (!_ta_ev_lazy) return false;
-  _ta_sample_open(0, 0);
+  _ta_sample_open(_ta_fork_from.ppid, _ta_fork_from.seq);
+  _ta_fork_from.ppid = 0, _ta_fork_from.seq = 0;
   if (!_ta_ev) _ta_ev_lazy = false;
   return _ta_ev != NULL;
+}
+
+/* _ta_ev_make_locked without the sample lock held: before a record of a
+ * sampled block written without it (a resize in place), which in a
+ * forked child may be the process's first. */
+static bool _ta_ev_ensure(void) {
+  if (__atomic_load_n(&_ta_ev, __ATOMIC_ACQUIRE)) return true;
+  _ta_sample_lock_take();
+  bool ok = _ta_ev_make_locked();
+  pthread_mutex_unlock(&_ta_sample_lock.m);
+  return ok;
 }
 
 /* A page's sampled word: a filter of its sampled blocks, one bit of 32
@@ -794,7 +815,8 @@ static void _ta_thin_resized(void *p, size_t req, uint64_t usable, uint64_t flag
 /* Block p, about to be freed, may be sampled (its page counts some, or it
  * is large or huge): if it is, say it is freed. */
 TA_NOINLINE static void _ta_sample_free(void *p) {
-  if (!_ta_ev || p == _ta_realloc_keep || _ta_set_lookup((uintptr_t)p) == TA_SET_OUT) return;
+  if (!TA_EV_ON() || p == _ta_realloc_keep || _ta_set_lookup((uintptr_t)p) == TA_SET_OUT) return;
+  if (!_ta_ev_ensure()) return; /* a forked child's first event: its ring */
   _ta_thin_flush((uintptr_t)p);
   _ta_sample_lock_take();
   if (_ta_sample_unmark(p)) {
@@ -856,8 +878,9 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
   _ta_thin_t *e = _ta_thin_find((uintptr_t)p);
   if (p == q && e && e->seq == seq) {
     /* reported by this thread, and the set has not changed since: p is
-     * still the same sampled block (it is ours: nobody freed it) */
-    _ta_thin_resized(p, req, _ta_resized_usable(q), flags, seq, e);
+     * still the same sampled block (it is ours: nobody freed it); in a
+     * forked child, reported by the parent (the ring may be to make) */
+    if (_ta_ev_ensure()) _ta_thin_resized(p, req, _ta_resized_usable(q), flags, seq, e);
     return;
   }
   int in = _ta_set_lookup((uintptr_t)p);
@@ -866,6 +889,7 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
     if (selected) _ta_sample_take_at(q, req);
     return;
   }
+  if (!_ta_ev_ensure()) return; /* a block a forked child inherited: its first event */
   if (in == TA_SET_IN && p == q) {
     /* Resized in place and sampled: the record is all there is to say,
      * and it needs no lock (the ring takes writers at once, and no other
@@ -895,12 +919,19 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
   if (!was && selected) _ta_sample_take_at(q, req);
 }
 
-/* fork: the parent marks the point in its ring; the child gets an events
- * file of its own whose header points at that mark, and keeps the parent's
- * stack ids, modules and sampled set (its reader starts from a copy of the
- * parent's profile at the mark). */
+/* fork: the parent marks the point in its ring; the child keeps the
+ * parent's stack ids, modules and sampled set, and at its first event
+ * (_ta_fork_from) makes an events file of its own whose header points at
+ * that mark (its reader starts from a copy of the parent's profile
+ * there). A child that execs or exits first makes none: under a shell,
+ * eager rings cost each command an events file (0.5-1.3 ms on ext4) and
+ * the launcher more. */
 static void _ta_sample_fork_prepare(void) {
   _ta_sample_lock_take();
+  /* a forked child without a ring yet that holds sampled blocks it
+   * inherited makes its ring now, so that its own child can start from
+   * its profile (one that holds none has nothing to pass on) */
+  if (!_ta_ev && _ta_fork_from.ppid && _ta_set_w.live) (void)_ta_ev_make_locked();
   if (_ta_ev) {
     uint64_t rec[1] = {++_ta_fork_seq};
     _ta_ev_write(TA_EV_FORK, rec, 16);
@@ -909,9 +940,10 @@ static void _ta_sample_fork_prepare(void) {
 static void _ta_sample_fork_parent(void) { pthread_mutex_unlock(&_ta_sample_lock.m); }
 static void _ta_sample_fork_child(void) {
   pthread_mutex_init(&_ta_sample_lock.m, NULL);
-  if (_ta_ev) {
-    uint32_t ppid = _ta_ev->pid;
-    _ta_sample_open(ppid, _ta_fork_seq);
+  _ta_fork_from.ppid = 0, _ta_fork_from.seq = 0; /* a child of a child without a ring: it inherited no sampled block */
+  if (_ta_ev) { /* its ring at its first event, linked to the mark (_ta_ev_lazy stays set) */
+    _ta_fork_from.ppid = _ta_ev->pid, _ta_fork_from.seq = _ta_fork_seq;
+    _ta_ev = NULL;
     _ta_fork_seq = 0;
   }
 }
@@ -919,7 +951,7 @@ static void _ta_sample_fork_child(void) {
 /* A memory reporter measured block p (report.c): if p is sampled, say so
  * with the reporter's stack (for the dark-matter report). */
 TA_NOINLINE static void _ta_sample_report(const void *p) {
-  if (!_ta_ev || _ta_in_sampler) return;
+  if (!TA_EV_ON() || _ta_in_sampler) return;
   _ta_sample_lock_take();
   bool sampled = _ta_set_has((uintptr_t)p);
   pthread_mutex_unlock(&_ta_sample_lock.m);
@@ -928,18 +960,23 @@ TA_NOINLINE static void _ta_sample_report(const void *p) {
   uintptr_t pc[TA_STACK_MAX];
   int n = _ta_stack_capture(pc);
   _ta_sample_lock_take();
-  uint64_t rec[2] = {(uintptr_t)p, _ta_stack_id(pc, n)};
-  _ta_ev_write(TA_EV_REPORT, rec, 8 + sizeof rec);
+  if (_ta_ev_make_locked()) { /* a forked child's first event may be this */
+    uint64_t rec[2] = {(uintptr_t)p, _ta_stack_id(pc, n)};
+    _ta_ev_write(TA_EV_REPORT, rec, 8 + sizeof rec);
+  }
   pthread_mutex_unlock(&_ta_sample_lock.m);
   _ta_in_sampler = false;
 }
 
 /* A collection of memory reports begins: report marks start afresh. */
 static void _ta_sample_collect(uint64_t seq) {
-  if (!_ta_ev) return;
+  if (!TA_EV_ON()) return;
   _ta_sample_lock_take();
-  uint64_t rec[1] = {seq};
-  _ta_ev_write(TA_EV_COLLECT, rec, 16);
+  /* without a ring and without sampled blocks there are no marks to clear */
+  if (_ta_ev || (_ta_set_w.live && _ta_ev_make_locked())) {
+    uint64_t rec[1] = {seq};
+    _ta_ev_write(TA_EV_COLLECT, rec, 16);
+  }
   pthread_mutex_unlock(&_ta_sample_lock.m);
 }
 

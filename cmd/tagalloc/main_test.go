@@ -840,6 +840,86 @@ func TestRunStacksNoSample(t *testing.T) {
 
 // A parent that has taken no sample has no ring when it forks: its child
 // makes its own at its first sample and is followed from there.
+// A child forked from a process with a ring makes its own at its first
+// event, not at the fork: of three children, the one that execs and the
+// one that exits at once have no stacks in the report (no events file);
+// the one that frees the textures it inherited has, starting from the
+// parent's profile at the fork, with the textures freed.
+func TestRunStacksChildrenMakeRingsLazily(t *testing.T) {
+	prog := buildStacksProg(t)
+	out := filepath.Join(t.TempDir(), "r.json")
+	so, se, code := cli(t, "run", "-q", "--stacks", "full", "-o", out, "--", prog, "children")
+	require.Equal(t, 0, code, se)
+	var parent, freer int
+	for _, l := range strings.Split(so, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 2 && f[0] == "freer" {
+			freer, _ = strconv.Atoi(f[1])
+		}
+		if len(f) == 2 && f[0] == "parent" {
+			parent, _ = strconv.Atoi(f[1])
+		}
+	}
+	require.NotZero(t, freer, "%s", so)
+	rep, err := reporter.ReadFile(out)
+	require.NoError(t, err)
+	require.Len(t, rep.Processes, 4, "the parent and three children")
+	for _, p := range rep.Processes {
+		switch p.PID {
+		case parent:
+			require.NotNil(t, p.Stacks)
+			require.Equal(t, uint64(2000), gpuLive(p.Stacks)[1], "the parent's textures")
+		case freer:
+			require.NotNil(t, p.Stacks, "the child that freed inherited blocks made a ring")
+			require.Zero(t, p.Stacks.UnknownFrees, "its profile started from the parent's")
+			require.Equal(t, uint64(0), gpuLive(p.Stacks)[1], "it freed every texture")
+		default:
+			require.Nil(t, p.Stacks, "pid %d (%v) made a ring without an event", p.PID, p.Command)
+		}
+	}
+}
+
+// A child that makes its ring after its parent forked MaxForks more
+// times finds its copy of the parent's profile gone: it starts empty (its
+// frees of the textures it inherited are of blocks it never saw), and is
+// drained as it runs, not left until the end.
+func TestRunStacksLateChildStartsEmpty(t *testing.T) {
+	prog := buildStacksProg(t)
+	out := filepath.Join(t.TempDir(), "r.json")
+	so, se, code := cli(t, "run", "-q", "--stacks", "full", "-o", out, "--", prog, "late-claim")
+	require.Equal(t, 0, code, se)
+	var freer int
+	for _, l := range strings.Split(so, "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "freer" {
+			freer, _ = strconv.Atoi(f[1])
+		}
+	}
+	require.NotZero(t, freer, "%s", so)
+	rep, err := reporter.ReadFile(out)
+	require.NoError(t, err)
+	require.Len(t, rep.Processes, 22)
+	for _, p := range rep.Processes {
+		if p.PID == freer {
+			require.NotNil(t, p.Stacks)
+			require.Equal(t, uint64(2000), p.Stacks.UnknownFrees, "the textures it inherited, unknown to its profile")
+			return
+		}
+	}
+	t.Fatalf("no process %d in the report", freer)
+}
+
+// gpuLive is the live bytes and blocks of tag gpu in st's records.
+func gpuLive(st *reporter.Stacks) [2]uint64 {
+	var v [2]uint64
+	for _, r := range st.Records {
+		if r.Tag == "gpu" {
+			v[0] += r.LiveBytes
+			v[1] += r.LiveBlocks
+		}
+	}
+	return v
+}
+
 func TestRunStacksChildOfRinglessParent(t *testing.T) {
 	t.Setenv("TAGALLOC_SAMPLE_RATE", "256K")
 	prog := buildStacksProg(t)

@@ -248,7 +248,7 @@ func (d *drainer) passLocked(kind passKind) bool {
 				d.open[f] = &drained{ino: ino, bad: true}
 				continue
 			}
-			prof, ok := d.start(ev, final)
+			prof, ok := d.start(ev, final, now)
 			if !ok {
 				ev.Close() // the parent's ring is not drained that far yet
 				d.catchUp = true
@@ -373,8 +373,11 @@ func inode(path string) (uint64, error) {
 }
 
 // start makes the profile a ring feeds: empty, or for a forked child a
-// copy of the parent's at the fork; false means wait for the parent.
-func (d *drainer) start(ev *tagtable.Events, final bool) (*tagtable.Profile, bool) {
+// copy of the parent's at the fork (the parent's ring is drained to it
+// first if need be); false means wait for the parent. A child whose copy
+// the parent no longer keeps (tagtable.MaxForks), or whose parent's
+// profile never reached its fork by the last pass, starts empty.
+func (d *drainer) start(ev *tagtable.Events, final bool, now uint64) (*tagtable.Profile, bool) {
 	fresh := func() *tagtable.Profile {
 		p := tagtable.NewProfile(ev.PID(), ev.Mode(), ev.SampleRate())
 		if err := p.SetHistoryLimit(d.limit); err != nil {
@@ -387,22 +390,38 @@ func (d *drainer) start(ev *tagtable.Events, final bool) (*tagtable.Profile, boo
 	if ppid == 0 {
 		return fresh(), true
 	}
+	orphan := func() *tagtable.Profile {
+		p := fresh()
+		p.Parent = ppid // its inherited blocks are unknown; its parent's stacks are borrowed
+		return p
+	}
 	for _, o := range d.open {
-		if o.prof == nil || o.prof.PID != ppid {
+		if o.prof == nil || o.prof.PID != ppid || o.ev == nil {
 			continue
+		}
+		if o.prof.Forks[seq] == nil && seq > o.prof.ForkSeen && !o.bad {
+			n, err := o.drain(now) // its drain was put off (drainAt)
+			if err != nil {
+				d.errs = append(d.errs, err)
+				o.bad = true
+			}
+			if n > 0 {
+				o.prof.Dropped, o.prof.DroppedBytes = o.ev.Dropped()
+			}
 		}
 		if base := o.prof.Forks[seq]; base != nil {
 			delete(o.prof.Forks, seq)
 			base.PID = ev.PID()
 			return base, true
 		}
+		if seq <= o.prof.ForkSeen {
+			return orphan(), true // its copy is gone
+		}
 	}
 	if !final {
 		return nil, false
 	}
-	p := fresh()
-	p.Parent = ppid // its inherited blocks are unknown; its parent's stacks are borrowed
-	return p, true
+	return orphan(), true
 }
 
 // finish stops the ticker, drains until nothing moves, and returns the

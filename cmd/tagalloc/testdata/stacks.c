@@ -2,7 +2,8 @@
  * tests: make_textures (tag "gpu", through a shared-library-like deep call
  * chain), parse_config (untagged, freed half), grow_buffer (realloc by a
  * small step: a just-enough chain); "pause" makes the textures again half
- * a second later, "fork" and "late" fork. Prints each tag's exact books via
+ * a second later; "fork", "late", "children" and
+ * "late-claim" fork. Prints each tag's exact books via
  * tagalloc_tag_stats ("NAME LIVE_BYTES LIVE_BLOCKS ALLOC_BYTES ALLOC_BLOCKS"). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,51 @@ int main(int argc, char **argv) {
     tagalloc_weak_set("gpu");
     make_textures();
     tagalloc_weak_clear();
+  }
+  if (argc > 1 && strcmp(argv[1], "children") == 0) {
+    /* three children forked after the parent's samples: one execs, one
+     * exits at once, one frees a block it inherited (it prints its pid) */
+    for (int k = 0; k < 3; k++) {
+      fflush(stdout);
+      pid_t pid = fork();
+      if (pid == 0) {
+        if (k == 0) execl("/bin/true", "true", (char *)NULL);
+        if (k == 2) {
+          for (int i = 0; i < N; i++) free(textures[i]), textures[i] = NULL;
+          printf("freer %d\n", (int)getpid());
+          fflush(stdout);
+        }
+        _exit(0);
+      }
+      waitpid(pid, NULL, 0);
+    }
+  }
+  if (argc > 1 && strcmp(argv[1], "late-claim") == 0) {
+    /* a child that waits while its parent forks 20 more (which exit at
+     * once), then frees the textures it inherited: the parent's profile
+     * no longer keeps a copy from that far back */
+    int fds[2];
+    if (pipe(fds) != 0) return 1;
+    fflush(stdout);
+    pid_t first = fork();
+    if (first == 0) {
+      char c;
+      close(fds[1]);
+      if (read(fds[0], &c, 1) != 1) _exit(1);
+      for (int i = 0; i < N; i++) free(textures[i]), textures[i] = NULL;
+      printf("freer %d\n", (int)getpid());
+      fflush(stdout);
+      _exit(0);
+    }
+    close(fds[0]);
+    for (int k = 0; k < 20; k++) {
+      pid_t pid = fork();
+      if (pid == 0) _exit(0);
+      waitpid(pid, NULL, 0);
+    }
+    usleep(100 * 1000); /* the launcher drains the parent's forks meanwhile */
+    if (write(fds[1], "x", 1) != 1) return 1;
+    waitpid(first, NULL, 0);
   }
   if (argc > 1 && strcmp(argv[1], "fork") == 0) {
     /* a child forked without exec: frees some blocks it inherited and
