@@ -44,11 +44,14 @@ func TestReadUsedSkipsHoles(t *testing.T) {
 	}
 	for _, used := range []uint64{size, 3<<20 + 5, 1 << 20, 100, size + 1<<20} {
 		want := whole[:min(used, size)]
-		got, err := readUsed(f, used)
+		got, err := readUsed(f, used, nil)
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(want, got), "used %d: %d bytes read, %d wanted", used, len(got), len(want))
-		got, err = readUsed(bytes.NewReader(whole), used) // no holes to skip
+		got, err = readUsed(bytes.NewReader(whole), used, nil) // no holes to skip
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(want, got), "used %d, from memory", used)
+		got, err = readUsed(f, used, bytes.Repeat([]byte{0xff}, size)) // a buffer reused: its old bytes gone, holes too
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(want, got), "used %d, into a used buffer", used)
 	}
 }
