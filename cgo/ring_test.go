@@ -2,6 +2,7 @@ package cgo
 
 import (
 	"bufio"
+	"debug/elf"
 	"fmt"
 	"strings"
 	"testing"
@@ -40,4 +41,26 @@ func TestSampleRingPopulated(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, rss, 64, "KiB of the shell's events ring resident:\n%s", r.stdout)
+}
+
+// The stacks build needs no library beyond the C library (its unwinder
+// linked in, not libgcc_s.so.1, which every process would load), and
+// exports none of the unwinder's symbols (a program's exceptions keep
+// their own).
+func TestStacksLibraryNeedsNoUnwinderLibrary(t *testing.T) {
+	f, err := elf.Open(strictLib(t, "sampling", SamplingFlags...))
+	require.NoError(t, err)
+	defer f.Close()
+	needed, err := f.ImportedLibraries()
+	require.NoError(t, err)
+	for _, n := range needed {
+		require.True(t, strings.HasPrefix(n, "libc.so") || strings.HasPrefix(n, "ld-linux"), "needs %s (all: %v)", n, needed)
+	}
+	syms, err := f.DynamicSymbols()
+	require.NoError(t, err)
+	for _, s := range syms {
+		if s.Section != elf.SHN_UNDEF {
+			require.False(t, strings.HasPrefix(s.Name, "_Unwind_") || strings.HasPrefix(s.Name, "__register_frame"), "exports %s", s.Name)
+		}
+	}
 }
