@@ -127,39 +127,30 @@ func TestChunkedPopulates(t *testing.T) {
 	}
 	defer c.Close()
 	window := populateBytes / pageSize
-	if n := resident(t, c.mapping); n != 0 {
-		t.Fatalf("%d pages resident before a write", n)
+	expect := func(what string, want int) {
+		t.Helper()
+		if n := resident(t, c.mapping); n != want {
+			t.Fatalf("%s: %d pages resident, want %d", what, n, want)
+		}
 	}
-	if _, err := c.Append(make([]byte, 100)); err != nil {
-		t.Fatal(err)
+	add := func(size int) {
+		if _, err := c.Append(make([]byte, size)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if n := resident(t, c.mapping); n != window {
-		t.Fatalf("one entry: %d pages resident, want the first %d", n, window)
-	}
+	expect("before a write", 0)
+	add(100)
+	expect("one entry", window)
 	for c.tail-c.curStart <= populateBytes { // just into the second window
-		if _, err := c.Append(make([]byte, 1000)); err != nil {
-			t.Fatal(err)
-		}
+		add(1000)
 	}
-	if n := resident(t, c.mapping); n != 2*window {
-		t.Fatalf("%d bytes written: %d pages resident, want %d", c.tail-c.curStart, n, 2*window)
-	}
+	expect("past the first window", 2*window)
 	for c.Bytes() < 2*int(c.cb) { // into the second chunk
-		if _, err := c.Append(make([]byte, 1000)); err != nil {
-			t.Fatal(err)
-		}
+		add(1000)
 	}
-	if n, want := resident(t, c.mapping), int(c.cb)/pageSize+window; n != want {
-		t.Fatalf("a chunk and an entry: %d pages resident, want %d", n, want)
-	}
+	expect("a chunk and an entry", int(c.cb)/pageSize+window)
 	c.Reset()
-	if n := resident(t, c.mapping); n != 0 {
-		t.Fatalf("%d pages resident after Reset", n)
-	}
-	if _, err := c.Append(make([]byte, 100)); err != nil {
-		t.Fatal(err)
-	}
-	if n := resident(t, c.mapping); n != window {
-		t.Fatalf("after Reset, one entry: %d pages resident, want %d", n, window)
-	}
+	expect("after Reset", 0)
+	add(100)
+	expect("after Reset, one entry", window)
 }

@@ -34,13 +34,9 @@ func TestParseSize(t *testing.T) {
 // between.
 func TestRunStacksTimelineKeepsTime(t *testing.T) {
 	prog := buildStacksProg(t)
-	bin, err := tagallocBin()
-	require.NoError(t, err)
 	out := filepath.Join(t.TempDir(), "report.json")
-	cmd := exec.Command(bin, "run", "-q", "--stacks", "full", "-o", out, "--", prog, "pause")
-	var se bytes.Buffer
-	cmd.Stderr = &se
-	require.NoError(t, cmd.Run(), se.String())
+	_, se, code := cli(t, "run", "-q", "--stacks", "full", "-o", out, "--", prog, "pause")
+	require.Equal(t, 0, code, se)
 	rep, err := reporter.ReadFile(out)
 	require.NoError(t, err)
 	h := rep.Processes[0].Stacks.History
