@@ -595,6 +595,11 @@ static bool _ta_ev_make_locked(void) {
   return _ta_ev != NULL;
 }
 
+/* The ring (sample lock held), made now if this process has none yet
+ * but holds sampled blocks (a forked child's, inherited): a collection's
+ * mark and a fork's are only needed where there are sampled blocks. */
+static bool _ta_ev_held_locked(void) { return _ta_ev || (_ta_set_w.live && _ta_ev_make_locked()); }
+
 /* _ta_ev_make_locked without the sample lock held: before a record of a
  * sampled block written without it (a resize in place), which in a
  * forked child may be the process's first. */
@@ -647,13 +652,16 @@ static bool _ta_sample_unmark(void *p) {
 
 /* The countdown crossed zero at block p (requested bytes req, charged to
  * tag): record it, and start the next countdown. */
+/* The next countdown: drawn, or none if stacks are off for good. */
+static void _ta_sample_restart(void) { _ta_sample_left = TA_EV_ON() ? _ta_sample_next() : INT64_MAX / 2; }
+
 TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
   if (!_ta_sample_rng && TA_EV_ON()) { /* the thread's first countdown: drawn, not 0 */
     _ta_sample_left = _ta_sample_next() - _ta_counted(req);
     if (_ta_sample_left >= 0) return p;
   }
   if (!p || _ta_in_sampler || !TA_EV_ON()) {
-    _ta_sample_left = TA_EV_ON() ? _ta_sample_next() : INT64_MAX / 2;
+    _ta_sample_restart();
     return p;
   }
   /* The new place of a block realloc is moving, which stays sampled if
@@ -672,23 +680,15 @@ TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
   int n = _ta_stack_capture(pc); /* no lock held: the unwinder may take the loader's */
   size_t usable = _ta_usable_of(p);
   _ta_sample_lock_take();
-  if (ta_unlikely(!_ta_ev_make_locked())) { /* the first sample makes the ring */
-    pthread_mutex_unlock(&_ta_sample_lock.m);
-    errno = e;
-    _ta_sample_left = INT64_MAX / 2;
-    _ta_in_sampler = false;
-    return p;
-  }
-  uint32_t stack = _ta_stack_id(pc, n);
-  uint64_t rec[4] = {(uintptr_t)p, usable, req, (uint64_t)tag | (uint64_t)stack << 32};
-  if (_ta_ev_write(TA_EV_ALLOC, rec, 8 + sizeof rec)) {
-    _ta_sample_mark(p);
-  } else {
-    atomic_fetch_add_explicit(&_ta_ev->dropped_bytes, usable, memory_order_relaxed);
+  if (ta_likely(_ta_ev_make_locked())) { /* the process's first sample makes the ring */
+    uint32_t stack = _ta_stack_id(pc, n);
+    uint64_t rec[4] = {(uintptr_t)p, usable, req, (uint64_t)tag | (uint64_t)stack << 32};
+    if (_ta_ev_write(TA_EV_ALLOC, rec, 8 + sizeof rec)) _ta_sample_mark(p);
+    else atomic_fetch_add_explicit(&_ta_ev->dropped_bytes, usable, memory_order_relaxed);
   }
   pthread_mutex_unlock(&_ta_sample_lock.m);
   errno = e;
-  _ta_sample_left = _ta_sample_next();
+  _ta_sample_restart(); /* none if the ring could not be made */
   _ta_in_sampler = false;
   return p;
 }
@@ -931,8 +931,7 @@ static void _ta_sample_fork_prepare(void) {
   /* a forked child without a ring yet that holds sampled blocks it
    * inherited makes its ring now, so that its own child can start from
    * its profile (one that holds none has nothing to pass on) */
-  if (!_ta_ev && _ta_fork_from.ppid && _ta_set_w.live) (void)_ta_ev_make_locked();
-  if (_ta_ev) {
+  if (_ta_ev_held_locked()) {
     uint64_t rec[1] = {++_ta_fork_seq};
     _ta_ev_write(TA_EV_FORK, rec, 16);
   }
@@ -972,8 +971,7 @@ TA_NOINLINE static void _ta_sample_report(const void *p) {
 static void _ta_sample_collect(uint64_t seq) {
   if (!TA_EV_ON()) return;
   _ta_sample_lock_take();
-  /* without a ring and without sampled blocks there are no marks to clear */
-  if (_ta_ev || (_ta_set_w.live && _ta_ev_make_locked())) {
+  if (_ta_ev_held_locked()) { /* without sampled blocks there are no marks to clear */
     uint64_t rec[1] = {seq};
     _ta_ev_write(TA_EV_COLLECT, rec, 16);
   }
