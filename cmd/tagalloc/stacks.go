@@ -35,9 +35,6 @@ type drainer struct {
 	grew  atomic.Uint64 // the last pass: the most a ring filled since the one before (a share of it, float64 bits)
 	watch *dirWatch     // the names made in dir (nil: not watched)
 	ended bool          // finish closed the rings: no more passes
-	// a forked child waits for its parent's profile to reach the fork:
-	// the next pass drains every ring
-	catchUp bool
 	// The events files as the last look at the directory found them (in
 	// name order), and the directory's modification time then.
 	files   []string
@@ -230,8 +227,7 @@ func (d *drainer) passLocked(kind passKind) bool {
 		return false
 	}
 	final := kind == passFinal
-	all := kind != passTick || d.catchUp
-	d.catchUp = false
+	all := kind != passTick
 	now := uint64(time.Since(d.t0).Milliseconds())
 	progress := false
 	grew := 0.0
@@ -250,8 +246,7 @@ func (d *drainer) passLocked(kind passKind) bool {
 			}
 			prof, ok := d.start(ev, final, now)
 			if !ok {
-				ev.Close() // the parent's ring is not drained that far yet
-				d.catchUp = true
+				ev.Close() // the parent's ring is not open yet, or not written that far
 				continue
 			}
 			o = &drained{ev: ev, ino: ino, prof: prof}
@@ -262,23 +257,18 @@ func (d *drainer) passLocked(kind passKind) bool {
 			continue
 		}
 		head := o.ev.Head()
-		if head > o.seen {
+		moved := head > o.seen
+		if moved {
 			grew = max(grew, float64(head-o.seen)/float64(o.ev.Size()))
-			if !all && !o.due(now) {
-				o.marks = append(o.marks, mark{head, now})
-			}
 			o.seen = head
 		}
 		if !all && !o.due(now) {
+			if moved {
+				o.marks = append(o.marks, mark{head, now})
+			}
 			continue
 		}
-		n, err := o.drain(now)
-		if err != nil {
-			d.errs = append(d.errs, err)
-			o.bad = true
-		}
-		progress = progress || n > 0
-		o.prof.Dropped, o.prof.DroppedBytes = o.ev.Dropped()
+		progress = d.drain(o, now) > 0 || progress
 		if d.warm != nil && !final && d.npass >= o.warmAt {
 			d.warm.add(o.prof)
 			o.warmAt = d.npass + warmEvery
@@ -295,23 +285,34 @@ func (o *drained) due(now uint64) bool {
 		len(o.marks) > 0 && now-o.marks[0].ms >= uint64(maxStale.Milliseconds())
 }
 
-// drain drains o's ring: the records before each mark stamped with its
-// time, the rest with now.
-func (o *drained) drain(now uint64) (int, error) {
+// drain drains o's ring, the records before each mark stamped with its
+// time, the rest with now, and returns how many it read; a malformed
+// record marks the ring bad (the error kept for the report).
+func (d *drainer) drain(o *drained, now uint64) int {
 	total := 0
+	var err error
 	for _, m := range o.marks {
 		o.prof.SetClock(m.ms)
-		n, err := o.ev.DrainTo(o.prof, m.pos)
+		var n int
+		n, err = o.ev.DrainTo(o.prof, m.pos)
 		total += n
 		if err != nil {
-			o.marks = o.marks[:0]
-			return total, err
+			break
 		}
 	}
 	o.marks = o.marks[:0]
-	o.prof.SetClock(now)
-	n, err := o.ev.Drain(o.prof)
-	return total + n, err
+	if err == nil {
+		o.prof.SetClock(now)
+		var n int
+		n, err = o.ev.Drain(o.prof)
+		total += n
+	}
+	if err != nil {
+		d.errs = append(d.errs, err)
+		o.bad = true
+	}
+	o.prof.Dropped, o.prof.DroppedBytes = o.ev.Dropped()
+	return total
 }
 
 // scan returns the events files in name order. With the directory
@@ -400,14 +401,7 @@ func (d *drainer) start(ev *tagtable.Events, final bool, now uint64) (*tagtable.
 			continue
 		}
 		if o.prof.Forks[seq] == nil && seq > o.prof.ForkSeen && !o.bad {
-			n, err := o.drain(now) // its drain was put off (drainAt)
-			if err != nil {
-				d.errs = append(d.errs, err)
-				o.bad = true
-			}
-			if n > 0 {
-				o.prof.Dropped, o.prof.DroppedBytes = o.ev.Dropped()
-			}
+			d.drain(o, now) // its drain was put off (drainAt)
 		}
 		if base := o.prof.Forks[seq]; base != nil {
 			delete(o.prof.Forks, seq)
