@@ -61,11 +61,10 @@ type Chunked struct {
 	curEnd   uint64
 	curBase  uint64
 	curSlot  uint64
-	// The fast path writes below fastEnd: min(curEnd, ready), ready the
-	// stream position up to which the current chunk's pages are known
-	// to be in memory (populate).
-	ready   uint64
-	fastEnd uint64
+	// ready: the stream position up to which the current chunk's pages
+	// are known to be in memory (populate); curStart <= ready <= curEnd,
+	// and the fast path writes below it.
+	ready uint64
 
 	// Counts. seq - oldest == Len; oldest == entries dropped;
 	// appendedBytes == droppedBytes + (payload bytes of live chunks).
@@ -137,7 +136,7 @@ func (c *Chunked) Append(p []byte) (uint64, error) {
 	l := uint64(len(p))
 	h := uvarintLen(l)
 	e := h + l
-	if c.tail+e > c.fastEnd {
+	if c.tail+e > c.ready {
 		if c.tail+e > c.curEnd {
 			return c.appendSlow(p, l, h, e)
 		}
@@ -231,7 +230,6 @@ func (c *Chunked) enter() {
 	if c.next-c.purgedAt <= c.n {
 		c.ready = c.curStart // the first lap since the mapping was purged
 	}
-	c.fastEnd = min(c.curEnd, c.ready)
 	if c.curStart >= hugeFrom && c.curStart-c.cb < hugeFrom { // the first chunk from there (chunks are entered in order)
 		osHuge(c.mapping)
 	}
@@ -247,7 +245,6 @@ func (c *Chunked) populate(end uint64) {
 	base := c.curBase - c.curStart // ring offset = stream position + base
 	osPopulate(c.ring[c.ready+base : to+base])
 	c.ready = to
-	c.fastEnd = to
 }
 
 // populateBytes is how much of a chunk populate brings in at a time.
