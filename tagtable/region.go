@@ -277,10 +277,8 @@ func Parse(b []byte) (*Snapshot, error) {
 	allocR := make([]uint64, slots)
 	freeR := make([]uint64, slots)
 	addCtr := func(tag, off uint64) {
-		c := r.b[off : off+48] // most are zeros (4096 tag slots, a few used)
-		a, an, f, fn := binary.LittleEndian.Uint64(c), binary.LittleEndian.Uint64(c[8:]), binary.LittleEndian.Uint64(c[16:]), binary.LittleEndian.Uint64(c[24:])
-		ar, fr := binary.LittleEndian.Uint64(c[32:]), binary.LittleEndian.Uint64(c[40:])
-		if a|an|f|fn|ar|fr == 0 {
+		a, an, f, fn, ar, fr := r.u64(off), r.u64(off+8), r.u64(off+16), r.u64(off+24), r.u64(off+32), r.u64(off+40)
+		if a|an|f|fn|ar|fr == 0 { // most are (4096 tag slots, a few used)
 			return
 		}
 		alloc[tag] += a
