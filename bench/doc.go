@@ -41,10 +41,14 @@
 // # Workloads (workloads.go)
 //
 // C programs in workloads/ (small_random, prodcons, realloc_chain, large,
-// larson, cache_scratch, spawn, rss_after_free): each self-contained but for
-// common.h, seeded, deterministic, printing a checksum of what it read back
-// from its blocks, and built by Build with cc -O2 -pthread -Wall -Wextra into
-// the cache (a directory per hash of the sources, compiler and flags).
+// larson, cache_scratch, spawn, rss_after_free, many_tags): each
+// self-contained but for common.h, seeded, deterministic, printing a
+// checksum of what it read back from its blocks, and built by Build with cc
+// -O2 -pthread -Wall -Wextra into the cache (a directory per hash of the
+// sources, compiler and flags). many_tags is the one that uses tags: 32
+// threads cycle through 256 tags with SetHeapBlockTagForThread, which it
+// declares weak and calls only when present, so under the other allocators
+// the same binary runs untagged (its tag_api metric says which).
 // Real programs: python3 on a JSON/dict/string script (with pymalloc and with
 // PYTHONMALLOC=malloc), sqlite3 on an in-memory database, and redis-server
 // driven by redis-benchmark (redis.go; the server alone is preloaded and

@@ -105,11 +105,16 @@ func goRegion(f *testing.F) []byte {
 	return append([]byte(nil), r.mem[:used]...)
 }
 
-// smallRegion is a valid native-style region in about 1.4 KB: 4 tag slots
-// (untagged, a, bb, overflow), 2 size classes, counter chunks of 2, one
-// thread record with both chunks and two heaps, a report and reported
-// bytes. TestSmallRegion checks what it parses to.
-func smallRegion() []byte {
+// smallRegion is a valid native-style region of version 3 in about 1.4 KB:
+// 4 tag slots (untagged, a, bb, overflow), 2 size classes, counter chunks
+// of 2, one thread record with both chunks and two heaps, a report and
+// reported bytes. TestSmallRegion checks what it parses to.
+func smallRegion() []byte { return smallRegionOf(3) }
+
+// smallRegionOf is smallRegion in a layout version: from version 4 on, its
+// heap records are not read (bb's counts, which are there, are not its
+// books), and the header names the native writer.
+func smallRegionOf(version uint32) []byte {
 	const base = 0x7f0000000000
 	var h header
 	hs := uint64(binary.Size(h))
@@ -117,7 +122,12 @@ func smallRegion() []byte {
 	off := (hs + 63) &^ 63
 	put := func(n uint64) uint64 { o := off; off = (off + n + 63) &^ 63; return o }
 	copy(h.Magic[:], Magic)
-	h.Version, h.HeaderSize, h.Base = Version, uint32(hs), base
+	h.Version, h.HeaderSize, h.Base = version, uint32(hs), base
+	if version == 3 {
+		h.HeaderSize = headerV3
+	} else {
+		h.Writer = WriterNative
+	}
 	h.PID, h.PPID, h.State = 4242, 1, 1
 	h.TagSlots, h.TagCount, h.TagOverflow, h.TagNameSize = 4, 3, 3, 16
 	h.NClasses, h.CtrChunk, h.CtrSize = 2, 2, 48
@@ -191,8 +201,35 @@ func TestSmallRegion(t *testing.T) {
 			t.Errorf("tag %s: %v, want %v (all: %v)", name, got[name], w, got)
 		}
 	}
-	if len(s.Reports) != 1 || s.Reports[0].Path != "explicit/cache" || s.PID != 4242 || len(s.Command) != 2 {
+	if len(s.Reports) != 1 || s.Reports[0].Path != "explicit/cache" || s.PID != 4242 || len(s.Command) != 2 || !s.native {
 		t.Errorf("snapshot %+v", s)
+	}
+}
+
+// TestSmallRegionV4: version 4 reads the thread records' counters alone
+// (heap records are gone: a heap list left in a record is not followed),
+// and knows the native writer from the header.
+func TestSmallRegionV4(t *testing.T) {
+	s, err := Parse(smallRegionOf(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][4]uint64{}
+	for _, tg := range s.Tags {
+		got[tg.Name] = [4]uint64{tg.LiveBytes, tg.LiveBlocks, tg.AllocBytes, tg.AllocBlocks}
+	}
+	want := map[string][4]uint64{"untagged": {50, 1, 100, 2}, "a": {64, 1, 64, 1}}
+	if len(got) != len(want) || got["untagged"] != want["untagged"] || got["a"] != want["a"] {
+		t.Errorf("tags %v, want %v", got, want)
+	}
+	if !s.native {
+		t.Error("a version-4 region of the native writer is not seen as native")
+	}
+	// A version-3 header size under version 4 is refused.
+	b := smallRegionOf(4)
+	binary.LittleEndian.PutUint32(b[12:], headerV3)
+	if _, err := Parse(b); err == nil {
+		t.Error("a version-4 region with a version-3 header size parsed")
 	}
 }
 

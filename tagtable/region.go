@@ -22,10 +22,20 @@ import (
 // Version 1 is the native library's first; version 2 adds a table of
 // reports (memory reporters: Go's runtime figures, C reporters); version
 // 3 adds, per tag, the heap bytes reporters measured (tagalloc_report_block)
-// and the count of collections. Both writers write version 3.
+// and the count of collections. Version 4 has no heap records (the native
+// library keeps one heap per thread, whatever its tags, and every count
+// in the thread records' per-tag counters: the heap fields are 0) and
+// names its writer. Both writers write version 4; this reader reads all
+// four.
 const (
 	Magic   = "TAGALLOC"
-	Version = 3
+	Version = 4
+)
+
+// Writers of a version-4 region.
+const (
+	WriterNative = 1 // the preloaded library (cgo/src/books.c)
+	WriterGo     = 2 // package alloc (writer.go)
 )
 
 // ErrFormat wraps every complaint about a region's contents.
@@ -82,13 +92,16 @@ type header struct {
 	ReportsOff, ReportsCount uint32
 	// version 3: TagSlots u64 at ReportedOff (0: none)
 	ReportedOff, Collections uint64
+	// version 4
+	Writer, Pad4 uint32
 }
 
 // Sizes of the older headers (version 1 without the reports, version 2
-// without the reported bytes).
+// without the reported bytes, version 3 without the writer).
 const (
 	headerV1 = 248
 	headerV2 = 256
+	headerV3 = 272
 )
 
 // Report is one measurement a process's reporter published (about:memory's
@@ -158,7 +171,7 @@ type Snapshot struct {
 	Collections uint64
 	// TagNames are the registered tags by id (events name tags by id).
 	TagNames map[uint32]string
-	native   bool // written by the native library (it has heap records)
+	native   bool // written by the native library
 }
 
 func fail(format string, args ...any) error {
@@ -213,10 +226,12 @@ func Parse(b []byte) (*Snapshot, error) {
 	}
 	switch {
 	case h.Version == 1 && h.HeaderSize == headerV1:
-		h.ReportsOff, h.ReportsCount, h.ReportedOff, h.Collections = 0, 0, 0, 0
+		h.ReportsOff, h.ReportsCount, h.ReportedOff, h.Collections, h.Writer = 0, 0, 0, 0, 0
 	case h.Version == 2 && h.HeaderSize == headerV2:
-		h.ReportedOff, h.Collections = 0, 0
-	case h.Version == 3 && uint64(h.HeaderSize) == hs:
+		h.ReportedOff, h.Collections, h.Writer = 0, 0, 0
+	case h.Version == 3 && h.HeaderSize == headerV3:
+		h.Writer = 0
+	case h.Version == 4 && uint64(h.HeaderSize) == hs:
 	case h.Version < 1 || h.Version > Version:
 		return nil, fail("layout version %d; this tagalloc reads versions 1 to %d (use the tagalloc that ran the program)", h.Version, Version)
 	default:
@@ -258,12 +273,15 @@ func Parse(b []byte) (*Snapshot, error) {
 		return uint64(off)+uint64(stride)*(uint64(n)-1)+uint64(width) <= uint64(size)
 	}
 	nch := uint32((uint64(h.TagSlots) + uint64(h.CtrChunk) - 1) / uint64(h.CtrChunk))
-	if !fits(h.ThreadCtrOff, 8, nch, 8, h.ThreadSize) || !fits(h.ThreadHeaps, 0, 1, 8, h.ThreadSize) ||
-		!fits(h.ThreadNext, 0, 1, 8, h.ThreadSize) || h.ClassStride < 8 || h.ReqStride < 16 ||
+	heaps := h.Version < 4 // heap records, with per-class counts, before version 4
+	if !fits(h.ThreadCtrOff, 8, nch, 8, h.ThreadSize) || !fits(h.ThreadNext, 0, 1, 8, h.ThreadSize) {
+		return nil, fail("record field offsets outside their records")
+	}
+	if heaps && (!fits(h.ThreadHeaps, 0, 1, 8, h.ThreadSize) || h.ClassStride < 8 || h.ReqStride < 16 ||
 		!fits(h.HeapNalloc, h.ClassStride, h.NClasses, 8, h.HeapSize) || !fits(h.HeapNfree, h.ClassStride, h.NClasses, 8, h.HeapSize) ||
 		!fits(h.HeapAreq, h.ReqStride, h.NClasses, 8, h.HeapSize) || !fits(h.HeapFreq, h.ReqStride, h.NClasses, 8, h.HeapSize) ||
-		!fits(h.HeapTag, 0, 1, 4, h.HeapSize) || !fits(h.HeapTnext, 0, 1, 8, h.HeapSize) {
-		return nil, fail("record field offsets outside their records")
+		!fits(h.HeapTag, 0, 1, 4, h.HeapSize) || !fits(h.HeapTnext, 0, 1, 8, h.HeapSize)) {
+		return nil, fail("heap record field offsets outside their records")
 	}
 	classSize := make([]uint64, h.NClasses)
 	for c := range classSize {
@@ -325,7 +343,7 @@ func Parse(b []byte) (*Snapshot, error) {
 			}
 		}
 		hsteps := uint64(0)
-		for ha := r.u64(toff + uint64(h.ThreadHeaps)); ha != 0; hsteps++ {
+		for ha := r.u64(toff + uint64(h.ThreadHeaps)); heaps && ha != 0; hsteps++ {
 			if hsteps > maxSteps {
 				return nil, fail("a heap list does not end (a cycle?)")
 			}
@@ -356,7 +374,11 @@ func Parse(b []byte) (*Snapshot, error) {
 		a = r.u64(toff + uint64(h.ThreadNext))
 	}
 
-	s := &Snapshot{PID: int(h.PID), PPID: int(h.PPID), StartNS: h.StartNS, Exited: h.State == 1, native: h.HeapTag != 0,
+	native := h.HeapTag != 0 // before version 4: only the native library's heaps had a tag field
+	if !heaps {
+		native = h.Writer == WriterNative
+	}
+	s := &Snapshot{PID: int(h.PID), PPID: int(h.PPID), StartNS: h.StartNS, Exited: h.State == 1, native: native,
 		Collections: h.Collections}
 	if h.ReportsCount > 0 {
 		if h.ReportsCount > MaxReports {

@@ -1,5 +1,5 @@
 // The region writer: a Go program's books in the native layout (version
-// 1), so the readers above (and tagalloc run, top, snapshot) read a Go
+// 4), so the readers above (and tagalloc run, top, snapshot) read a Go
 // process the way they read a preloaded one.
 
 package tagtable
@@ -107,13 +107,10 @@ func (r *Region) format() {
 	h.CtrChunk = ctrChunk
 	h.CtrSize = uint32(unsafe.Sizeof(Counters{}))
 	h.ThreadSize = threadBytes
-	h.ThreadCtrOff, h.ThreadHeaps, h.ThreadNext, h.ThreadLive = 0, nChunks*8, nChunks*8+8, nChunks*8+16
-	// No heap records: every count is in the thread records' counters.
-	// The heap fields still describe a plausible record for the checks;
-	// heap_tag_off 0 (a native heap has its tag after its counts) marks a
-	// region without heap records.
-	h.HeapSize, h.ClassStride, h.ReqStride = uint32(h.NClasses)*16, 16, 16
-	h.HeapNalloc, h.HeapNfree, h.HeapAreq, h.HeapFreq = 0, 8, 0, 8
+	h.ThreadCtrOff, h.ThreadNext, h.ThreadLive = 0, nChunks*8+8, nChunks*8+16
+	// No heap records (version 4): every count is in the thread records'
+	// counters, and the heap fields are 0.
+	h.Writer = WriterGo
 	h.Requested = 1
 	off := align64(uint64(h.HeaderSize))
 	put := func(field *uint64, n uint64) { *field = off; off = align64(off + n) }

@@ -13,31 +13,27 @@ static inline size_t _ta_slop_req(const _ta_page_t *pg, const void *b) {
   return pg->block_size - _ta_slop_get(pg, _ta_block_index(pg, b));
 }
 
-/* Record block b's requested size (TAGALLOC_REQUESTED); returns b. Out of
- * line, so the fast path stays a leaf without a frame. */
-TA_NOINLINE static void *_ta_note_requested(_ta_heap_t *h, _ta_page_t *pg, unsigned c, void *b, size_t size) {
-  _ta_slop_set(pg, _ta_block_index(pg, b), pg->block_size - size);
-  TA_HOT_ADD(h->req[c].areq, size);
+/* Everything but the common case of the fast path below: a page that
+ * keeps requested sizes, or no free block at hand. Out of line, so the
+ * fast path needs neither size nor class once it has its page. */
+TA_NOINLINE static void *_ta_malloc_class_rest(_ta_heap_t *h, unsigned c, size_t size) {
+  _ta_page_t *pg = h->direct[c];
+  _ta_block_t *b = pg->free;
+  if (b == NULL) return _ta_malloc_slow(h, c, size);
+  _ta_take(h, pg, c, b);
+  _ta_take_requested(h, pg, c, b, size);
   return b;
-}
-
-/* Hand out b, the first free block of h's page pg of class c. */
-static inline void _ta_pop(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b) {
-  pg->free = b->next;
-  b->key = 0;
-  TA_COUNT_TAKEN(h, c, pg);
 }
 
 static inline void *_ta_malloc_class_unsampled(unsigned c, size_t size) {
   _ta_heap_t *h = _ta_tls_heap;
-  _ta_page_t *pg = h->dir[c].page;
+  _ta_page_t *pg = h->direct[c];
   _ta_block_t *b = pg->free;
-  if (ta_likely(b != NULL)) {
-    _ta_pop(h, pg, c, b);
-    if (ta_unlikely(pg->slop != NULL)) return _ta_note_requested(h, pg, c, b, size);
+  if (ta_likely(b != NULL && pg->slop == NULL)) {
+    _ta_take(h, pg, c, b);
     return b;
   }
-  return _ta_malloc_slow(h, c, size);
+  return _ta_malloc_class_rest(h, c, size);
 }
 
 #if TA_SAMPLING
@@ -45,7 +41,7 @@ static inline void *_ta_malloc_class_unsampled(unsigned c, size_t size) {
  * so that case stays a leaf without a frame. */
 TA_NOINLINE static void *_ta_malloc_class_sampling(unsigned c, size_t size) {
   void *p = _ta_malloc_class_unsampled(c, size);
-  return _ta_sample_alloc(p, size, _ta_tls_heap->tag);
+  return _ta_sample_alloc(p, size, _ta_tls_heap->ctr->tag);
 }
 
 /* A small block of class c, counted down (sample.c). The common case (a
@@ -54,11 +50,11 @@ TA_NOINLINE static void *_ta_malloc_class_sampling(unsigned c, size_t size) {
 static inline void *_ta_malloc_class(unsigned c, size_t size) {
   int64_t left = _ta_sample_left - _ta_counted(size);
   _ta_heap_t *h = _ta_tls_heap;
-  _ta_page_t *pg = h->dir[c].page;
+  _ta_page_t *pg = h->direct[c];
   _ta_block_t *b = pg->free;
   if (ta_likely(b != NULL && left >= 0 && pg->slop == NULL)) {
     _ta_sample_left = left;
-    _ta_pop(h, pg, c, b);
+    _ta_take(h, pg, c, b);
     return b;
   }
   return _ta_malloc_class_sampling(c, size);
@@ -166,8 +162,9 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
     _ta_check_poison_block(p, pg->block_size);
 #endif
     if (TA_SAMPLED_AT(pg, p)) _ta_sample_free(p); /* before another thread can reuse it */
-    /* counted before the block is given back (then it may be reused) */
-    _ta_count_free(pg->tag, pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
+    /* counted before the block is given back (then it may be reused, and
+     * its tag entry rewritten) */
+    _ta_count_free(_ta_block_tag(pg, p), pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
     _ta_heap_t *h = _ta_tls_heap;
     if (h != &_ta_heap_empty && atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED &&
         _ta_free_adopting(h, pg, (_ta_block_t *)p))
@@ -198,6 +195,24 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
 
 static void _ta_free_suspect(_ta_page_t *pg, _ta_block_t *b);
 
+/* Give block b (counted) back to pg, a page of the calling thread's heap h. */
+static inline __attribute__((always_inline)) void _ta_free_give_back(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
+  b->key = _ta_free_key;
+  b->next = pg->free; /* LIFO: the next malloc of the class gets it, hot */
+  pg->free = b;
+  pg->used--; /* last: its flags decide the branch below (one sub, no reload) */
+  if (ta_unlikely(pg->used == 0 || pg->slop != NULL || atomic_load_explicit(&pg->in_full, memory_order_relaxed) || TA_SAMPLED_AT(pg, b)))
+    _ta_free_local_slow(h, pg, b);
+}
+
+/* A local free of a block whose tag is not the thread's current one. Its
+ * requested bytes (if kept) are counted by the slow path that such a page
+ * always takes. */
+TA_NOINLINE static void _ta_free_local_other(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b, uint32_t tag) {
+  _ta_count_free(tag, pg->block_size, 0);
+  _ta_free_give_back(h, pg, b);
+}
+
 static inline __attribute__((always_inline)) void _ta_free(void *p) {
   if (ta_unlikely(p == NULL)) return;
   _ta_page_t *pg = _ta_page_of(p);
@@ -213,13 +228,15 @@ static inline __attribute__((always_inline)) void _ta_free(void *p) {
 #if TA_CHECK
     _ta_check_poison_block(b, pg->block_size); /* internal frees too (check.c) */
 #endif
-    TA_HOT_ADD(*(uint64_t *)((uint8_t *)h + pg->nfree_off), 1); /* h->dir[pg->sclass].nfree */
-    b->key = _ta_free_key;
-    b->next = pg->free; /* LIFO: the next malloc of the class gets it, hot */
-    pg->free = b;
-    pg->used--; /* last: its flags decide the branch below (one sub, no reload) */
-    if (ta_unlikely(pg->used == 0 || pg->slop != NULL || atomic_load_explicit(&pg->in_full, memory_order_relaxed) || TA_SAMPLED_AT(pg, b)))
-      _ta_free_local_slow(h, pg, p);
+    uint32_t tag = pg->tags[_ta_block_index(pg, b)];
+    _ta_ctr_t *ct = h->ctr;
+    if (ta_unlikely(tag != ct->tag)) {
+      _ta_free_local_other(h, pg, b, tag); /* a tail call: the fast path stays a leaf */
+      return;
+    }
+    TA_BOOK_ADD(ct->free_blocks, 1);
+    TA_BOOK_ADD(ct->free_bytes, pg->block_size);
+    _ta_free_give_back(h, pg, b);
     return;
   }
   _ta_free_generic(p, "free");
@@ -250,10 +267,9 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
     size_t bs = pg->block_size;
     if (size <= bs && size >= bs / 2) {
       if (ta_unlikely(pg->slop != NULL)) { /* the same block, another request */
-        _ta_heap_t *h = _ta_tls_heap;
-        TA_HOT_ADD(h->req[pg->sclass].freq, _ta_slop_req(pg, p));
-        TA_HOT_ADD(h->req[pg->sclass].areq, size);
-        _ta_slop_set(pg, _ta_block_index(pg, p), bs - size);
+        size_t idx = _ta_block_index(pg, p);
+        _ta_count_resize(pg->tags[idx], bs, bs, bs - _ta_slop_get(pg, idx), size);
+        _ta_slop_set(pg, idx, bs - size);
       }
       return p;
     }
@@ -270,7 +286,7 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
     k = TA_PTR_HUGE;
   } else {
     k = _ta_classify(p, &pg, &mapped);
-    if (k == TA_PTR_SMALL || k == TA_PTR_LARGE) tag = pg->tag;
+    if (k == TA_PTR_SMALL || k == TA_PTR_LARGE) tag = _ta_block_tag(pg, p);
   }
   size_t usable = _ta_usable(k, pg, mapped);
   switch (k) {
@@ -308,11 +324,10 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
   uint32_t cur = th ? th->tag : TA_TAG_UNTAGGED;
   if (tag != cur) {
     if (!th) th = _ta_thread_self_slow();
-    if (!th) {
+    if (!th || !_ta_use_tag(th, tag)) {
       errno = ENOMEM;
       return NULL;
     }
-    _ta_use_tag(th, tag);
   }
   void *q;
   if (size > usable && size >= TA_REALLOC_MAP && k != TA_PTR_HUGE) {
@@ -324,7 +339,7 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
   } else {
     q = _ta_malloc(size);
   }
-  if (tag != cur) _ta_use_tag(th, cur);
+  if (tag != cur) (void)_ta_use_tag(th, cur); /* its counters exist: it was current */
   if (!q) return NULL; /* p is untouched */
   memcpy(q, p, size < usable ? size : usable);
   _ta_free(p);

@@ -55,6 +55,7 @@ static uint64_t _ta_bin_mask;         /* bit i: bin i (i+1 pages) non-empty */
 static _ta_page_t *_ta_dirty_first, *_ta_dirty_last; /* oldest first */
 static size_t _ta_dirty_pages;        /* pages in dirty free spans */
 static size_t _ta_used_pages;         /* pages in spans in use */
+static size_t _ta_side_mapped;        /* bytes mapped for side arrays (below) */
 static size_t _ta_used_hwm;           /* high-water mark of _ta_used_pages, decaying */
 
 static inline size_t _ta_page_index(const _ta_arena_t *a, const _ta_page_t *pg) {
@@ -252,7 +253,7 @@ static void _ta_books_publish_arena_locked(void) {
   atomic_store_explicit(&_ta_books->spans_free_resident, (uint64_t)(_ta_dirty_pages + _ta_purging_pages) << TA_PAGE_SHIFT,
                         memory_order_relaxed);
   atomic_store_explicit(&_ta_books->arena_touched, (uint64_t)top << TA_PAGE_SHIFT, memory_order_relaxed);
-  atomic_store_explicit(&_ta_books->descriptors, (uint64_t)top * sizeof(_ta_page_t), memory_order_relaxed);
+  atomic_store_explicit(&_ta_books->descriptors, (uint64_t)top * sizeof(_ta_page_t) + _ta_side_mapped, memory_order_relaxed);
 }
 
 static void _ta_unlock_purge(bool all, uint64_t now) {
@@ -311,6 +312,7 @@ static _ta_page_t *_ta_span_claim(size_t ai, size_t idx, size_t npages, uint8_t 
   h->next = h->prev = h->dnext = h->dprev = NULL;
   h->requested = 0;
   h->tag = 0;
+  h->tags = NULL;
   h->slop = NULL;
   _ta_used_pages += npages;
   _ta_note_hwm();
@@ -427,12 +429,82 @@ static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags
   _ta_free_span_insert(ai, idx, n, flags, now);
 }
 
+/* ---- side arrays ------------------------------------------------------------
+ * A small span's per-block arrays (its tags, and with TAGALLOC_REQUESTED its
+ * slop) are made and freed with the span, in the same section under the
+ * arena lock, so a signal handler meets no other lock here than it does for
+ * spans. Power-of-two buckets of 64 B .. 8 KiB (4096 blocks of 2 bytes, the
+ * most a span holds) with free lists, carved from private chunks that are
+ * never unmapped; a reused array keeps its stale entries (only the entries
+ * of blocks handed out are read). */
+#define TA_SIDE_BUCKETS 8
+#define TA_SIDE_CHUNK TA_MiB
+static void *_ta_side_free_list[TA_SIDE_BUCKETS];
+static uint8_t *_ta_side_cur, *_ta_side_end;
+
+static unsigned _ta_side_bucket(size_t bytes) {
+  unsigned b = 0;
+  while (((size_t)64 << b) < bytes) b++;
+  return b;
+}
+
+static void *_ta_side_alloc_locked(size_t bytes) {
+  unsigned b = _ta_side_bucket(bytes);
+  if (b >= TA_SIDE_BUCKETS) return NULL;
+  void *p = _ta_side_free_list[b];
+  if (p) {
+    _ta_side_free_list[b] = *(void **)p;
+    return p;
+  }
+  size_t size = (size_t)64 << b;
+  if ((size_t)(_ta_side_end - _ta_side_cur) < size) {
+    uint8_t *c = _ta_os_reserve(TA_SIDE_CHUNK, TA_OS_PAGE);
+    if (!c) return NULL;
+    _ta_os_name(c, TA_SIDE_CHUNK, "tagalloc block tags");
+    _ta_side_mapped += TA_SIDE_CHUNK;
+    _ta_side_cur = c;
+    _ta_side_end = c + TA_SIDE_CHUNK;
+  }
+  p = _ta_side_cur;
+  _ta_side_cur += size;
+  return p;
+}
+
+static void _ta_side_free_locked(void *p, size_t bytes) {
+  if (!p) return;
+  unsigned b = _ta_side_bucket(bytes);
+  *(void **)p = _ta_side_free_list[b];
+  _ta_side_free_list[b] = p;
+}
+
+/* A span of npages for blocks of a small class, with a tags array of
+ * tag_bytes and (if slop_bytes) a slop array; NULL with errno = ENOMEM. */
+static _ta_page_t *_ta_span_alloc_small(size_t npages, size_t tag_bytes, size_t slop_bytes) {
+  if (!_ta_ensure_init() || _ta_fault()) return NULL;
+  if (!_ta_arena_lock_take()) { /* a signal handler interrupted this thread's arena work */
+    errno = ENOMEM;
+    return NULL;
+  }
+  uint64_t now = _ta_now_ms();
+  _ta_page_t *h = NULL;
+  uint16_t *tags = _ta_side_alloc_locked(tag_bytes);
+  void *slop = tags && slop_bytes ? _ta_side_alloc_locked(slop_bytes) : NULL;
+  if (tags && (slop || !slop_bytes)) h = _ta_span_alloc_locked(npages, 1, TA_KIND_SMALL, now);
+  if (h) {
+    h->flags = 0;
+    h->tags = tags;
+    h->slop = slop;
+  } else {
+    _ta_side_free_locked(tags, tag_bytes);
+    _ta_side_free_locked(slop, slop_bytes);
+  }
+  _ta_unlock_purge(false, now);
+  if (!h) errno = ENOMEM;
+  return h;
+}
+
 /* Return a span in use to the arena. */
 static void _ta_span_free(_ta_page_t *h) {
-  if (h->kind == TA_KIND_SMALL && h->slop) {
-    _ta_slop_free(h->slop, _ta_slop_bytes(h));
-    h->slop = NULL;
-  }
   if (!_ta_arena_lock_take()) { /* a signal handler: freed when the section ends */
     if (_ta_tls_ndeferred < TA_DEFERRED) {
       _ta_tls_deferred[_ta_tls_ndeferred] = h;
@@ -442,6 +514,12 @@ static void _ta_span_free(_ta_page_t *h) {
   }
   uint64_t now = _ta_now_ms();
   ta_assert(h->kind == TA_KIND_SMALL || h->kind == TA_KIND_LARGE);
+  if (h->kind == TA_KIND_SMALL) {
+    _ta_side_free_locked(h->tags, (size_t)h->reserved * sizeof(uint16_t));
+    _ta_side_free_locked(h->slop, _ta_slop_bytes(h));
+    h->tags = NULL;
+    h->slop = NULL;
+  }
   _ta_arena_t *a = &_ta_arenas[h->arena];
   _ta_used_pages -= h->npages;
   atomic_store_explicit(&h->heap, NULL, memory_order_relaxed);

@@ -1,18 +1,19 @@
-/* books.c: the region that holds the books (DESIGN.md D6). Tag names, the
- * thread records with their counters, and the heaps with their per-class
- * counts all live in one region. With $TAGALLOC_DIR set (tagalloc run sets
+/* books.c: the region that holds the books (DESIGN.md D6). Tag names and
+ * the thread records with their per-tag counters live in one region. With $TAGALLOC_DIR set (tagalloc run sets
  * it) the region is a file DIR/PID.tagalloc mapped shared, so the launcher
  * reads the books while the program runs and after it dies, even of
  * SIGKILL; without it, it is private anonymous memory.
  *
- * Layout (version 3; the Go reader is tagtable/region.go): a header at
+ * Layout (version 4; the Go reader is tagtable/region.go): a header at
  * offset 0 (_ta_books_t: magic, version, sizes, the process, the offsets
  * of the arrays below and of the fields of the records readers follow),
  * the command line, the tag names, the fallback counters, the tag peaks,
  * the memory reports table and the reported bytes per tag (report.c) at
- * fixed offsets, then records bump-allocated up to `used`. Version 2 (Go's
- * package alloc writes it) is version 1 plus the reports table; version 3
- * adds the reported bytes per tag and the count of collections.
+ * fixed offsets, then records bump-allocated up to `used`: thread records
+ * and their counter chunks. Version 2 is version 1 plus the reports table;
+ * version 3 adds the reported bytes per tag and the count of collections;
+ * version 4 has no heap records (every count is a thread's, per tag: the
+ * heap_* fields are 0) and says who wrote it (writer).
  * Records link to each other by address in the process; a reader turns an
  * address into an offset with `base` and checks it lies inside `used`.
  * Only the process writes the region; readers map it read-only. */
@@ -22,7 +23,7 @@
 #include <sys/stat.h>
 
 #define TA_BOOKS_MAGIC "TAGALLOC"
-#define TA_BOOKS_VERSION 3
+#define TA_BOOKS_VERSION 4
 #define TA_BOOKS_SIZE (256 * TA_MiB) /* reserved; a sparse file */
 #define TA_BOOKS_CMDLINE 2048
 
@@ -72,7 +73,11 @@ typedef struct _ta_books_s {
                                        (tagalloc_report_block) in the last
                                        collection */
   _Atomic(uint64_t) collections;    /* tagalloc_collect_reports runs ended */
+  /* version 4 */
+  uint32_t writer;                  /* 1: this native library; 2: Go's package alloc */
+  uint32_t pad_;
 } _ta_books_t;
+_Static_assert(sizeof(_ta_books_t) == 280, "the header tagtable/region.go reads as version 4");
 
 #define TA_REPORTS_MAX 64
 #define TA_REPORT_SLOT 256
@@ -109,19 +114,10 @@ static void _ta_books_format(_ta_books_t *b) {
   b->ctr_size = sizeof(_ta_ctr_t);
   b->thread_size = sizeof(_ta_thread_t);
   b->thread_ctr_off = offsetof(_ta_thread_t, ctr);
-  b->thread_heaps_off = offsetof(_ta_thread_t, heaps);
   b->thread_next_off = offsetof(_ta_thread_t, next);
   b->thread_live_off = offsetof(_ta_thread_t, live);
-  b->heap_size = sizeof(_ta_heap_t);
-  b->heap_nalloc_off = offsetof(_ta_heap_t, dir) + offsetof(_ta_direct_t, nalloc);
-  b->heap_nfree_off = offsetof(_ta_heap_t, dir) + offsetof(_ta_direct_t, nfree);
-  b->heap_class_stride = sizeof(_ta_direct_t);
-  b->heap_areq_off = offsetof(_ta_heap_t, req);
-  b->heap_freq_off = offsetof(_ta_heap_t, req) + sizeof(uint64_t);
-  b->heap_req_stride = sizeof(((_ta_heap_t *)0)->req[0]);
   b->requested = _ta_opt.requested ? 1 : 0;
-  b->heap_tag_off = offsetof(_ta_heap_t, tag);
-  b->heap_tnext_off = offsetof(_ta_heap_t, tnext);
+  b->writer = 1;
   size_t off = _ta_align_up(sizeof(_ta_books_t), 64);
   off = _ta_books_put(&b->cmdline_off, off, TA_BOOKS_CMDLINE);
   off = _ta_books_put(&b->names_off, off, (size_t)TA_TAG_SLOTS * (TA_TAG_NAME_MAX + 1));

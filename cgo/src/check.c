@@ -111,7 +111,7 @@ static _ta_cblk_t _ta_check_find(const char *fn, void *p) {
     if (e) c.tag = e->tag;
     pthread_mutex_unlock(&_ta_huge_lock);
   } else {
-    c.tag = c.pg->tag;
+    c.tag = _ta_block_tag(c.pg, p);
   }
   return c;
 }
@@ -206,7 +206,7 @@ static void _ta_check_evict(void *p, size_t usable) {
     if (bad == 8) bad = _ta_first_not(b, 16, usable, TA_POISON_BYTE);
     if (bad < usable) {
       _ta_page_t *pg = _ta_page_of(p);
-      _ta_cblk_t c = {pg->kind == TA_KIND_SMALL ? TA_PTR_SMALL : TA_PTR_LARGE, pg, usable, pg->tag};
+      _ta_cblk_t c = {pg->kind == TA_KIND_SMALL ? TA_PTR_SMALL : TA_PTR_LARGE, pg, usable, _ta_block_tag(pg, p)};
       _ta_fatal("free(%p): write after free: byte %zu of the freed block is 0x%x, expected 0x%x (%zu bytes usable, tag "
                 "\"%s\"; found as it left the quarantine)",
                 p, bad, (unsigned)b[bad], want, c.usable, _ta_check_tag_name(c.tag));
@@ -258,13 +258,14 @@ static void _ta_check_walk_quarantine(uint64_t *bytes, uint64_t *blocks, uint64_
   for (size_t i = 0; i < _ta_quar_n; i++) {
     void *p = _ta_quar[(_ta_quar_head + i) & (TA_QUAR_CAP - 1)].p;
     _ta_page_t *pg = _ta_page_of(p);
-    blocks[pg->tag]--;
+    uint32_t tag = _ta_block_tag(pg, p); /* its entry stays while it is held */
+    blocks[tag]--;
     if (pg->kind == TA_KIND_SMALL) {
-      bytes[pg->tag] -= pg->block_size;
-      if (pg->slop) req[pg->tag] -= _ta_slop_req(pg, p);
+      bytes[tag] -= pg->block_size;
+      if (pg->slop) req[tag] -= _ta_slop_req(pg, p);
     } else {
-      bytes[pg->tag] -= (size_t)pg->npages << TA_PAGE_SHIFT;
-      req[pg->tag] -= pg->requested;
+      bytes[tag] -= (size_t)pg->npages << TA_PAGE_SHIFT;
+      req[tag] -= pg->requested;
     }
   }
   pthread_mutex_unlock(&_ta_quar_lock);
@@ -290,7 +291,7 @@ static void *_ta_check_handout(const char *fn, void *p, size_t req) {
       usable = pg->block_size;
       size_t bad = _ta_chk(TA_CHK_POISON) ? _ta_first_not(p, 16, usable, TA_POISON_BYTE) : usable;
       if (bad < usable) {
-        _ta_cblk_t c = {TA_PTR_SMALL, pg, usable, pg->tag};
+        _ta_cblk_t c = {TA_PTR_SMALL, pg, usable, _ta_block_tag(pg, p)};
         _ta_fatal("%s(%p): write after free: byte %zu of the freed block is 0x%x, expected 0x%x (%zu bytes usable, "
                   "tag \"%s\"; found as it was handed out again)",
                   fn, p, bad, (unsigned)((uint8_t *)p)[bad], (unsigned)TA_POISON_BYTE, c.usable,
@@ -354,8 +355,8 @@ static void _ta_check_free(const char *fn, void *p) {
   _ta_page_t *pg = c.pg;
   /* freed, as far as the books (and stacks) go */
   if (TA_SAMPLED_AT(pg, p)) _ta_sample_free(p);
-  if (c.kind == TA_PTR_SMALL) _ta_count_free(pg->tag, pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
-  else _ta_count_free(pg->tag, c.usable, pg->requested);
+  if (c.kind == TA_PTR_SMALL) _ta_count_free(c.tag, pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
+  else _ta_count_free(c.tag, c.usable, pg->requested);
   uint8_t *b = p;
   if (_ta_chk(TA_CHK_POISON) && (c.kind == TA_PTR_SMALL || _ta_quar_takes(c.usable))) {
     memset(b, TA_POISON_BYTE, 8);
@@ -391,14 +392,13 @@ static void *_ta_check_realloc(const char *fn, void *p, size_t n) {
   uint32_t cur = th ? th->tag : TA_TAG_UNTAGGED;
   if (c.tag != cur) {
     if (!th) th = _ta_thread_self_slow();
-    if (!th) {
+    if (!th || !_ta_use_tag(th, c.tag)) {
       errno = ENOMEM;
       return NULL;
     }
-    _ta_use_tag(th, c.tag);
   }
   void *q = _ta_unchecked_malloc(inner);
-  if (c.tag != cur) _ta_use_tag(th, cur);
+  if (c.tag != cur) (void)_ta_use_tag(th, cur); /* its counters exist: it was current */
   if (!q) return NULL; /* p is untouched */
   _ta_check_handout(fn, q, n);
   memcpy(q, p, old < n ? old : n);

@@ -1,9 +1,12 @@
-/* heap.c: thread heaps. The malloc slow path (find a page with free blocks),
- * returning empty pages, thread start and exit (abandoning pages that still
- * hold live blocks for another thread to adopt), and the metadata allocator
- * for heap structs. */
+/* heap.c: thread heaps, one per thread whatever its tags. The malloc slow
+ * path (find a page with free blocks), returning empty pages, thread start
+ * and exit (abandoning pages that still hold live blocks for another thread
+ * to adopt), and the metadata allocator for heap structs. */
 
-_ta_heap_t _ta_heap_empty = {.dir = {[0 ... TA_NUM_CLASSES - 1] = {.page = &_ta_page_empty}}};
+/* Counters no thread counts into: the empty heap's (its direct pages are
+ * all empty, so no block is ever counted through it). */
+static _ta_ctr_t _ta_ctr_none;
+_ta_heap_t _ta_heap_empty = {.ctr = &_ta_ctr_none, .direct = {[0 ... TA_NUM_CLASSES - 1] = &_ta_page_empty}};
 __thread _ta_tls_t _ta_tls = {.heap = &_ta_heap_empty};
 
 static pthread_mutex_t _ta_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -45,40 +48,14 @@ static void *_ta_meta_alloc(size_t size) {
   return r;
 }
 
-/* ---- slop arrays (TAGALLOC_REQUESTED) ---------------------------------------
- * One entry per block of a small span (_ta_slop_bytes), from power-of-two
- * buckets of 64 B .. 8 KiB with free lists (under _ta_meta_lock); never
- * unmapped. */
-
-#define TA_SLOP_BUCKETS 8
-static void *_ta_slop_free_list[TA_SLOP_BUCKETS];
-
-static unsigned _ta_slop_bucket(size_t bytes) {
-  unsigned b = 0;
-  while (((size_t)64 << b) < bytes) b++;
-  return b;
-}
-
-static void *_ta_slop_alloc(size_t bytes) {
-  unsigned b = _ta_slop_bucket(bytes);
-  if (b >= TA_SLOP_BUCKETS) return NULL;
+/* Private metadata (under _ta_meta_lock): what readers of the books never
+ * follow, such as heap structs. */
+static void *_ta_private_meta_alloc(size_t size) {
+  size = _ta_align_up(size, 64);
   pthread_mutex_lock(&_ta_meta_lock);
-  void *p = _ta_slop_free_list[b];
-  if (p) _ta_slop_free_list[b] = *(void **)p;
+  void *r = _ta_private_alloc_locked(size);
   pthread_mutex_unlock(&_ta_meta_lock);
-  if (p) return p;
-  pthread_mutex_lock(&_ta_meta_lock);
-  p = _ta_private_alloc_locked((size_t)64 << b);
-  pthread_mutex_unlock(&_ta_meta_lock);
-  return p;
-}
-
-static void _ta_slop_free(void *p, size_t bytes) {
-  unsigned b = _ta_slop_bucket(bytes);
-  pthread_mutex_lock(&_ta_meta_lock);
-  *(void **)p = _ta_slop_free_list[b];
-  _ta_slop_free_list[b] = p;
-  pthread_mutex_unlock(&_ta_meta_lock);
+  return r;
 }
 
 /* ---- page queues ------------------------------------------------------------ */
@@ -104,29 +81,7 @@ static void _ta_q_to_front(_ta_pageq_t *q, _ta_page_t *pg) {
  * 512 KiB each), so a thread holds them only while it keeps using them. */
 #define TA_KEEP_EMPTY_MIN_OBJECTS 64
 static inline bool _ta_page_keep_empty(_ta_heap_t *h, _ta_page_t *pg) {
-  return h->dir[pg->sclass].page == pg;
-}
-
-/* ---- the direct page (its biased used count: page.c, TA_USED_BIAS) ---------------- */
-
-/* The direct page of class c stops being one, its used count settled;
- * returns it (NULL if there was none). */
-static inline _ta_page_t *_ta_dir_retire(_ta_heap_t *h, unsigned c) {
-  _ta_page_t *pg = h->dir[c].page;
-  if (pg == &_ta_page_empty) return NULL;
-  h->dir[c].page = &_ta_page_empty;
-  atomic_signal_fence(memory_order_seq_cst); /* no malloc takes from it after the count is read */
-  pg->used += (uint32_t)TA_HOT_LOAD(h->dir[c].nalloc) - TA_USED_BIAS;
-  return pg;
-}
-
-/* pg becomes the direct page of class c, in place of any (a signal
- * handler's malloc may have put one there since the caller retired it). */
-static inline void _ta_dir_install(_ta_heap_t *h, unsigned c, _ta_page_t *pg) {
-  (void)_ta_dir_retire(h, c);
-  pg->used += TA_USED_BIAS - (uint32_t)TA_HOT_LOAD(h->dir[c].nalloc);
-  atomic_signal_fence(memory_order_seq_cst); /* biased before a malloc can take from it */
-  h->dir[c].page = pg;
+  return h->direct[pg->sclass] == pg;
 }
 
 /* Release an empty small span back to the arena. */
@@ -138,7 +93,7 @@ static void _ta_page_release(_ta_heap_t *h, _ta_page_t *pg) {
   } else {
     _ta_q_remove(&h->queue[c], pg);
   }
-  if (h->dir[c].page == pg) h->dir[c].page = &_ta_page_empty;
+  if (h->direct[c] == pg) h->direct[c] = &_ta_page_empty;
   _ta_span_free(pg);
 }
 
@@ -154,7 +109,10 @@ static void _ta_page_unfull(_ta_heap_t *h, _ta_page_t *pg) {
  * list, or became empty. */
 static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg, void *b) {
   if (TA_SAMPLED_AT(pg, b)) _ta_sample_free(b);
-  if (pg->slop) TA_HOT_ADD(h->req[pg->sclass].freq, pg->block_size - _ta_slop_get(pg, _ta_block_index(pg, b)));
+  if (pg->slop) { /* the block's entries stay until it is handed out again */
+    size_t idx = _ta_block_index(pg, b);
+    _ta_count_resize(pg->tags[idx], 0, 0, pg->block_size - _ta_slop_get(pg, idx), 0);
+  }
   if (!_ta_page_keep_empty(h, pg) && pg->used == 0) { /* direct: biased, kept anyway */
     _ta_page_release(h, pg);
     return;
@@ -196,7 +154,6 @@ static _ta_page_t *_ta_adopt(_ta_heap_t *h, unsigned c) {
   pthread_mutex_lock(&_ta_aband_lock);
   int scanned = 0;
   for (_ta_page_t *pg = _ta_aband[c].first; pg && scanned < TA_ADOPT_SCAN; pg = pg->next, scanned++) {
-    if (pg->tag != h->tag) continue; /* a page's blocks all have one tag */
     _ta_page_collect(pg); /* pages on the list belong to the lock holder */
     if (pg->free || pg->capacity < pg->reserved) {
       found = pg;
@@ -214,7 +171,6 @@ static _ta_page_t *_ta_adopt(_ta_heap_t *h, unsigned c) {
  * caches), then frees locally. False if another thread adopted it first. */
 static bool _ta_free_adopting(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
   unsigned c = pg->sclass; /* stable: b is live, so the span is */
-  if (pg->tag != h->tag) return false;
   pthread_mutex_lock(&_ta_aband_lock);
   bool ok = atomic_load_explicit(&pg->heap, memory_order_relaxed) == NULL &&
             atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED;
@@ -253,14 +209,11 @@ static void _ta_heaps_reclaim_abandoned(void) {
 static _ta_page_t *_ta_page_new(_ta_heap_t *h, unsigned c) {
   _ta_page_t *pg = _ta_adopt(h, c);
   if (!pg) {
-    pg = _ta_span_alloc(_ta_classes[c].pages, 1, TA_KIND_SMALL, NULL);
+    size_t n = _ta_classes[c].objects;
+    size_t slop = _ta_opt.requested ? n * (_ta_classes[c].size < 65536 ? sizeof(uint16_t) : sizeof(uint32_t)) : 0;
+    pg = _ta_span_alloc_small(_ta_classes[c].pages, n * sizeof(uint16_t), slop);
     if (!pg) return NULL;
     _ta_page_init_small(pg, c);
-    if (_ta_opt.requested && !(pg->slop = _ta_slop_alloc(_ta_slop_bytes(pg)))) {
-      _ta_span_free(pg);
-      return NULL;
-    }
-    pg->tag = h->tag;
     atomic_store_explicit(&pg->heap, h, memory_order_release);
   }
   if (!pg->free) _ta_page_extend(pg);
@@ -299,7 +252,7 @@ static _ta_page_t *_ta_find_page(_ta_heap_t *h, unsigned c) {
  * have room back, and return empty pages (the direct ones too if asked). */
 static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct) {
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
-    _ta_page_t *direct = _ta_dir_retire(h, c); /* its count settled while we look */
+    _ta_page_t *direct = h->direct[c];
     for (_ta_page_t *pg = h->full[c].first, *next; pg; pg = next) {
       next = pg->next;
       _ta_page_collect(pg);
@@ -308,12 +261,9 @@ static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct) {
     for (_ta_page_t *pg = h->queue[c].first, *next; pg; pg = next) {
       next = pg->next;
       _ta_page_collect(pg);
-      if (pg->used == 0 && (release_direct || pg != direct || pg->reserved < TA_KEEP_EMPTY_MIN_OBJECTS)) {
-        if (pg == direct) direct = NULL;
-        _ta_page_release(h, pg);
-      }
+      if (pg->used == 0 && (release_direct || pg != direct || pg->reserved < TA_KEEP_EMPTY_MIN_OBJECTS))
+        _ta_page_release(h, pg); /* the direct page too: then there is none */
     }
-    if (direct) _ta_dir_install(h, c, direct);
   }
 }
 
@@ -327,7 +277,7 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
       return NULL;
     }
   }
-  (void)_ta_dir_retire(h, c); /* settled: find_page reads and checks used */
+  h->direct[c] = &_ta_page_empty; /* until a page is found (a signal handler's malloc may look meanwhile) */
   if (ta_unlikely((++h->slow_count & 255) == 0)) {
     uint64_t now = _ta_now_ms();
     if (now - h->last_gc_ms >= TA_GC_INTERVAL_MS) {
@@ -352,49 +302,39 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
       return NULL;
     }
   }
-  _ta_dir_install(h, c, pg);
+  h->direct[c] = pg;
   _ta_block_t *b = pg->free;
-  pg->free = b->next;
-  b->key = 0;
-  TA_COUNT_TAKEN(h, c, pg);
-  if (pg->slop) {
-    _ta_slop_set(pg, _ta_block_index(pg, b), pg->block_size - size);
-    TA_HOT_ADD(h->req[c].areq, size);
-  }
-  if (ta_unlikely((h->slow_count & 1023) == 0)) _ta_tag_note_peak(h->tag);
+  _ta_take(h, pg, c, b);
+  if (pg->slop) _ta_take_requested(h, pg, c, b, size);
+  if (ta_unlikely((h->slow_count & 1023) == 0)) _ta_tag_note_peak(h->ctr->tag);
   return b;
 }
 
 /* ---- threads ------------------------------------------------------------------------ */
 
-/* The heap of the calling thread's current tag, made on first use. */
+/* The calling thread's heap, made on its first malloc (NULL without memory). */
 static _ta_heap_t *_ta_heap_init_thread(void) {
   _ta_thread_t *th = _ta_thread_self();
   if (!th) return NULL;
-  uint32_t tag = th->tag;
-  for (_ta_heap_t *h = th->heaps; h; h = h->tnext) {
-    if (h->tag == tag) {
-      _ta_tls_heap = h;
-      return h;
-    }
+  if (th->heap) { /* a thread that took the empty heap back at exit and allocates again */
+    _ta_tls_heap = th->heap;
+    return th->heap;
   }
-  _ta_ctr_t *ctr = _ta_ctr_of(th, tag);
+  _ta_ctr_t *ctr = _ta_ctr_of(th, th->tag);
   if (!ctr) return NULL;
   pthread_mutex_lock(&_ta_heaps_lock);
   _ta_heap_t *h = _ta_heaps_free;
   if (h) _ta_heaps_free = h->hnext;
   pthread_mutex_unlock(&_ta_heaps_lock);
-  if (!h) h = _ta_meta_alloc(sizeof(_ta_heap_t));
+  if (!h) h = _ta_private_meta_alloc(sizeof(_ta_heap_t));
   if (!h) return NULL;
   memset(h, 0, sizeof(*h));
-  for (unsigned c = 0; c < TA_NUM_CLASSES; c++) h->dir[c].page = &_ta_page_empty;
+  for (unsigned c = 0; c < TA_NUM_CLASSES; c++) h->direct[c] = &_ta_page_empty;
   h->last_gc_ms = _ta_now_ms();
-  h->tag = tag;
-  h->thread = th;
   h->ctr = ctr;
-  h->tnext = th->heaps;
-  th->heaps = h;
+  h->thread = th;
   pthread_mutex_lock(&_ta_heaps_lock);
+  th->heap = h;
   h->hnext = _ta_heaps;
   if (_ta_heaps) _ta_heaps->hprev = h;
   _ta_heaps = h;
@@ -404,38 +344,11 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
 }
 
 /* Give up h: empty pages go back to the arena, the rest to the abandoned
- * lists, and the struct to the reuse list. */
-/* Move h's per-class counts into its thread's counters for its tag (byte
- * figures from the class sizes), so they outlive the heap. Under the heaps
- * lock: _ta_tag_sum reads both. */
-static void _ta_heap_fold_counts_locked(_ta_heap_t *h) {
-  uint64_t ab = 0, an = 0, fb = 0, fn = 0, ar = 0, fr = 0;
-  for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
-    (void)_ta_dir_retire(h, c); /* its used count follows nalloc, about to go */
-    ar += TA_HOT_LOAD(h->req[c].areq);
-    fr += TA_HOT_LOAD(h->req[c].freq);
-    TA_HOT_STORE(h->req[c].areq, 0);
-    TA_HOT_STORE(h->req[c].freq, 0);
-    uint64_t a = TA_HOT_LOAD(h->dir[c].nalloc);
-    uint64_t f = TA_HOT_LOAD(h->dir[c].nfree);
-    an += a;
-    fn += f;
-    ab += a * _ta_classes[c].size;
-    fb += f * _ta_classes[c].size;
-    TA_HOT_STORE(h->dir[c].nalloc, 0);
-    TA_HOT_STORE(h->dir[c].nfree, 0);
-  }
-  TA_CTR_ADD(h->ctr->alloc_bytes, ab);
-  TA_CTR_ADD(h->ctr->alloc_blocks, an);
-  TA_CTR_ADD(h->ctr->free_bytes, fb);
-  TA_CTR_ADD(h->ctr->free_blocks, fn);
-  TA_CTR_ADD(h->ctr->alloc_req, ar);
-  TA_CTR_ADD(h->ctr->free_req, fr);
-}
-
+ * lists, and the struct to the reuse list. Its counts are the thread's
+ * (they stay in its record). */
 static void _ta_heap_abandon(_ta_heap_t *h) {
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
-    (void)_ta_dir_retire(h, c);
+    h->direct[c] = &_ta_page_empty;
     _ta_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};
     for (int i = 0; i < 2; i++) {
       while (qs[i]->first) {
@@ -457,7 +370,6 @@ static void _ta_heap_abandon(_ta_heap_t *h) {
     }
   }
   pthread_mutex_lock(&_ta_heaps_lock);
-  _ta_heap_fold_counts_locked(h);
   if (h->hprev) h->hprev->hnext = h->hnext; else _ta_heaps = h->hnext;
   if (h->hnext) h->hnext->hprev = h->hprev;
   h->hprev = NULL;
@@ -466,27 +378,24 @@ static void _ta_heap_abandon(_ta_heap_t *h) {
   pthread_mutex_unlock(&_ta_heaps_lock);
 }
 
-/* pthread key destructor: the thread is exiting. Its heaps are given up
- * (their pages go to the abandoned lists), its record stays with its
+/* pthread key destructor: the thread is exiting. Its heap is given up
+ * (its pages go to the abandoned lists), its record stays with its
  * counts, free for a later thread. */
 static void _ta_thread_done(void *arg) {
   _ta_thread_t *th = arg;
   if (!th) return;
   _ta_tls_heap = &_ta_heap_empty;
   _ta_tls_thread = NULL;
-  /* Each heap leaves the record's list before it is given up, under the
-   * heaps lock (which fork holds): a child forked meanwhile never finds a
-   * heap that is already on the reuse list in a record a new thread of
-   * its may take over (that heap would be used twice). */
-  for (;;) {
-    pthread_mutex_lock(&_ta_heaps_lock);
-    _ta_heap_t *h = th->heaps;
-    if (h) th->heaps = h->tnext;
-    pthread_mutex_unlock(&_ta_heaps_lock);
-    if (!h) break;
-    _ta_tag_note_peak(h->tag);
-    _ta_heap_abandon(h);
-  }
+  /* The heap leaves the record before it is given up, under the heaps
+   * lock (which fork holds): a child forked meanwhile never finds a heap
+   * that is already on the reuse list in a record a new thread of its may
+   * take over (that heap would be used twice). */
+  pthread_mutex_lock(&_ta_heaps_lock);
+  _ta_heap_t *h = th->heap;
+  th->heap = NULL;
+  pthread_mutex_unlock(&_ta_heaps_lock);
+  _ta_tag_note_peak(th->tag);
+  if (h) _ta_heap_abandon(h);
   pthread_mutex_lock(&_ta_threads_lock);
   atomic_store_explicit(&th->live, false, memory_order_relaxed);
   pthread_mutex_unlock(&_ta_threads_lock);
@@ -507,7 +416,7 @@ static void _ta_heap_check(_ta_heap_t *h) {
       }
       if (n != qs[i]->count) _ta_fatal("heap %p: class %u list %d count %zu != %zu", (void *)h, c, i, qs[i]->count, n);
     }
-    _ta_page_t *d = h->dir[c].page;
+    _ta_page_t *d = h->direct[c];
     if (d != &_ta_page_empty && atomic_load(&d->heap) != h) _ta_fatal("heap %p: direct page of class %u not owned", (void *)h, c);
   }
 }

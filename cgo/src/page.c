@@ -9,7 +9,7 @@ _ta_page_t _ta_page_empty; /* free == NULL: every malloc through it is slow */
 static void _ta_page_extend(_ta_page_t *pg) {
   uint32_t bsize = pg->block_size;
   uint32_t n = bsize >= 4096 ? 1 : 4096 / bsize;
-  if (n > pg->reserved - pg->capacity) n = pg->reserved - pg->capacity;
+  if (n > (uint32_t)pg->reserved - pg->capacity) n = (uint32_t)pg->reserved - pg->capacity;
   ta_assert(n > 0);
   uint8_t *first = pg->start + (size_t)pg->capacity * bsize;
   uint8_t *p = first;
@@ -20,32 +20,32 @@ static void _ta_page_extend(_ta_page_t *pg) {
   ((_ta_block_t *)p)->next = pg->free;
   pg->free = (_ta_block_t *)first;
   /* read by other threads validating a pointer they free (_ta_classify) */
-  __atomic_store_n(&pg->capacity, pg->capacity + n, __ATOMIC_RELAXED);
+  __atomic_store_n(&pg->capacity, (uint16_t)(pg->capacity + n), __ATOMIC_RELAXED);
 }
 
-/* ---- the direct page's used count ------------------------------------------------
- * malloc's fast path adds only to dir[c].nalloc, the books' count of the
- * class: the direct page's used count is stored as
- *     used + TA_USED_BIAS - (uint32_t)dir[c].nalloc   (mod 2^32)
- * and so follows every block malloc takes without being written. Free
- * subtracts from the stored value as from any page's. The stored value
- * goes down by one at every malloc and free of the page's blocks; the bias
- * keeps it away from 0, where free takes its slow path: a free meets 0 at
- * most once in 2^31 operations, a needless slow path (an empty direct page
- * is kept anyway, _ta_page_keep_empty). Readers of the books see nothing
- * of this: nalloc is what they read. _ta_dir_install biases a
- * page as it becomes direct; _ta_dir_retire settles it as it stops being
- * (the slow path, the heap walk and abandon retire the direct page before
- * they look at used, and folding a heap's counts before they go); _ta_page_used reads any page's true count. */
-#define TA_USED_BIAS 0x80000000u
+/* The blocks of small span pg handed out and not collected back. */
+static inline uint32_t _ta_page_used(const _ta_page_t *pg) { return pg->used; }
 
-/* The blocks of small span pg handed out and not collected back, whether
- * or not it is a direct page (its owner, or anyone while it is at rest). */
-static inline uint32_t _ta_page_used(const _ta_page_t *pg) {
-  const _ta_heap_t *h = atomic_load_explicit(&pg->heap, memory_order_relaxed);
-  if (h && h->dir[pg->sclass].page == pg)
-    return pg->used - TA_USED_BIAS + (uint32_t)TA_HOT_LOAD(h->dir[pg->sclass].nalloc);
-  return pg->used;
+/* Hand out b, the first free block of pg, a page of class c of h: it gets
+ * the thread's current tag (tags[] first, so a fork or a signal between
+ * the two finds a free block with a fresh entry, never a handed-out block
+ * with a stale one), and the tag's counters count it. Both come from one
+ * load of h->ctr: a tag switch is one store of that pointer. */
+static inline __attribute__((always_inline)) void _ta_take(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b) {
+  _ta_ctr_t *ct = h->ctr;
+  pg->tags[_ta_block_index_of(pg, c, b)] = (uint16_t)ct->tag;
+  atomic_signal_fence(memory_order_seq_cst);
+  pg->free = b->next;
+  b->key = 0;
+  pg->used++;
+  TA_BOOK_ADD(ct->alloc_blocks, 1);
+  TA_BOOK_ADD(ct->alloc_bytes, _ta_classes[c].size);
+}
+
+/* Keep the requested size of b, just taken (TAGALLOC_REQUESTED). */
+static void _ta_take_requested(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b, size_t size) {
+  _ta_slop_set(pg, _ta_block_index_of(pg, c, b), _ta_classes[c].size - size);
+  TA_BOOK_ADD(h->ctr->alloc_req, size);
 }
 
 /* Take the blocks other threads freed into pg (owner only). */
@@ -107,7 +107,6 @@ static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
 /* Set up a fresh small span for class c. */
 static void _ta_page_init_small(_ta_page_t *pg, unsigned c) {
   pg->sclass = (uint8_t)c;
-  pg->nfree_off = (uint16_t)(offsetof(_ta_heap_t, dir) + c * sizeof(_ta_direct_t) + offsetof(_ta_direct_t, nfree));
   pg->block_size = _ta_classes[c].size;
   pg->reserved = (uint16_t)_ta_classes[c].objects;
   pg->capacity = 0;

@@ -84,7 +84,7 @@ static bool _ta_block_of(const void *p, size_t *usable, uint32_t *tag) {
   case TA_PTR_SMALL:
   case TA_PTR_LARGE:
     *usable = _ta_usable(k, pg, mapped);
-    *tag = pg->tag;
+    *tag = _ta_block_tag(pg, p);
     return true;
   case TA_PTR_HUGE: {
     pthread_mutex_lock(&_ta_huge_lock);

@@ -705,7 +705,7 @@ static inline void *_ta_sample_alloc(void *p, size_t req, uint32_t tag) {
  * kept (a huge block's is the thread's). */
 static void _ta_sample_take_at(void *q, size_t req) {
   _ta_page_t *pg = _ta_page_of(q);
-  (void)_ta_sample_take(q, req, pg ? pg->tag : _ta_current_tag());
+  (void)_ta_sample_take(q, req, pg ? _ta_block_tag(pg, q) : _ta_current_tag());
 }
 
 /* RESIZE flags */

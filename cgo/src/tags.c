@@ -1,9 +1,9 @@
-/* tags.c: heap-block tags (DESIGN.md D5). The tag registry (names to ids,
- * lock-free lookups), thread records and their current tag (a thread
- * allocates from the heap of its current tag, so every page belongs to one
- * tag and free finds the tag from the page: O(1), no lock, no hash), the
- * per-thread counters, tag inheritance by threads created inside a tagged
- * region, and the public tag API of tagalloc.h.
+/* tags.c: heap-block tags (DESIGN.md D5, D10). The tag registry (names to
+ * ids, lock-free lookups), thread records and their current tag (malloc
+ * writes it into the block's entry of its span's tag array, and free reads
+ * it back: O(1), no lock, no hash, and no memory per tag but counters), the
+ * per-(thread, tag) counters, tag inheritance by threads created inside a
+ * tagged region, and the public tag API of tagalloc.h.
  *
  * Invariant: for every tag, live bytes = sum over thread records of
  * (alloc_bytes - free_bytes) = sum over the tag's live blocks of their
@@ -130,6 +130,7 @@ static _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag) {
     if (ta_likely(chunk != NULL)) return &chunk[tag % TA_CTR_CHUNK];
     chunk = _ta_meta_alloc(TA_CTR_CHUNK * sizeof(_ta_ctr_t)); /* zeroed: fresh mmap, never reused */
     if (chunk) {
+      for (uint32_t k = 0; k < TA_CTR_CHUNK; k++) chunk[k].tag = tag / TA_CTR_CHUNK * TA_CTR_CHUNK + k;
       atomic_store_explicit(&th->ctr[tag / TA_CTR_CHUNK], chunk, memory_order_release);
       return &chunk[tag % TA_CTR_CHUNK];
     }
@@ -199,15 +200,13 @@ static _ta_thread_t *_ta_thread_self_slow(void) {
     atomic_store_explicit(&_ta_books->threads_head, (uint64_t)(uintptr_t)th, memory_order_release);
     pthread_mutex_unlock(&_ta_threads_lock);
   }
-  if (th->heaps) {
-    /* A record left by a thread that vanished in a fork: its heaps stay
-     * (their pages are freed into remotely) but their counts move into the
-     * record's counters, which readers sum. */
-    pthread_mutex_lock(&_ta_heaps_lock);
-    for (_ta_heap_t *h = th->heaps; h; h = h->tnext) _ta_heap_fold_counts_locked(h);
-    pthread_mutex_unlock(&_ta_heaps_lock);
+  /* A record left by a thread that vanished in a fork keeps its counts;
+   * its heap stays as it was (its pages are freed into remotely). */
+  th->heap = NULL;
+  if (!_ta_ctr_of(th, TA_TAG_UNTAGGED)) { /* the counters of the default tag, always there */
+    atomic_store_explicit(&th->live, false, memory_order_relaxed);
+    return NULL;
   }
-  th->heaps = NULL;
   th->tag = TA_TAG_UNTAGGED;
   th->depth = 0;
   th->last_name = NULL;
@@ -219,13 +218,17 @@ static _ta_thread_t *_ta_thread_self_slow(void) {
 
 /* ---- switching tags ------------------------------------------------------------ */
 
-/* Make tag current on this thread: its heap (if it has one yet; the first
- * malloc makes it) becomes the one malloc uses. */
-static void _ta_use_tag(_ta_thread_t *th, uint32_t tag) {
+/* Make tag current on this thread: its heap's counters become the tag's
+ * (one pointer store, which also says the tag malloc writes into blocks).
+ * False, with the tag unchanged, only if the counters cannot be had (no
+ * memory for a chunk of them). */
+static bool _ta_use_tag(_ta_thread_t *th, uint32_t tag) {
+  _ta_ctr_t *c = _ta_ctr_of(th, tag);
+  if (ta_unlikely(!c)) return false;
   th->tag = tag;
-  _ta_heap_t *h = th->heaps;
-  while (h && h->tag != tag) h = h->tnext;
-  _ta_tls_heap = h ? h : &_ta_heap_empty;
+  _ta_heap_t *h = th->heap;
+  if (h) h->ctr = c;
+  return true;
 }
 
 /* ---- sums -------------------------------------------------------------------------- */
@@ -244,20 +247,6 @@ static _ta_sum_t _ta_tag_sum(uint32_t tag) {
   s.alloc_req = atomic_load_explicit(&f->alloc_req, memory_order_relaxed);
   s.free_req = atomic_load_explicit(&f->free_req, memory_order_relaxed);
   pthread_mutex_lock(&_ta_threads_lock);
-  pthread_mutex_lock(&_ta_heaps_lock);
-  for (_ta_heap_t *h = _ta_heaps; h; h = h->hnext) {
-    if (h->tag != tag) continue;
-    for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
-      uint64_t a = TA_HOT_LOAD(h->dir[c].nalloc);
-      uint64_t f = TA_HOT_LOAD(h->dir[c].nfree);
-      s.alloc_blocks += a;
-      s.alloc_bytes += a * _ta_classes[c].size;
-      s.free_blocks += f;
-      s.free_bytes += f * _ta_classes[c].size;
-      s.alloc_req += TA_HOT_LOAD(h->req[c].areq);
-      s.free_req += TA_HOT_LOAD(h->req[c].freq);
-    }
-  }
   for (_ta_thread_t *t = _ta_threads_first(); t; t = t->next) {
     _ta_ctr_t *chunk = atomic_load_explicit(&t->ctr[tag / TA_CTR_CHUNK], memory_order_acquire);
     if (!chunk) continue;
@@ -269,14 +258,14 @@ static _ta_sum_t _ta_tag_sum(uint32_t tag) {
     s.alloc_req += atomic_load_explicit(&c->alloc_req, memory_order_relaxed);
     s.free_req += atomic_load_explicit(&c->free_req, memory_order_relaxed);
   }
-  pthread_mutex_unlock(&_ta_heaps_lock);
   pthread_mutex_unlock(&_ta_threads_lock);
   return s;
 }
 
 /* Peak live bytes of a tag: the highest live total seen at the points it
- * is looked at, which are every query, every 64th slow path of a heap of
- * that tag (about every 256 KiB it allocates), and thread exit. Between
+ * is looked at, which are every query, every 1024th slow path of a thread
+ * whose current tag it is, and the exit of a thread whose current tag it
+ * is. Between
  * those points a peak can be missed, so it is a lower bound of the true
  * peak, exact for programs that query at their high points. */
 static void _ta_tag_note_peak(uint32_t tag) {
@@ -309,10 +298,8 @@ static uint32_t _ta_tag_id_cached(_ta_thread_t *th, const char *name, size_t n) 
 TA_EXPORT int tagalloc_set_tag(const char *name) {
   _ta_thread_t *th = _ta_tls_thread;
   if (ta_likely(th != NULL && name != NULL && name == th->last_name &&
-                memcmp(_ta_tag_names[th->last_id].name, name, th->last_len + 1) == 0 && th->last_id != TA_TAG_OVERFLOW)) {
-    _ta_use_tag(th, th->last_id);
-    return 0;
-  }
+                memcmp(_ta_tag_names[th->last_id].name, name, th->last_len + 1) == 0 && th->last_id != TA_TAG_OVERFLOW))
+    return _ta_use_tag(th, th->last_id) ? 0 : ENOMEM;
   size_t n = _ta_tag_len(name);
   if (!n) {
     _ta_bad_tag("tagalloc_set_tag", name);
@@ -320,15 +307,14 @@ TA_EXPORT int tagalloc_set_tag(const char *name) {
   }
   if (!th) th = _ta_thread_self();
   if (!th) return ENOMEM;
-  _ta_use_tag(th, _ta_tag_id_cached(th, name, n));
-  return 0;
+  return _ta_use_tag(th, _ta_tag_id_cached(th, name, n)) ? 0 : ENOMEM;
 }
 
 TA_EXPORT void SetHeapBlockTagForThread(const char *tag) { (void)tagalloc_set_tag(tag); }
 
 TA_EXPORT void ClearHeapBlockTagForThread(void) {
   _ta_thread_t *th = _ta_tls_thread;
-  if (th) _ta_use_tag(th, TA_TAG_UNTAGGED);
+  if (th) (void)_ta_use_tag(th, TA_TAG_UNTAGGED); /* chunk 0 exists: the record's first */
 }
 
 TA_EXPORT int tagalloc_push_tag(const char *name) {
@@ -343,8 +329,9 @@ TA_EXPORT int tagalloc_push_tag(const char *name) {
     _ta_warn("tagalloc_push_tag(\"%s\"): tags nested deeper than %u", name, (unsigned)TA_TAG_STACK);
     return EOVERFLOW;
   }
-  th->stack[th->depth++] = th->tag;
-  _ta_use_tag(th, _ta_tag_id_cached(th, name, n));
+  uint32_t prev = th->tag;
+  if (!_ta_use_tag(th, _ta_tag_id_cached(th, name, n))) return ENOMEM;
+  th->stack[th->depth++] = prev;
   return 0;
 }
 
@@ -354,7 +341,7 @@ TA_EXPORT void tagalloc_pop_tag(void) {
     _ta_warn("tagalloc_pop_tag: no tag pushed on this thread");
     return;
   }
-  _ta_use_tag(th, th->stack[--th->depth]);
+  (void)_ta_use_tag(th, th->stack[--th->depth]); /* its counters exist: it was current */
 }
 
 TA_EXPORT int tagalloc_tag_stats(const char *name, tagalloc_tag_stats_t *out) {
@@ -387,7 +374,7 @@ static void *_ta_thread_start(void *p) {
   _ta_start_t s = *(_ta_start_t *)p;
   _ta_free(p);
   _ta_thread_t *th = _ta_thread_self();
-  if (th) _ta_use_tag(th, s.tag);
+  if (th && !_ta_use_tag(th, s.tag)) _ta_warn("a thread could not inherit its creator's tag (no memory for its counters)");
   return s.start(s.arg);
 }
 
@@ -410,9 +397,9 @@ TA_EXPORT int TA_NAME(pthread_create)(pthread_t *t, const pthread_attr_t *attr, 
   /* The hand-over record is ours, not the program's: charge it to the
    * default tag, not to the region's. */
   _ta_thread_t *th = _ta_tls_thread;
-  _ta_use_tag(th, TA_TAG_UNTAGGED);
+  (void)_ta_use_tag(th, TA_TAG_UNTAGGED); /* both tags' counters exist: they were current */
   _ta_start_t *s = _ta_malloc(sizeof(*s));
-  _ta_use_tag(th, tag);
+  (void)_ta_use_tag(th, tag);
   if (!s) return EAGAIN;
   *s = (_ta_start_t){start, arg, tag};
   int rc = real(t, attr, _ta_thread_start, s);
@@ -443,21 +430,21 @@ static void _ta_walk_heap(void) {
       _ta_page_t *h = &a->pages[i];
       size_t np = h->npages ? h->npages : 1;
       if (h->kind == TA_KIND_SMALL) {
-        size_t remote = 0;
-        for (const _ta_block_t *b = (const _ta_block_t *)atomic_load(&h->xthread_free); b; b = b->next) remote++;
-        size_t live = _ta_page_used(h) - remote;
-        _ta_walk_bytes[h->tag] += live * h->block_size;
-        _ta_walk_blocks[h->tag] += live;
-        if (h->slop) { /* requested bytes of the live blocks: carved, on no free list */
-          memset(freed, 0, sizeof freed);
-          const _ta_block_t *lists[2] = {h->free, (const _ta_block_t *)atomic_load(&h->xthread_free)};
-          for (int l = 0; l < 2; l++)
-            for (const _ta_block_t *b = lists[l]; b; b = b->next) {
-              size_t k = _ta_block_index(h, b);
-              freed[k / 8] |= (uint8_t)(1u << (k % 8));
-            }
-          for (size_t k = 0; k < h->capacity; k++)
-            if (!(freed[k / 8] & (1u << (k % 8)))) _ta_walk_req[h->tag] += h->block_size - _ta_slop_get(h, k);
+        /* live: carved and on neither free list; each is its tag's */
+        memset(freed, 0, sizeof freed);
+        const _ta_block_t *lists[2] = {h->free, (const _ta_block_t *)atomic_load(&h->xthread_free)};
+        for (int l = 0; l < 2; l++)
+          for (const _ta_block_t *b = lists[l]; b; b = b->next) {
+            size_t k = _ta_block_index(h, b);
+            freed[k / 8] |= (uint8_t)(1u << (k % 8));
+          }
+        for (size_t k = 0; k < h->capacity; k++) {
+          if (freed[k / 8] & (1u << (k % 8))) continue;
+          uint32_t tag = h->tags[k];
+          if (tag >= TA_TAG_SLOTS) _ta_fatal("page %p: block %zu has tag %u, out of range", h->start, k, tag);
+          _ta_walk_bytes[tag] += h->block_size;
+          _ta_walk_blocks[tag]++;
+          if (h->slop) _ta_walk_req[tag] += h->block_size - _ta_slop_get(h, k);
         }
       } else if (h->kind == TA_KIND_LARGE) {
         _ta_walk_bytes[h->tag] += np << TA_PAGE_SHIFT;

@@ -18,34 +18,43 @@
  *   large     TA_MAX_SMALL < size < huge threshold: a span of whole pages.
  *   huge      size >= huge threshold (32 MiB): its own mmap, recorded in a
  *             hash table (huge.c); realloc uses mremap.
- *   heap      a thread's cache (_ta_heap_t): per class, the page it allocates
- *             from (direct[]), its other pages with free blocks (queue) and
- *             its full pages (full). A thread owns the pages of its heap.
+ *   heap      a thread's cache (_ta_heap_t), one per thread whatever its
+ *             tags: per class, the page it allocates from (direct[]), its
+ *             other pages with free blocks (queue) and its full pages
+ *             (full). A thread owns the pages of its heap.
  *   tag       a name (1..63 bytes) a thread's allocations are charged to
- *             (tags.c). A thread has one heap per tag it allocates under,
- *             so a page's blocks all belong to one tag and free finds the
- *             tag from the page: O(1), no lock, no hash.
- *   books     per tag, exact alloc and free counts of blocks and bytes,
- *             kept per thread (per class in each heap on the fast paths)
- *             in a region that tagalloc run reads (books.c).
+ *             (tags.c). Tags do not segregate memory (DESIGN.md D10): a
+ *             page holds blocks of any tags, and each block's tag id is a
+ *             uint16_t in its span's tag array (_ta_page_t.tags, out of
+ *             line, one entry per block), written by malloc and read by
+ *             free: O(1), no lock, no hash, and a tag costs counters, not
+ *             pages or heaps. Large spans and huge blocks keep one tag.
+ *   books     per (thread, tag), exact alloc and free counts of blocks and
+ *             bytes (_ta_ctr_t), in a region that tagalloc run reads
+ *             (books.c). A tag's figures are sums over threads; a thread
+ *             that frees another's block counts the free in its own
+ *             counters, so one thread's live figure may be negative while
+ *             the sum is exact (as per-CPU counters).
  *
  * The malloc path
- *   1. class c = _ta_class_of(size); page = heap->dir[c].page   (TLS heap)
- *   2. pop page->free; dir[c].nalloc++; return.                (fast path)
- *      The direct page's used count is kept biased (TA_USED_BIAS, heap.c)
- *      so that the books' count is the only one malloc adds to.
+ *   1. class c = _ta_class_of(size); page = heap->direct[c]    (TLS heap)
+ *   2. pop page->free; used++; tags[block index] = heap->tag;
+ *      heap->ctr (the thread's counters of its current tag) += 1 block
+ *      and the class size; return.                             (fast path)
  *   3. otherwise (heap.c) move the cross-thread list into free, carve more blocks, try the class's other pages, rescan full
  *      pages that other threads freed into, adopt an abandoned page, or take
  *      a new span from the arena (arena.c, under the arena lock).
  * The free path
  *   1. page = descriptor of the address (one compare with arena 0's bounds,
  *      one index; head_off for multi-page spans).
- *   2. owner thread: push on page->free (LIFO, so a block freed and
- *      allocated again stays in cache), used--. A page whose used
- *      count drops to 0 goes back to the arena (unless it is the class's
- *      direct page).
- *   3. other thread: lock-free push on page->xthread_free; the owner
- *      collects it on its next slow path.
+ *   2. owner thread: the block's tag from tags[block index]; its counters
+ *      (heap->ctr if it is the current tag, else a look-up) count the
+ *      free; push on page->free (LIFO, so a block freed and allocated
+ *      again stays in cache), used--. A page whose used count drops to 0
+ *      goes back to the arena (unless it is the class's direct page).
+ *   3. other thread: read the tag and count the free as in 2 (before the
+ *      push: after it the block may be reused), then a lock-free push on
+ *      page->xthread_free; the owner collects it on its next slow path.
  *   4. large spans go back to the arena; huge blocks are unmapped.
  *
  * Memory returns to the OS: free spans are "dirty" (resident) until purged
@@ -196,41 +205,38 @@ struct _ta_heap_s;
 
 /* A page descriptor; heads carry the span's state. 128 bytes, so adjacent
  * pages' descriptors never share a cache line. Who writes what:
- *   free, used, capacity, reserved, sclass, block_size,
+ *   free, used, capacity, reserved, sclass, block_size, tags[] entries,
  *   in_full, next/prev (of a span in use): the owning heap's thread.
  *   xthread_free: any thread (lock-free push); the owner takes it whole.
  *   heap: the owner (abandon) or an adopter under _ta_aband_lock.
- *   kind, npages, head_off, flags, dirty links: the arena lock holder, or
- *   the owner for a span it holds.
+ *   kind, npages, head_off, flags, dirty links, the tags and slop arrays
+ *   themselves: the arena lock holder, or the owner for a span it holds.
  * Invariant (small span, at rest): used + |free| + (reserved - capacity)
  *   == reserved, and |xthread_free| <= used (blocks other threads freed
- *   count as used until the owner collects them). */
+ *   count as used until the owner collects them). tags[i] is the tag of
+ *   block i while it is handed out; a free block's entry is stale. */
 typedef struct _ta_page_s {
   /* cache line 1: the owner's fast paths */
   _ta_block_t *free;          /* blocks ready for malloc (the owner frees here) */
-  void *slop;                 /* TAGALLOC_REQUESTED: per block, usable - requested
-                                 (uint16_t if block_size < 64 KiB, else uint32_t) */
+  uint16_t *tags;             /* small: per block, its tag id (reserved entries) */
   _Atomic(struct _ta_heap_s *) heap; /* owner; NULL if free or abandoned */
-  uint32_t used;              /* blocks handed out, not yet collected back; biased
-                                 while it is its heap's direct page (TA_USED_BIAS) */
-  uint32_t capacity;          /* blocks carved so far (others read it atomically) */
+  uint32_t used;              /* blocks handed out, not yet collected back */
   uint32_t block_size;        /* class size (small); 0 for large */
+  uint16_t capacity;          /* blocks carved so far (others read it atomically) */
   uint16_t reserved;          /* blocks that fit in the span */
   uint8_t sclass;             /* size class (small) */
   _Atomic(uint8_t) in_full;   /* 1: on its heap's full list; TA_IN_ABANDONED: on an
                                  abandoned list (read by remote frees) */
-  /* written only under the arena lock (each group in its own 8-byte word,
-   * so reads of them never overlap an owner's writes) */
+  /* written only under the arena lock */
   uint8_t kind;               /* TA_KIND_* */
   uint8_t flags;              /* TA_PF_* (free spans) */
-  uint16_t nfree_off;         /* small: offset of its class's free count in a heap
-                                 (dir[sclass].nfree): free adds there in one step */
-  uint32_t npages;            /* span length in pages (heads) */
   uint32_t head_off;          /* pages back to the head; 0 on a head */
   _Atomic(uint32_t) sampled;  /* not under the lock: a filter of its sampled live
                                  blocks (TA_SAMPLING builds, sample.c); on this
                                  line, so free's fast path reads one */
   uint8_t *start;             /* first byte of the span (heads) */
+  void *slop;                 /* TAGALLOC_REQUESTED: per block, usable - requested
+                                 (uint16_t if block_size < 64 KiB, else uint32_t) */
   /* cache line 2: cross-thread and list bookkeeping */
   _Atomic(uintptr_t) xthread_free; /* blocks freed by other threads */
   struct _ta_page_s *next;    /* heap queue / free-span bin links */
@@ -243,8 +249,9 @@ typedef struct _ta_page_s {
     size_t nsampled;          /* small (TA_SAMPLING): its sampled live blocks
                                  (sample lock) */
   };
-  uint32_t tag;               /* the tag its blocks are charged to */
-  uint32_t arena;             /* index of the arena holding this page (arena lock) */
+  uint32_t npages;            /* span length in pages (heads; arena lock) */
+  uint16_t tag;               /* large: the tag its block is charged to */
+  uint16_t arena;             /* index of the arena holding this page (arena lock) */
 } _ta_page_t;
 
 _Static_assert(sizeof(_ta_page_t) == 128, "page descriptor must be 128 bytes");
@@ -275,26 +282,34 @@ typedef struct _ta_arena_s {
 #define TA_TAG_STACK 32                  /* nesting depth of tagalloc_push_tag */
 
 /* The books of one tag as one thread saw them: monotone counts, written by
- * that thread only (relaxed stores, no read-modify-write), read by anyone.
- * live = alloc - free, summed over every thread that ever ran. */
+ * that thread only (TA_CTR_ADD: one add, no read-modify-write of another
+ * thread's), read by anyone. A thread counts the blocks it allocates
+ * under the tag and the blocks of the tag it frees, whoever allocated
+ * them, so live = alloc - free holds for the sum over every thread that
+ * ever ran, not for each thread. */
 typedef struct _ta_ctr_s {
   _Atomic(uint64_t) alloc_bytes, alloc_blocks; /* usable bytes */
   _Atomic(uint64_t) free_bytes, free_blocks;
   _Atomic(uint64_t) alloc_req, free_req;       /* requested bytes */
+  uint32_t tag;                                /* the tag these count (set once) */
+  uint32_t pad_;
+  uint64_t spare_;                             /* one cache line each */
 } _ta_ctr_t;
+_Static_assert(sizeof(_ta_ctr_t) == 64, "a counter set is one cache line");
 
 #define TA_CTR_CHUNK 64
 #define TA_CTR_CHUNKS ((TA_TAG_SLOTS + TA_CTR_CHUNK - 1) / TA_CTR_CHUNK)
 
 struct _ta_heap_s;
 
-/* A thread's record: its heaps (one per tag it allocated under), its
- * current tag and the tag stack, and its counters (chunks of 64 tags,
- * allocated on first use). Records are never unmapped; an exited thread's
- * record keeps its counts and is reused by a later thread. */
+/* A thread's record: its heap, its current tag and the tag stack, and its
+ * counters (chunks of 64 tags, allocated on first use: a thread that uses
+ * 3 tags has 1 to 3 chunks, whatever the number of tags the program has).
+ * Records are never unmapped; an exited thread's record keeps its counts
+ * and is reused by a later thread. */
 typedef struct _ta_thread_s {
   _Atomic(_ta_ctr_t *) ctr[TA_CTR_CHUNKS];
-  struct _ta_heap_s *heaps;   /* linked by tnext */
+  struct _ta_heap_s *heap;    /* NULL until its first malloc */
   uint32_t tag;               /* current tag */
   uint32_t depth;             /* tag stack depth */
   uint32_t stack[TA_TAG_STACK];
@@ -308,19 +323,14 @@ typedef struct _ta_thread_s {
 
 /* ---- heaps ---------------------------------------------------------------- */
 
-/* Per class: the page malloc takes from, and the blocks of the class this
- * heap handed out and took back (by the owner; frees by other threads go
- * to their own counters), side by side so the fast paths touch one line.
- * Bytes are count * class size. Written by the owner, read by _ta_tag_sum
- * and the books' readers; folded into the heap's ctr when the heap goes. */
-typedef struct _ta_direct_s {
-  _ta_page_t *page; /* never NULL: &_ta_page_empty at worst */
-  uint64_t nalloc;  /* TA_HOT_ADD by the owner, TA_HOT_LOAD by readers */
-  uint64_t nfree;
-} _ta_direct_t;
-
+/* A thread's heap: one per thread, whatever the number of tags. Its first
+ * line is what the fast paths read: the current tag and its counters, and
+ * the direct pages. Heaps live in private metadata (the books hold no
+ * heap: every count is in the thread's counters). */
 typedef struct _ta_heap_s {
-  _ta_direct_t dir[TA_NUM_CLASSES];
+  _ta_ctr_t *ctr;           /* the thread's counters of its current tag, never
+                               NULL; ctr->tag is the tag its mallocs get */
+  _ta_page_t *direct[TA_NUM_CLASSES]; /* never NULL: &_ta_page_empty at worst */
   _ta_pageq_t queue[TA_NUM_CLASSES];  /* pages with free blocks (or maybe) */
   _ta_pageq_t full[TA_NUM_CLASSES];   /* pages with none, at last look */
   _Atomic(uint8_t) xfull[TA_NUM_CLASSES]; /* a remote free hit a full page */
@@ -328,15 +338,7 @@ typedef struct _ta_heap_s {
   uint64_t last_gc_ms;      /* last walk that returned empty pages */
   struct _ta_heap_s *hnext; /* list of live heaps (_ta_heaps_lock) */
   struct _ta_heap_s *hprev;
-  /* requested bytes of the blocks counted in dir (TAGALLOC_REQUESTED only,
-   * so out of the fast paths' lines) */
-  struct {
-    uint64_t areq, freq;
-  } req[TA_NUM_CLASSES];
-  uint32_t tag;             /* every page of this heap is charged to it */
   _ta_thread_t *thread;     /* owner */
-  _ta_ctr_t *ctr;           /* owner's counters for tag */
-  struct _ta_heap_s *tnext; /* owner's other heaps */
 } _ta_heap_t;
 
 /* ---- options (one table, parsed once: options.c) -------------------------- */
@@ -389,28 +391,15 @@ extern __thread _ta_thread_t *_ta_tls_thread;
   atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), memory_order_relaxed)
 #endif
 
-/* The fast paths' per-class counts: one plain increment (a single add to
- * memory on x86; readers load the aligned word whole, relaxed). Under the
- * thread sanitizer, relaxed atomics instead, so it can check the rest. */
+/* The fast paths' counts: TA_CTR_ADD on the thread's own counters. The
+ * no-counts build measures what they cost (bench: tagalloc-nocounts): it
+ * tags every block but keeps no count (never for use). */
 #if defined(TA_MEASURE_NO_COUNTS)
-/* Measurement only (never for use): the fast paths without their counts,
- * to measure what the books cost (bench: tagalloc-nocounts). */
-#define TA_HOT_ADD(field, n) ((void)&(field), (void)(n))
-#elif defined(__SANITIZE_THREAD__)
-#define TA_HOT_ADD(field, n) __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (n), __ATOMIC_RELAXED)
+#define TA_BOOK_ADD(field, n) ((void)&(field), (void)(n))
 #else
-#define TA_HOT_ADD(field, n) ((field) += (n))
+#define TA_BOOK_ADD(field, n) TA_CTR_ADD(field, n)
 #endif
 #define TA_HOT_LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
-
-/* A block taken from pg, heap h's direct page of class c: the books count
- * it, and pg's used count follows that count (page.c, TA_USED_BIAS). The
- * no-counts build, which has no count to follow, counts it in used. */
-#if defined(TA_MEASURE_NO_COUNTS)
-#define TA_COUNT_TAKEN(h, c, pg) ((void)(h), (void)(c), (pg)->used++)
-#else
-#define TA_COUNT_TAKEN(h, c, pg) TA_HOT_ADD((h)->dir[c].nalloc, 1)
-#endif
 #define TA_HOT_STORE(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
 
 /* ---- layer entry points ------------------------------------------------------ */
@@ -438,8 +427,7 @@ static _ta_page_t *_ta_page_of_slow(const void *p);
 
 /* page.c / heap.c */
 static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size);
-static void *_ta_slop_alloc(size_t bytes);
-static void _ta_slop_free(void *p, size_t bytes);
+static _ta_page_t *_ta_span_alloc_small(size_t npages, size_t tag_bytes, size_t slop_bytes);
 
 /* Slop entries: 16 bits hold any slop of a block under 64 KiB (even of a
  * zero-byte request); bigger blocks (a few per span) take 32. */
@@ -458,7 +446,7 @@ static _ta_ctr_t *_ta_ctr_self(uint32_t tag);
 static _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag);
 static _ta_thread_t *_ta_thread_self_slow(void);
 static void _ta_count_alloc(uint32_t tag, size_t bytes, size_t req);
-static void _ta_heap_fold_counts_locked(_ta_heap_t *h);
+static bool _ta_use_tag(_ta_thread_t *th, uint32_t tag);
 
 /* The calling thread's record, made on first use (NULL only without memory). */
 static inline _ta_thread_t *_ta_thread_self(void) {
@@ -514,10 +502,16 @@ static inline _ta_page_t *_ta_page_of(const void *p) {
   return _ta_page_of_slow(p);
 }
 
-/* Index of the block holding p within a small span. */
-static inline size_t _ta_block_index(const _ta_page_t *pg, const void *p) {
+/* Index of the block holding p within a small span of class c. */
+static inline size_t _ta_block_index_of(const _ta_page_t *pg, unsigned c, const void *p) {
   uint64_t off = (uint64_t)((const uint8_t *)p - pg->start);
-  return (size_t)((off * _ta_classes[pg->sclass].magic) >> TA_MAGIC_SHIFT);
+  return (size_t)((off * _ta_classes[c].magic) >> TA_MAGIC_SHIFT);
+}
+static inline size_t _ta_block_index(const _ta_page_t *pg, const void *p) { return _ta_block_index_of(pg, pg->sclass, p); }
+
+/* The tag of the live block p of span pg (small or large). */
+static inline uint32_t _ta_block_tag(const _ta_page_t *pg, const void *p) {
+  return pg->kind == TA_KIND_SMALL ? pg->tags[_ta_block_index(pg, p)] : pg->tag;
 }
 
 static inline size_t _ta_slop_bytes(const _ta_page_t *pg) {
