@@ -47,7 +47,7 @@ var knownLibs = map[string][]string{
 // TagallocLibrary finds tagalloc's library; a variable so tests can stub it.
 var TagallocLibrary = cgo.Library
 
-// NoCounts is tagalloc built without its books' per-class counts in the
+// NoCounts is tagalloc built without its books' per-tag counts in the
 // fast paths (-DTA_MEASURE_NO_COUNTS): a measurement-only build, so the
 // table can show what exact per-tag books cost (tagalloc/tagalloc-nocounts).
 const NoCounts = "tagalloc-nocounts"

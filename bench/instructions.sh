@@ -3,7 +3,7 @@
 #
 # Runs the workloads' quick inputs once each under callgrind, with tagalloc
 # and with tagalloc-nocounts (the same allocator built without the books'
-# per-class counts, -DTA_MEASURE_NO_COUNTS), and prints each count and
+# per-tag counts (it still writes each block's tag), -DTA_MEASURE_NO_COUNTS), and prints each count and
 # their ratio. Instruction counts do not depend on the machine's load, so
 # this resolves the 3% target (issue 3) where wall time on a shared
 # 2-core machine cannot; allocbench -alloc tagalloc,tagalloc-nocounts gives
