@@ -23,7 +23,7 @@
  *             other pages with free blocks (queue) and its full pages
  *             (full). A thread owns the pages of its heap.
  *   tag       a name (1..63 bytes) a thread's allocations are charged to
- *             (tags.c). Tags do not segregate memory (DESIGN.md D10): a
+ *             (tags.c). Tags do not segregate memory: a
  *             page holds blocks of any tags, and each block's tag id is a
  *             uint16_t in its span's tag array (_ta_page_t.tags, out of
  *             line, one entry per block), written by malloc and read by

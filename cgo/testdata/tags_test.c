@@ -353,7 +353,7 @@ static void *books_worker(void *arg) {
   return keep;                                  /* the rest later, elsewhere */
 }
 
-/* Many tags on many threads (DESIGN.md D10): each of MT_THREADS threads
+/* Many tags on many threads: each of MT_THREADS threads
  * allocates blocks of five sizes under each of MT_TAGS tags in turn; half
  * are freed by another thread, the rest by their own after every thread
  * allocated, and the allocating threads exit with blocks still live (their
