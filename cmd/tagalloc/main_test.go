@@ -958,3 +958,63 @@ func TestRunStacksChildOfRinglessParent(t *testing.T) {
 	// about 32 samples: a loose bound, many standard deviations wide
 	require.InDelta(t, float64(exact), est, 0.7*float64(exact), "estimate of the child's 8 MB")
 }
+
+// The live page shows a tag name the program chose as text, never as
+// markup: a program that names a tag with HTML must not put elements (or
+// script) into the viewer's page.
+func TestServePageHostileTagName(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("chromium is not installed (.ci/run installs it)")
+		}
+		t.Skip("no chromium")
+	}
+	dir := t.TempDir()
+	src, prog := filepath.Join(dir, "hostile.c"), filepath.Join(dir, "hostile")
+	require.NoError(t, os.WriteFile(src, []byte(`#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+extern void SetHeapBlockTagForThread(const char *) __attribute__((weak));
+int main(void) {
+  if (SetHeapBlockTagForThread) SetHeapBlockTagForThread("<b id=\"pwn\">x</b>");
+  char *p = malloc(1 << 20);
+  memset(p, 1, 1 << 20);
+  while (getchar() != EOF) {}
+  return p[5] == 1 ? 0 : 1;
+}
+`), 0o644))
+	b, err := exec.Command("cc", "-O1", "-fno-builtin", "-o", prog, src).CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	bin, err := tagallocBin()
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "run", "-q", "--serve", "127.0.0.1:0", "--", prog)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	var addr string
+	acc, buf := "", make([]byte, 4096)
+	for addr == "" {
+		n, err := stderr.Read(buf)
+		require.NoError(t, err, acc)
+		acc += string(buf[:n])
+		if i := strings.Index(acc, "serving on http://"); i >= 0 && strings.Contains(acc[i:], "/\n") {
+			addr = strings.TrimSuffix(strings.Fields(acc[i:])[2], "/")
+		}
+	}
+	var hist string
+	for i := 0; i < 100 && !strings.Contains(hist, "pwn"); i++ {
+		time.Sleep(50 * time.Millisecond) // sampled every second
+		hist = string(get(t, addr+"/api/history"))
+	}
+	require.Contains(t, hist, "pwn")
+	out, err := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--virtual-time-budget=3000", "--dump-dom", addr+"/").Output()
+	require.NoError(t, err)
+	dom := string(out)
+	require.Contains(t, dom, `&lt;b id="pwn"&gt;x&lt;/b&gt;`, "the tag's name is in the table, as text")
+	require.NotContains(t, dom, `<b id="pwn">`, "the tag's name became markup")
+}

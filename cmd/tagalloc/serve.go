@@ -232,7 +232,7 @@ function human(b) { const u = ["B","KiB","MiB","GiB","TiB"]; let i = 0; while (b
 async function refresh() {
   const h = await (await fetch("/api/history")).json();
   const svg = document.getElementById("chart"), W = 900, H = 300;
-  svg.innerHTML = "";
+  svg.replaceChildren();
   if (!h.length) return;
   const keys = [...new Set(h.flatMap(p => Object.keys(p.live)))];
   const max = Math.max(1, ...h.flatMap(p => Object.values(p.live)));
@@ -244,7 +244,15 @@ async function refresh() {
     svg.appendChild(pl);
   });
   const last = h[h.length - 1].live, body = document.querySelector("#tags tbody");
-  body.innerHTML = [...keys].sort((a, b) => (last[b] || 0) - (last[a] || 0)).map((k, i) => "<tr><td style='color:" + colors[keys.indexOf(k) % colors.length] + "'>" + k + "</td><td>" + human(last[k] || 0) + "</td></tr>").join("");
+  // Tag names come from the measured program: they are text, never markup.
+  body.replaceChildren(...[...keys].sort((a, b) => (last[b] || 0) - (last[a] || 0)).map(k => {
+    const tr = document.createElement("tr"), name = document.createElement("td"), live = document.createElement("td");
+    name.style.color = colors[keys.indexOf(k) % colors.length];
+    name.textContent = k;
+    live.textContent = human(last[k] || 0);
+    tr.append(name, live);
+    return tr;
+  }));
 }
 refresh(); setInterval(refresh, 1000);
 </script></body></html>
