@@ -38,25 +38,19 @@ static void *_ta_private_alloc_locked(size_t size) {
   return r;
 }
 
-/* Bump-allocate internal metadata (never freed, only reused by type). */
-static void *_ta_meta_alloc(size_t size) {
+/* Bump-allocate internal metadata, never freed (only reused by type): in
+ * the books region if readers must see it (records, counters; private
+ * memory when the region is full), else private (heap structs). NULL if
+ * no memory. */
+static void *_ta_meta_alloc_in(size_t size, bool books) {
   size = _ta_align_up(size, 64);
   pthread_mutex_lock(&_ta_meta_lock);
-  void *r = _ta_books_alloc_locked(size); /* records readers must see: in the books */
+  void *r = books ? _ta_books_alloc_locked(size) : NULL;
   if (!r) r = _ta_private_alloc_locked(size);
   pthread_mutex_unlock(&_ta_meta_lock);
   return r;
 }
-
-/* Private metadata (under _ta_meta_lock): what readers of the books never
- * follow, such as heap structs. */
-static void *_ta_private_meta_alloc(size_t size) {
-  size = _ta_align_up(size, 64);
-  pthread_mutex_lock(&_ta_meta_lock);
-  void *r = _ta_private_alloc_locked(size);
-  pthread_mutex_unlock(&_ta_meta_lock);
-  return r;
-}
+static void *_ta_meta_alloc(size_t size) { return _ta_meta_alloc_in(size, true); }
 
 /* ---- page queues ------------------------------------------------------------ */
 
@@ -316,7 +310,7 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
 static _ta_heap_t *_ta_heap_init_thread(void) {
   _ta_thread_t *th = _ta_thread_self();
   if (!th) return NULL;
-  if (th->heap) { /* a thread that took the empty heap back at exit and allocates again */
+  if (th->heap) { /* a signal handler's malloc, while this function ran for its thread */
     _ta_tls_heap = th->heap;
     return th->heap;
   }
@@ -326,7 +320,7 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
   _ta_heap_t *h = _ta_heaps_free;
   if (h) _ta_heaps_free = h->hnext;
   pthread_mutex_unlock(&_ta_heaps_lock);
-  if (!h) h = _ta_private_meta_alloc(sizeof(_ta_heap_t));
+  if (!h) h = _ta_meta_alloc_in(sizeof(_ta_heap_t), false);
   if (!h) return NULL;
   memset(h, 0, sizeof(*h));
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) h->direct[c] = &_ta_page_empty;

@@ -23,9 +23,6 @@ static void _ta_page_extend(_ta_page_t *pg) {
   __atomic_store_n(&pg->capacity, (uint16_t)(pg->capacity + n), __ATOMIC_RELAXED);
 }
 
-/* The blocks of small span pg handed out and not collected back. */
-static inline uint32_t _ta_page_used(const _ta_page_t *pg) { return pg->used; }
-
 /* Hand out b, the first free block of pg, a page of class c of h: it gets
  * the thread's current tag (tags[] first, so a fork or a signal between
  * the two finds a free block with a fresh entry, never a handed-out block
@@ -129,7 +126,7 @@ static void _ta_page_check(const _ta_page_t *pg) {
     }
   }
   /* blocks freed by other threads are still counted in used until collected */
-  uint32_t used = _ta_page_used(pg);
+  uint32_t used = pg->used;
   if (used + counts[0] + (pg->reserved - pg->capacity) != pg->reserved)
     _ta_fatal("page %p: used %u + free %zu + uncarved %u != reserved %u", pg->start, used, counts[0],
               (unsigned)(pg->reserved - pg->capacity), pg->reserved);

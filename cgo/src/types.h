@@ -399,8 +399,6 @@ extern __thread _ta_thread_t *_ta_tls_thread;
 #else
 #define TA_BOOK_ADD(field, n) TA_CTR_ADD(field, n)
 #endif
-#define TA_HOT_LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
-#define TA_HOT_STORE(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
 
 /* ---- layer entry points ------------------------------------------------------ */
 
