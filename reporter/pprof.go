@@ -8,107 +8,188 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"github.com/google/pprof/profile"
 )
 
-// Profile builds a pprof heap profile of process p's stacks: sample
-// values alloc_objects, alloc_space, inuse_objects, inuse_space (the
-// usual heap profile), one sample per record, labelled with its tag and
-// library (so -tagfocus=tag=NAME works).
+// Sample types of the profiles, in the order Go's heap profiles use.
+const (
+	AllocSpace = "alloc_space"
+	InuseSpace = "inuse_space"
+)
+
+// Profile builds a pprof heap profile of process p's stacks (see
+// Report.Profile).
 func (p Process) Profile() (*profile.Profile, error) {
-	st := p.Stacks
-	if st == nil {
+	if p.Stacks == nil {
 		return nil, errors.New("no stacks in this process's report (tagalloc run --stacks sampled)")
 	}
-	prof := &profile.Profile{
-		SampleType: []*profile.ValueType{
-			{Type: "alloc_objects", Unit: "count"}, {Type: "alloc_space", Unit: "bytes"},
-			{Type: "inuse_objects", Unit: "count"}, {Type: "inuse_space", Unit: "bytes"},
+	b := newPprofBuilder()
+	b.add(p)
+	return b.finish()
+}
+
+// Profile builds a pprof heap profile of the stacks of the process pid,
+// or of every process with stacks merged if pid is 0. Sample values are
+// alloc_objects, alloc_space, inuse_objects, inuse_space (Go's heap
+// profile); one sample per record, labelled with its tag and library
+// (-tagfocus=tag=NAME) and with the number label pid (-tagfocus=pid=N).
+// The default sample type is inuse_space, or alloc_space when nothing
+// sampled is live (a program that freed everything before it ended).
+func (r *Report) Profile(pid int) (*profile.Profile, error) {
+	b := newPprofBuilder()
+	for _, p := range r.Processes {
+		if p.Stacks != nil && (pid == 0 || p.PID == pid) {
+			b.add(p)
+		}
+	}
+	if b.processes == 0 {
+		return nil, r.noStacks(pid)
+	}
+	return b.finish()
+}
+
+// noStacks says why the report has no profile for pid (0: for any process).
+func (r *Report) noStacks(pid int) error {
+	if pid == 0 {
+		return errors.New("no stacks in this report: run with tagalloc run --stacks sampled (or full)")
+	}
+	for _, p := range r.Processes {
+		if p.PID == pid {
+			return fmt.Errorf("process %d has no stacks in this report", pid)
+		}
+	}
+	return fmt.Errorf("no process %d in this report", pid)
+}
+
+// WritePprof writes Profile(pid) as pprof's gzipped protobuf.
+func (r *Report) WritePprof(w io.Writer, pid int) error {
+	prof, err := r.Profile(pid)
+	if err != nil {
+		return err
+	}
+	return prof.Write(w)
+}
+
+// pprofBuilder assembles one profile from the records of one or more
+// processes, sharing mappings and functions between them.
+type pprofBuilder struct {
+	prof      *profile.Profile
+	mappings  map[Mapping]*profile.Mapping
+	funcs     map[[2]string]*profile.Function // name, file
+	locs      map[[2]uint64]*profile.Location // pid, pc
+	live      bool                            // some sample has live bytes
+	processes int                             // added
+}
+
+func newPprofBuilder() *pprofBuilder {
+	return &pprofBuilder{
+		prof: &profile.Profile{
+			SampleType: []*profile.ValueType{
+				{Type: "alloc_objects", Unit: "count"}, {Type: AllocSpace, Unit: "bytes"},
+				{Type: "inuse_objects", Unit: "count"}, {Type: InuseSpace, Unit: "bytes"},
+			},
+			PeriodType: &profile.ValueType{Type: "space", Unit: "bytes"},
 		},
-		DefaultSampleType: "inuse_space",
-		PeriodType:        &profile.ValueType{Type: "space", Unit: "bytes"},
-		Period:            int64(st.SampleRate),
-		Comments:          []string{fmt.Sprintf("tagalloc: process %d (%s), stacks %s", p.PID, strings.Join(p.Command, " "), st.Mode)},
+		mappings: map[Mapping]*profile.Mapping{},
+		funcs:    map[[2]string]*profile.Function{},
+		locs:     map[[2]uint64]*profile.Location{},
 	}
-	mappings := map[string]*profile.Mapping{}
-	funcs := map[string]*profile.Function{}
-	locs := map[uint64]*profile.Location{}
-	mappingOf := func(module string) *profile.Mapping {
-		if module == "" {
-			return nil
-		}
-		m := mappings[module]
-		if m == nil {
-			m = &profile.Mapping{ID: uint64(len(prof.Mapping) + 1), File: module, HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
-			mappings[module] = m
-			prof.Mapping = append(prof.Mapping, m)
-		}
-		return m
+}
+
+// add adds process p's records (p.Stacks is not nil).
+func (b *pprofBuilder) add(p Process) {
+	st := p.Stacks
+	b.processes++
+	if b.prof.Period == 0 {
+		b.prof.Period = int64(st.SampleRate) // pprof has one period; each process's is in its comment
 	}
-	// locationOf makes the location of one address from its frames
-	// (several where calls were inlined: pprof's lines, innermost first).
-	locationOf := func(fr []Frame) *profile.Location {
-		f := fr[0]
-		if l := locs[f.PC]; l != nil {
-			return l
-		}
-		l := &profile.Location{ID: uint64(len(prof.Location) + 1), Address: f.PC, Mapping: mappingOf(f.Module)}
-		for _, f := range fr {
-			name := f.Function
-			if name == "" {
-				name = fmt.Sprintf("%s+0x%x", f.Module, f.Offset)
-			}
-			key := name + "\x00" + f.File
-			fn := funcs[key]
-			if fn == nil {
-				fn = &profile.Function{ID: uint64(len(prof.Function) + 1), Name: name, SystemName: name, Filename: f.File}
-				funcs[key] = fn
-				prof.Function = append(prof.Function, fn)
-			}
-			l.Line = append(l.Line, profile.Line{Function: fn, Line: int64(f.Line)})
-		}
-		locs[f.PC] = l
-		prof.Location = append(prof.Location, l)
-		return l
-	}
+	b.prof.Comments = append(b.prof.Comments, fmt.Sprintf("tagalloc: process %d (%s), stacks %s, one sample in %d bytes",
+		p.PID, strings.Join(p.Command, " "), st.Mode, st.SampleRate))
 	for _, r := range st.Records {
 		s := &profile.Sample{
-			Value: []int64{int64(r.AllocBlocks), int64(r.AllocBytes), int64(r.LiveBlocks), int64(r.LiveBytes)},
-			Label: map[string][]string{"tag": {r.Tag}, "library": {r.Library}},
+			Value:    []int64{int64(r.AllocBlocks), int64(r.AllocBytes), int64(r.LiveBlocks), int64(r.LiveBytes)},
+			Label:    map[string][]string{"tag": {r.Tag}, "library": {r.Library}},
+			NumLabel: map[string][]int64{"pid": {int64(p.PID)}},
 		}
+		b.live = b.live || r.LiveBytes > 0
 		for i := 0; i < len(r.Frames); {
 			j := i + 1 // the frames of one address: inlined calls, then their function
 			for r.Frames[j-1].Inlined && j < len(r.Frames) && r.Frames[j].PC == r.Frames[i].PC {
 				j++
 			}
-			s.Location = append(s.Location, locationOf(r.Frames[i:j]))
+			s.Location = append(s.Location, b.location(p.PID, st.Mappings, r.Frames[i:j]))
 			i = j
 		}
-		prof.Sample = append(prof.Sample, s)
+		b.prof.Sample = append(b.prof.Sample, s)
 	}
-	if err := prof.CheckValid(); err != nil {
-		return nil, fmt.Errorf("building the pprof profile: %w", err)
-	}
-	return prof, nil
 }
 
-// WritePprof writes the pprof profile (gzipped protobuf) of the report's
-// process with stacks: the one given by pid, or the first if pid is 0.
-func (r *Report) WritePprof(w io.Writer, pid int) error {
-	for _, p := range r.Processes {
-		if p.Stacks == nil || (pid != 0 && p.PID != pid) {
-			continue
-		}
-		prof, err := p.Profile()
-		if err != nil {
-			return err
-		}
-		return prof.Write(w)
+// location makes the location of one address of process pid from its
+// frames (several where calls were inlined: pprof's lines, innermost
+// first).
+func (b *pprofBuilder) location(pid int, maps []Mapping, fr []Frame) *profile.Location {
+	key := [2]uint64{uint64(pid), fr[0].PC}
+	if l := b.locs[key]; l != nil {
+		return l
 	}
-	if pid != 0 {
-		return fmt.Errorf("no process %d with stacks in this report", pid)
+	l := &profile.Location{ID: uint64(len(b.prof.Location) + 1), Address: fr[0].PC, Mapping: b.mapping(maps, fr[0])}
+	for _, f := range fr {
+		name := f.Function
+		if name == "" {
+			name = fmt.Sprintf("%s+0x%x", f.Module, f.Offset)
+		}
+		l.Line = append(l.Line, profile.Line{Function: b.function(name, f.File), Line: int64(f.Line)})
 	}
-	return errors.New("no stacks in this report: run with tagalloc run --stacks sampled (or full)")
+	b.locs[key] = l
+	b.prof.Location = append(b.prof.Location, l)
+	return l
+}
+
+// mapping is the mapping of f's address: the one of maps that holds it,
+// or (a report without mappings) one named by f's module alone.
+func (b *pprofBuilder) mapping(maps []Mapping, f Frame) *profile.Mapping {
+	i := sort.Search(len(maps), func(i int) bool { return maps[i].End > f.PC })
+	var key Mapping
+	switch {
+	case i < len(maps) && maps[i].Start <= f.PC:
+		key = maps[i]
+	case f.Module != "":
+		key = Mapping{Path: f.Module}
+	default:
+		return nil
+	}
+	m := b.mappings[key]
+	if m == nil {
+		m = &profile.Mapping{ID: uint64(len(b.prof.Mapping) + 1), File: key.Path, Start: key.Start, Limit: key.End,
+			Offset: key.Offset, BuildID: key.BuildID, HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
+		b.mappings[key] = m
+		b.prof.Mapping = append(b.prof.Mapping, m)
+	}
+	return m
+}
+
+func (b *pprofBuilder) function(name, file string) *profile.Function {
+	key := [2]string{name, file}
+	fn := b.funcs[key]
+	if fn == nil {
+		fn = &profile.Function{ID: uint64(len(b.prof.Function) + 1), Name: name, SystemName: name, Filename: file}
+		b.funcs[key] = fn
+		b.prof.Function = append(b.prof.Function, fn)
+	}
+	return fn
+}
+
+// finish picks the default sample type and checks the profile.
+func (b *pprofBuilder) finish() (*profile.Profile, error) {
+	b.prof.DefaultSampleType = InuseSpace
+	if !b.live {
+		b.prof.DefaultSampleType = AllocSpace
+	}
+	if err := b.prof.CheckValid(); err != nil {
+		return nil, fmt.Errorf("building the pprof profile: %w", err)
+	}
+	return b.prof, nil
 }

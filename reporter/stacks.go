@@ -40,6 +40,20 @@ type Stacks struct {
 	// DarkMatter sorts the live sampled blocks by what memory reporters
 	// said of them (tagalloc_report_block); nil if they never ran.
 	DarkMatter *DarkMatter `json:"dark_matter,omitempty"`
+	// Mappings are the executable mappings the frames' addresses fall in
+	// (pprof's mappings: tagalloc report --format pprof); absent from
+	// reports made before they were kept.
+	Mappings []Mapping `json:"mappings,omitempty"`
+}
+
+// Mapping is one mapped object file: addresses [start, end) hold the
+// file's bytes from offset on.
+type Mapping struct {
+	Path    string `json:"path"`
+	Start   uint64 `json:"start"`
+	End     uint64 `json:"end"`
+	Offset  uint64 `json:"offset"`
+	BuildID string `json:"build_id,omitempty"` // hex
 }
 
 // History describes the profile's event history, a byte-limited chain of
@@ -112,7 +126,7 @@ type Frame struct {
 	Module   string `json:"module,omitempty"`
 	Offset   uint64 `json:"offset"` // in the module's file
 	Function string `json:"function,omitempty"`
-	File     string `json:"file,omitempty"`
+	File     string `json:"file,omitempty"` // the source file's path as the debug information names it
 	Line     int    `json:"line,omitempty"`
 	Inlined  bool   `json:"inlined,omitempty"` // inlined into the next frame
 }
@@ -157,7 +171,7 @@ func frames(p *tagtable.Profile, pc uint64, sym Symbolize) []Frame {
 			g.Function = sf.Function
 		}
 		if sf.File != "" {
-			g.File, g.Line = filepath.Base(sf.File), sf.Line
+			g.File, g.Line = sf.File, sf.Line
 		}
 		g.Inlined = sf.Inlined
 		out = append(out, g)
@@ -342,6 +356,7 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 	<-tlDone
 	st.History = history(p, tl, index, st.Records)
 	st.DarkMatter = darkMatter(p, names, stackFrames)
+	st.Mappings = mappingsOf(p, byPC)
 	sort.Slice(st.Libraries, func(i, j int) bool {
 		a, b := st.Libraries[i], st.Libraries[j]
 		if a.LiveBytes != b.LiveBytes {
@@ -353,6 +368,28 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 		return a.Name < b.Name
 	})
 	return st
+}
+
+// mappingsOf lists the modules of p that hold an address of byPC, in
+// address order.
+func mappingsOf(p *tagtable.Profile, byPC map[uint64][]Frame) []Mapping {
+	used := map[int]bool{}
+	for pc := range byPC {
+		for i, m := range p.Modules {
+			if pc >= m.Start && pc < m.End {
+				used[i] = true
+				break
+			}
+		}
+	}
+	var out []Mapping
+	for i, m := range p.Modules {
+		if used[i] {
+			out = append(out, Mapping{Path: m.Path, Start: m.Start, End: m.End, Offset: m.Offset, BuildID: m.BuildID})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return out
 }
 
 // history reports the profile's event history and its timeline.

@@ -15,7 +15,7 @@ import (
 // A profile with two stacks through a program and a library, three tags.
 func sampleProfile() (*tagtable.Profile, map[uint32]string) {
 	p := tagtable.NewProfile(7, "full", 1)
-	p.Module(tagtable.Module{Start: 0x1000, End: 0x2000, Offset: 0x1000, Path: "/usr/bin/prog"})
+	p.Module(tagtable.Module{Start: 0x1000, End: 0x2000, Offset: 0x1000, Path: "/usr/bin/prog", BuildID: "0a1b2c"})
 	p.Module(tagtable.Module{Start: 0x5000, End: 0x6000, Offset: 0, Path: "/usr/lib/libGLESv2.so.2"})
 	p.Module(tagtable.Module{Start: 0x9000, End: 0xa000, Offset: 0, Path: "/lib/x86_64-linux-gnu/libc.so.6"})
 	p.Stack(1, []uint64{0x9010, 0x5010, 0x1010})
@@ -29,19 +29,22 @@ func sampleProfile() (*tagtable.Profile, map[uint32]string) {
 	return p, map[uint32]string{1: "gpu", 2: "parser"}
 }
 
+// sampleSymbolize names sampleProfile's addresses in prog: one with an
+// inlined call, one from the symbol table alone.
+func sampleSymbolize(m *tagtable.Module, pc uint64) []symbolizer.Frame {
+	switch pc {
+	case 0x1010: // helper inlined into main
+		return []symbolizer.Frame{{Function: "helper", File: "/src/util.h", Line: 3, Inlined: true, Origin: symbolizer.OriginDWARF},
+			{Function: "main", File: "/src/main.c", Line: 12, Origin: symbolizer.OriginDWARF}}
+	case 0x1020:
+		return []symbolizer.Frame{{Function: "parse", Origin: symbolizer.OriginSymtab}}
+	}
+	return []symbolizer.Frame{{Function: "prog+0x30", Origin: symbolizer.OriginNone}}
+}
+
 func TestFromProfile(t *testing.T) {
 	p, names := sampleProfile()
-	sym := func(m *tagtable.Module, pc uint64) []symbolizer.Frame {
-		switch pc {
-		case 0x1010: // helper inlined into main
-			return []symbolizer.Frame{{Function: "helper", File: "/src/util.h", Line: 3, Inlined: true, Origin: symbolizer.OriginDWARF},
-				{Function: "main", File: "/src/main.c", Line: 12, Origin: symbolizer.OriginDWARF}}
-		case 0x1020:
-			return []symbolizer.Frame{{Function: "parse", Origin: symbolizer.OriginSymtab}}
-		}
-		return []symbolizer.Frame{{Function: "prog+0x30", Origin: symbolizer.OriginNone}}
-	}
-	st := FromProfile(p, names, sym)
+	st := FromProfile(p, names, sampleSymbolize)
 	require.Equal(t, uint64(12), st.Samples)
 	require.Len(t, st.Records, 2)
 	require.Equal(t, "parser", st.Records[0].Tag, "most live bytes first")
@@ -51,8 +54,8 @@ func TestFromProfile(t *testing.T) {
 	require.Equal(t, uint64(640), gpu.LiveBytes)
 	require.Equal(t, uint64(600), gpu.LiveRequestedBytes)
 	require.Len(t, gpu.Frames, 4, "three addresses, one with an inlined call")
-	require.Equal(t, Frame{PC: 0x1010, Module: "prog", Offset: 0x1010, Function: "helper", File: "util.h", Line: 3, Inlined: true}, gpu.Frames[2])
-	require.Equal(t, Frame{PC: 0x1010, Module: "prog", Offset: 0x1010, Function: "main", File: "main.c", Line: 12}, gpu.Frames[3],
+	require.Equal(t, Frame{PC: 0x1010, Module: "prog", Offset: 0x1010, Function: "helper", File: "/src/util.h", Line: 3, Inlined: true}, gpu.Frames[2])
+	require.Equal(t, Frame{PC: 0x1010, Module: "prog", Offset: 0x1010, Function: "main", File: "/src/main.c", Line: 12}, gpu.Frames[3],
 		"file offset: pc - start + offset")
 	require.Empty(t, gpu.Frames[1].Function, "nothing names it: the module and offset stand")
 	require.Equal(t, "prog", st.Records[0].Library)
