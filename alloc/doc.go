@@ -1,6 +1,6 @@
 // Package alloc is tagalloc's Go API: memory off the Go heap, charged to
 // tags, with exact books that tagalloc run, top and snapshot read like a
-// preloaded program's (DESIGN.md D2, D6).
+// preloaded program's (docs/ARCHITECTURE.md, D2 and D6).
 //
 //	b := alloc.Calloc(1<<20, "block-cache") // 1 MiB, zeroed, tag "block-cache"
 //	defer alloc.Free(b)

@@ -1,5 +1,5 @@
-// Memory reporters in the books (DESIGN.md: Go programs' memory in the
-// same picture): what the program's reporters say (package reporter's
+// Memory reporters in the books (Go programs' memory in the same
+// picture: docs/ARCHITECTURE.md, "alloc and arena"): what the program's reporters say (package reporter's
 // registry) is published into the region once a second while the package
 // is in use, and at PublishReports. The Go runtime's own memory is one of
 // them: the runtime/metrics memory classes (no stop-the-world) as

@@ -1,4 +1,4 @@
-// Package arena is the memory of package alloc (DESIGN.md D2): pure Go, no
+// Package arena is the memory of package alloc (docs/ARCHITECTURE.md, D2): pure Go, no
 // cgo, from mmap, off the Go heap, in the size classes of package
 // sizeclass shared with the native allocator. It knows nothing of tags
 // beyond an opaque number per span; alloc keeps the books.

@@ -42,7 +42,7 @@ const (
 	fullClaimed = 2 // a remote free pushed it on the owner's reclaim stack
 )
 
-// Span is a page descriptor, in a mapping of its own (DESIGN.md D4: an
+// Span is a page descriptor, in a mapping of its own (docs/ARCHITECTURE.md, D4: an
 // overrun of a block cannot reach it). It holds no Go pointers: links are
 // page indices (0 is never a span), blocks are byte offsets in the span.
 // 128 bytes, so neighbouring spans' descriptors share no cache line.

@@ -1,5 +1,5 @@
 // Package cgo holds tagalloc's native allocator, the library that is preloaded
-// into unmodified programs (DESIGN.md D1), and builds it.
+// into unmodified programs (docs/ARCHITECTURE.md, D1), and builds it.
 //
 // The C sources live in src/ and the public header in include/tagalloc.h;
 // they are embedded into the Go binary, so `tagalloc lib` can compile them

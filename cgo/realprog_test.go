@@ -1,6 +1,6 @@
 // Real programs under the preload: each runs once without the library and
 // then several times with LD_PRELOAD=libtagalloc.so, and must behave the same
-// (DESIGN.md D1, D9; STYLE.md 12).
+// (docs/ARCHITECTURE.md, D1 and D9).
 
 package cgo
 

@@ -1,5 +1,5 @@
 // Package reporter turns the books of one or more processes into reports:
-// the JSON report of DESIGN.md (schema tagalloc.report/v1) and an
+// the JSON report (schema tagalloc.report/v1, docs/report-schema.md) and an
 // about:memory-style tree. Rendering is deterministic: processes by pid
 // (the launched one first), tags by live bytes then name; sizes are
 // printed with go-humanize, percentages of the process's explicit total.

@@ -17,7 +17,8 @@ import (
 	"github.com/tagalloc/tagalloc/tagtable"
 )
 
-// Schema names the report layout (DESIGN.md); fields may be added, never removed.
+// Schema names the report layout (docs/report-schema.md); fields may be
+// added, never removed.
 const Schema = "tagalloc.report/v1"
 
 // ErrReport wraps every complaint about a report file.

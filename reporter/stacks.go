@@ -1,5 +1,5 @@
-// Who allocated it: the "stacks" section of a process's report (DESIGN.md
-// D7), from the sampled profile of its events: one record per (stack,
+// Who allocated it: the "stacks" section of a process's report
+// (docs/ARCHITECTURE.md, D7), from the sampled profile of its events: one record per (stack,
 // tag), innermost frame first, and totals per shared library.
 
 package reporter
@@ -57,7 +57,7 @@ type Mapping struct {
 }
 
 // History describes the profile's event history, a byte-limited chain of
-// chunks whose oldest are recycled (DESIGN.md D8): what it keeps, what it
+// chunks whose oldest are recycled (docs/ARCHITECTURE.md, D8): what it keeps, what it
 // forgot, the span it covers, and a timeline of estimated bytes allocated
 // and freed per time bucket. Times are milliseconds since the run began
 // (the drainer's clock at the pass that first found the event: 2.5 to

@@ -1,5 +1,5 @@
 // Package segvec is tagalloc's storage outside the Go heap for the
-// service side (DESIGN.md D7, D8): its one job is to hold millions of
+// service side (docs/ARCHITECTURE.md, D7 and D8): its one job is to hold millions of
 // small pointer-free records (stacks, live blocks, events) where the Go GC
 // neither scans nor moves them, and to keep a cumulative event history
 // within a byte limit by recycling its oldest chunks, while the tables

@@ -1,5 +1,5 @@
 // Package sizeclass is the single source of truth for tagalloc's size
-// classes (DESIGN.md D3). The generator in gen.go computes the table; the
+// classes (docs/ARCHITECTURE.md, D3). The generator in gen.go computes the table; the
 // command mkclasses writes it as Go (classes.go) for the pure-Go arena and as
 // C (cgo/src/sizeclasses.h) for the preloaded allocator. A test regenerates
 // both in memory and byte-compares them with the files on disk.

@@ -1,4 +1,4 @@
-// Package symbolizer names the frames of sampled stacks (DESIGN.md D7):
+// Package symbolizer names the frames of sampled stacks (docs/ARCHITECTURE.md, D7):
 // given the module table a process had (for each loaded object: path,
 // build-id, mapping, load bias) and an address in one of its modules, it
 // returns the function, source file and line there, inlined calls

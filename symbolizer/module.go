@@ -25,7 +25,7 @@ import (
 // again after dlopen); ReadModules builds them from /proc/PID/maps.
 //
 // The fields are those of tagtable.Module (the module table the native
-// side records, DESIGN.md D7) in the same order, so one converts to the
+// side records, docs/ARCHITECTURE.md, D7) in the same order, so one converts to the
 // other: symbolizer.Module(m).
 //
 // An address addr inside the module is at ELF virtual address addr-Bias in

@@ -1,4 +1,4 @@
-// Package tagtable is the books region (DESIGN.md D6): it reads the books a
+// Package tagtable is the books region (docs/ARCHITECTURE.md, D6): it reads the books a
 // tagalloc-preloaded process keeps in its region (the C side is
 // cgo/src/books.c), the tag names and, summed over every thread record and
 // heap, each tag's exact live and cumulative bytes and blocks; and it
@@ -12,12 +12,15 @@
 // many steps as could fit, and a region that fails a check gives an error
 // naming what is wrong (never a panic or a hang). FuzzParse exercises this.
 //
-// Layout (version 1): a header at offset 0 (magic "TAGALLOC", version,
-// sizes, pid, ppid, start time, state, the offsets of the arrays and the
-// field offsets of the records, see header below), then the command line,
-// the tag names (tag_slots slots of tag_name_size bytes, NUL-padded), the
-// fallback counters and tag peaks (one per slot), the class sizes, and the
-// records (thread records with counter chunks, heaps with per-class
-// counts) up to `used`. Records refer to each other by their address in
-// the process; base is the region's address there.
+// Layout (version 4, region.go's Version; docs/ARCHITECTURE.md, "The
+// books region"): a header at offset 0 (magic "TAGALLOC", version, sizes,
+// pid, ppid, start time, state, the offsets of the arrays and the field
+// offsets of the records, see header in region.go), then the command
+// line, the tag names (tag_slots slots of tag_name_size bytes,
+// NUL-padded), the fallback counters and tag peaks (one per slot), the
+// class sizes, the reports table and the reported bytes per tag, and the
+// records (thread records with their per-tag counter chunks) up to
+// `used`. Records refer to each other by their address in the process;
+// base is the region's address there. Versions 1 to 3 also had heap
+// records with per-class counts; the reader still reads them.
 package tagtable

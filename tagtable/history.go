@@ -1,4 +1,4 @@
-// The bounded event history of a profile (DESIGN.md D8, Firefox's
+// The bounded event history of a profile (docs/ARCHITECTURE.md, D8; Firefox's
 // ProfileChunkedBuffer): every drained alloc, free and resize, stamped
 // with the drain's clock, appended to a segvec.Chunked within a byte
 // limit whose oldest chunks are recycled. The live table and the sites

@@ -1,5 +1,5 @@
 // The live-block table and the per-stack books of a process's sampled
-// allocations, built from its events (DESIGN.md D7), kept in segvec
+// allocations, built from its events (docs/ARCHITECTURE.md, D7), kept in segvec
 // (off the Go heap: the GC neither scans nor moves them, D7/D8).
 
 package tagtable

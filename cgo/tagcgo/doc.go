@@ -1,6 +1,7 @@
 // Package tagcgo charges the C allocations a cgo program makes during a call
 // to a tagalloc tag, so one tagalloc report covers the C heap of a cgo
-// program by the parts of the program that allocated it (DESIGN.md, way 3).
+// program by the parts of the program that allocated it (docs/ARCHITECTURE.md,
+// Overview: the third way).
 //
 // Its one job:
 //
