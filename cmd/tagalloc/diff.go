@@ -4,11 +4,8 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/tagalloc/tagalloc/reporter"
 )
@@ -16,30 +13,24 @@ import (
 // diffCmd: usage errors exit 2; a report file that cannot be read (missing,
 // not JSON, another schema) exits 1, as for tagalloc report.
 func diffCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	format := fs.String("format", "tree", "tree or json")
-	out := fs.String("o", "", "write to `FILE` instead of standard output")
-	var files []string
-	rest := args
-	for len(rest) > 0 && len(files) < 2 && !strings.HasPrefix(rest[0], "-") {
-		files, rest = append(files, rest[0]), rest[1:]
+	fs := newFlags("diff")
+	format := fs.String("format", "tree", "`FORMAT`: tree or json")
+	out := fs.String("o", "", "write to `FILE` instead of standard output (- for standard output)")
+	files, err := parse(fs, args, stdout)
+	if err == nil {
+		err = wantArgs("diff", files, 2)
 	}
-	if err := fs.Parse(rest); err != nil {
-		return 2, err
+	if err == nil {
+		*format, err = checkFormat("diff", *format, []string{"tree", "json"})
 	}
-	files = append(files, fs.Args()...)
-	if len(files) != 2 {
-		return 2, errors.New("diff: give two report files (tagalloc diff A.json B.json [--format tree|json] [-o OUT])")
-	}
-	if *format != "tree" && *format != "json" {
-		return 2, fmt.Errorf("diff: unknown format %q (tree or json)", *format)
+	if err != nil {
+		return usageExit(err)
 	}
 	var reps [2]*reporter.Report
 	for i, f := range files {
 		r, err := reporter.ReadFile(f)
 		if err != nil {
-			return 1, fmt.Errorf("diff: %w", err)
+			return exitFailure, fmt.Errorf("diff: %w", err)
 		}
 		reps[i] = r
 	}
@@ -48,11 +39,8 @@ func diffCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if *format == "json" {
 		write = d.WriteJSON
 	}
-	if *out == "" {
-		return 0, write(stdout)
-	}
-	if err := reporter.WriteFileAtomic(*out, write); err != nil {
-		return 1, fmt.Errorf("diff: writing %s: %w", *out, err)
+	if err := writeOut(*out, stdout, write); err != nil {
+		return exitFailure, fmt.Errorf("diff: %w", err)
 	}
 	return 0, nil
 }

@@ -25,7 +25,7 @@ func diffRun(args ...string) (stdout, stderr string, code int) {
 	if err != nil {
 		fmt.Fprintf(&se, "tagalloc: %v\n", err)
 		if code == 0 {
-			code = 2
+			code = exitFailure
 		}
 	}
 	return so.String(), se.String(), code
@@ -127,10 +127,10 @@ func TestDiffCommandBadInput(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"one file", []string{a}, 2, "give two report files"},
-		{"three files", []string{a, a, a}, 2, "give two report files"},
-		{"no files", nil, 2, "give two report files"},
-		{"bad format", []string{a, a, "--format", "pprof"}, 2, `unknown format "pprof"`},
+		{"one file", []string{a}, 2, "diff: missing B.json"},
+		{"three files", []string{a, a, a}, 2, "diff: unexpected argument"},
+		{"no files", nil, 2, "diff: missing A.json B.json"},
+		{"bad format", []string{a, a, "--format", "pprof"}, 2, `diff: --format "pprof": one of tree, json`},
 		{"bad flag", []string{a, a, "--nope"}, 2, "flag provided but not defined"},
 		{"missing file", []string{a, filepath.Join(dir, "missing.json")}, 1, "missing.json: no such file"},
 		{"corrupt JSON", []string{write("corrupt.json", `{"schema": "tagalloc.report/v1", "processes": [`), a}, 1, "corrupt.json: not a tagalloc report"},

@@ -1,17 +1,21 @@
 // Command tagalloc runs programs under the tagalloc allocator and reports
 // who holds their memory, by tag.
 //
-//	tagalloc lib                                 print the path of libtagalloc.so (built if needed)
-//	tagalloc run [-o FILE.json] [-q] -- PROG ARGS run PROG preloaded; print its tree; exit with its status
-//	tagalloc run [--stacks off|sampled|full] ...  the same, with who allocated it (DMD, pprof)
-//	tagalloc report FILE.json [--format tree|json|dmd|pprof|firefox] [-o OUT]
-//	tagalloc diff A.json B.json [--format tree|json] [-o OUT]
-//	tagalloc snapshot PID [-o FILE.json] [--format json|tree]
-//	tagalloc top [-n N] [-interval D] PID
+//	tagalloc run [FLAGS] [--] PROG [ARGS...]   run PROG preloaded; print its tree; exit with its status
+//	tagalloc report [FLAGS] FILE.json         re-render a saved report (tree, json, dmd, dark-matter, pprof, about-memory)
+//	tagalloc diff [FLAGS] A.json B.json       what changed from A to B
+//	tagalloc snapshot [FLAGS] PID             the report of a running process
+//	tagalloc top [FLAGS] PID                  its tags, refreshed
+//	tagalloc serve [FLAGS] PID                its tags in a browser, /metrics, /debug/pprof/
+//	tagalloc lib | version | help [COMMAND]
+//
+// tagalloc help COMMAND (or COMMAND -h) prints a command's flags; the
+// table of commands is in cli.go, and docs/cli.md describes each. Exit
+// codes: 2 for a usage error, 1 when tagalloc fails, PROG's status for run.
 //
 // main only wires flags to packages: the library is built by package cgo,
 // the books are read by tagtable and rendered by reporter. Errors print as
-// "tagalloc: ..." with a non-zero exit; files are written atomically.
+// "tagalloc: ..." on one line.
 //
 // For tagalloc's own developers, TAGALLOC_CPUPROFILE=FILE writes a CPU
 // profile of tagalloc itself (not of PROG) for go tool pprof.

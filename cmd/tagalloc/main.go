@@ -2,12 +2,9 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime/pprof"
 	"strconv"
@@ -18,31 +15,9 @@ import (
 	"github.com/dustin/go-humanize"
 	"golang.org/x/sys/unix"
 
-	"github.com/tagalloc/tagalloc/cgo"
 	"github.com/tagalloc/tagalloc/reporter"
 	"github.com/tagalloc/tagalloc/tagtable"
 )
-
-const usage = `usage:
-  tagalloc lib                           print the path of the preload library (building it if needed)
-  tagalloc run [-o FILE.json] [--stacks off|sampled|full] [--history-limit SIZE] [--check] [--] PROG [ARGS...]
-                                         run PROG with the library preloaded (children too), print
-                                         its per-tag memory tree when it ends, exit with its status;
-                                         --check: the checking build (overruns, writes after free)
-  tagalloc report FILE.json [--format tree|json|dmd|pprof|about-memory] [-o OUT]
-                                         re-render a saved report (about-memory, or firefox: the
-                                         memory-report JSON Firefox's about:memory loads; gzipped
-                                         if OUT ends in .gz: -o memory-report.json.gz)
-  tagalloc diff A.json B.json [--format tree|json] [-o OUT]
-                                         what changed from A to B (B - A), per process and tag,
-                                         as about:memory's "Load and diff"
-  tagalloc serve [-addr 127.0.0.1:6060] PID
-                                         a running process's tags over time in a browser, with
-                                         /metrics (Prometheus); tagalloc run --serve ADDR does the
-                                         same for PROG and its children, with /debug/pprof/heap
-  tagalloc snapshot PID [-o FILE.json]   the report of a running process started by tagalloc run
-  tagalloc top [-n N] [-interval D] PID  its tags, refreshed (until interrupted, or N times)
-`
 
 func main() {
 	stopProfile := cpuProfile(os.Getenv("TAGALLOC_CPUPROFILE"))
@@ -51,7 +26,7 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "tagalloc: %v\n", err)
 		if code == 0 {
-			code = 2
+			code = exitFailure
 		}
 	}
 	os.Exit(code)
@@ -77,192 +52,25 @@ func cpuProfile(file string) (stop func()) {
 	}
 }
 
+// run runs the command args name (its usage for help flags, its version
+// for --version) and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) (int, error) {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2, errors.New("no command given")
+		generalUsage(stderr)
+		return exitUsage, errors.New("no command given")
 	}
 	switch args[0] {
-	case "lib":
-		if len(args) != 1 {
-			return 2, fmt.Errorf("lib takes no arguments (got %q)", args[1:])
-		}
-		p, err := cgo.Library()
-		if err != nil {
-			return 1, err
-		}
-		fmt.Fprintln(stdout, p)
+	case "-h", "-help", "--help":
+		generalUsage(stdout)
 		return 0, nil
-	case "run":
-		return runCmd(args[1:], stderr)
-	case "report":
-		return reportCmd(args[1:], stdout, stderr)
-	case "snapshot":
-		return snapshotCmd(args[1:], stdout, stderr)
-	case "top":
-		return topCmd(args[1:], stdout, stderr)
-	case "diff":
-		return diffCmd(args[1:], stdout, stderr)
-	case "serve":
-		return serveCmd(args[1:], stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0, nil
-	default:
-		fmt.Fprint(stderr, usage)
-		return 2, fmt.Errorf("unknown command %q", args[0])
+	case "-version", "--version":
+		return versionCmd(args[1:], stdout, stderr)
 	}
-}
-
-func runCmd(args []string, stderr io.Writer) (int, error) {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	out := fs.String("o", "", "write the JSON report to `FILE`")
-	serveAddr := fs.String("serve", "", "serve a live view on `ADDRESS` (e.g. 127.0.0.1:6060) while PROG runs")
-	stacks := fs.String("stacks", "off", "who allocated it: off, sampled (by bytes, see TAGALLOC_SAMPLE_RATE) or full (every block)")
-	historyLimit := fs.String("history-limit", "64M", "with --stacks: keep the newest events in at most `SIZE` bytes (K, M, G suffixes; 0: none); the books stay exact")
-	quiet := fs.Bool("q", false, "do not print the tree")
-	check := fs.Bool("check", false, "preload the checking build: overruns, writes after free and double frees abort with a message (TAGALLOC_CHECK selects the checks; slower)")
-	if err := fs.Parse(args); err != nil {
-		return 2, err
+	c := lookup(args[0])
+	if c == nil {
+		return exitUsage, fmt.Errorf("unknown command %q (commands: %s; tagalloc help)", args[0], commandNames())
 	}
-	if *stacks != "off" && *stacks != "sampled" && *stacks != "full" {
-		return 2, fmt.Errorf("run: --stacks %s: off, sampled or full", *stacks)
-	}
-	histLimit, err := parseSize(*historyLimit)
-	if err != nil {
-		return 2, fmt.Errorf("run: --history-limit %s: %w", *historyLimit, err)
-	}
-	prog := fs.Args()
-	if len(prog) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2, errors.New("run: no program given (tagalloc run -- PROG [ARGS...])")
-	}
-	build := cgo.Library
-	switch {
-	case *stacks != "off" && *check:
-		build = cgo.CheckStacksLibrary
-	case *stacks != "off":
-		build = cgo.StacksLibrary
-	case *check:
-		build = cgo.CheckLibrary
-	}
-	lib, err := build()
-	if err != nil {
-		return 1, err
-	}
-	path, err := exec.LookPath(prog[0])
-	if err != nil {
-		return 127, fmt.Errorf("run: %w", err)
-	}
-	books, err := os.MkdirTemp("", "tagalloc-run-") // 0700: the books are the user's alone
-	if err != nil {
-		return 1, fmt.Errorf("run: %w", err)
-	}
-	defer os.RemoveAll(books)
-	cmd := exec.Command(path, prog[1:]...)
-	cmd.Args[0] = prog[0]
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(preloadEnv(os.Environ(), lib), "TAGALLOC_DIR="+books, "TAGALLOC_STACKS="+*stacks)
-
-	// The child shares our terminal's process group, so ^C reaches it
-	// directly; we only forward what is sent to us alone.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
-		return 126, fmt.Errorf("run: %w", err)
-	}
-	var dr *drainer
-	if *stacks != "off" {
-		dr = startDrainer(books, 20*time.Millisecond, histLimit, newSymbolizer())
-	}
-	if *serveAddr != "" {
-		stopServe := make(chan struct{})
-		defer close(stopServe)
-		srv := &server{snap: func() (*reporter.Report, error) {
-			if dr == nil {
-				return collect(books, nil, nil)
-			}
-			var rep *reporter.Report
-			var err error
-			dr.with(func(profiles map[int]*tagtable.Profile) { rep, err = collect(books, nil, profiles) })
-			return rep, err
-		}}
-		ready := make(chan error, 1)
-		go func() {
-			err := srv.serve(*serveAddr, time.Second, stopServe, func(a net.Addr) {
-				fmt.Fprintf(stderr, "tagalloc: serving on http://%s/\n", a)
-				ready <- nil
-			})
-			if err != nil {
-				ready <- err
-			}
-		}()
-		if err := <-ready; err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			return 1, fmt.Errorf("run: --serve: %w", err)
-		}
-	}
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case s := <-sigs:
-				_ = cmd.Process.Signal(s)
-			case <-done:
-				return
-			}
-		}
-	}()
-	err = cmd.Wait()
-	close(done)
-	code, werr := exitStatus(cmd.ProcessState, err)
-	var rep *reporter.Report
-	var rerr error
-	if dr != nil {
-		// the books are read while the rings are drained: the program
-		// has ended, and the launcher has the cores to itself (larson's
-		// report came 1 ms sooner, 11.5 -> 10.5 ms after it ended, 9 runs)
-		type read struct {
-			snaps []*tagtable.Snapshot
-			err   error
-		}
-		c := make(chan read, 1)
-		go func() {
-			snaps, err := tagtable.ReadDir(books)
-			c <- read{snaps, err}
-		}()
-		profiles, errs := dr.finish()
-		for _, e := range errs {
-			fmt.Fprintf(stderr, "tagalloc: stacks: %v\n", e)
-		}
-		r := <-c
-		rep, rerr = report(r.snaps, r.err, cmd.ProcessState, profiles)
-	} else {
-		rep, rerr = collect(books, cmd.ProcessState, nil)
-	}
-	if rerr != nil {
-		return code, fmt.Errorf("run: reading the books: %w", rerr)
-	}
-	if !*quiet {
-		fmt.Fprintln(stderr)
-		_ = rep.WriteSummary(stderr)
-		if dr != nil && len(rep.Processes) > 0 && rep.Processes[0].Stacks == nil {
-			// it made no ring: a process makes one at its first sample
-			fmt.Fprintf(stderr, "\nWho allocated it (--stacks %s): no block was sampled\n", *stacks)
-		}
-	}
-	if *out != "" {
-		if err := reporter.WriteFileAtomic(*out, rep.WriteJSON); err != nil {
-			return code, fmt.Errorf("run: writing %s: %w", *out, err)
-		}
-	}
-	if dr != nil {
-		flushSymbols() // what this run named, for the next (symbolizer's disk cache)
-	}
-	return code, werr
+	return c.run(args[1:], stdout, stderr)
 }
 
 // collect reads every region in the books directory into a report, with
@@ -303,72 +111,89 @@ func report(snaps []*tagtable.Snapshot, err error, ps *os.ProcessState, profiles
 	return rep, err
 }
 
-func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	format := fs.String("format", "tree", "tree, json, dmd (stack records, with --stacks), dark-matter (blocks by what memory reporters said, with --stacks), pprof (with --stacks) or about-memory (Firefox's; also firefox)")
-	out := fs.String("o", "", "write to `FILE` instead of standard output")
-	file, rest := splitFirst(args)
-	if err := fs.Parse(rest); err != nil {
-		return 2, err
-	}
-	if file == "" && fs.NArg() == 1 {
-		file = fs.Arg(0)
-	} else if fs.NArg() != 0 || file == "" {
-		return 2, errors.New("report: give one report file (tagalloc report FILE.json [--format tree|json|dmd|dark-matter|pprof|about-memory])")
-	}
-	rep, err := reporter.ReadFile(file)
-	if err != nil {
-		return 1, err
-	}
-	return render(rep, *format, *out, stdout)
-}
-
-func render(rep *reporter.Report, format, out string, stdout io.Writer) (int, error) {
-	var write func(io.Writer) error
-	switch format {
-	case "tree":
-		write = rep.WriteTree
-	case "json":
-		write = rep.WriteJSON
-	case "dmd":
-		write = rep.WriteDMD
-	case "dark-matter", "darkmatter":
-		write = rep.WriteDarkMatter
-	case "pprof":
-		write = func(w io.Writer) error { return rep.WritePprof(w, 0) }
-	case "about-memory", "firefox":
-		write = rep.WriteMemoryReport
+// formats are the report's renderings, by --format name.
+var formats = map[string]func(rep *reporter.Report, out string, pid int) func(io.Writer) error{
+	"tree":        func(rep *reporter.Report, _ string, _ int) func(io.Writer) error { return rep.WriteTree },
+	"json":        func(rep *reporter.Report, _ string, _ int) func(io.Writer) error { return rep.WriteJSON },
+	"dmd":         func(rep *reporter.Report, _ string, _ int) func(io.Writer) error { return rep.WriteDMD },
+	"dark-matter": func(rep *reporter.Report, _ string, _ int) func(io.Writer) error { return rep.WriteDarkMatter },
+	"pprof": func(rep *reporter.Report, _ string, pid int) func(io.Writer) error {
+		return func(w io.Writer) error { return rep.WritePprof(w, pid) }
+	},
+	"about-memory": func(rep *reporter.Report, out string, _ int) func(io.Writer) error {
 		if strings.HasSuffix(out, ".gz") { // as about:memory decides
-			write = rep.WriteMemoryReportGzip
+			return rep.WriteMemoryReportGzip
 		}
-	default:
-		return 2, fmt.Errorf("unknown format %q (tree, json, dmd, dark-matter, pprof or about-memory)", format)
-	}
-	if out == "" {
-		return 0, write(stdout)
-	}
-	return 0, reporter.WriteFileAtomic(out, write)
+		return rep.WriteMemoryReport
+	},
 }
 
-// splitFirst takes a leading non-flag argument (tagalloc report FILE -o X).
-func splitFirst(args []string) (string, []string) {
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		return args[0], args[1:]
+// formatAliases are other names of formats.
+var formatAliases = map[string]string{"darkmatter": "dark-matter", "firefox": "about-memory"}
+
+// checkFormat returns the format's name, or a usage error listing allowed.
+func checkFormat(cmd, format string, allowed []string) (string, error) {
+	if f, ok := formatAliases[format]; ok {
+		format = f
 	}
-	return "", args
+	for _, a := range allowed {
+		if a == format {
+			return format, nil
+		}
+	}
+	return "", usagef(cmd, "--format %q: one of %s", format, strings.Join(allowed, ", "))
 }
 
-func pidArg(args []string) (int, []string, error) {
-	first, rest := splitFirst(args)
-	if first == "" {
-		return 0, nil, errors.New("give a process id")
+var reportFormats = []string{"tree", "json", "dmd", "dark-matter", "pprof", "about-memory"}
+
+func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	fs := newFlags("report")
+	format := fs.String("format", "tree", "`FORMAT`: tree, json, dmd (stack records, with --stacks), dark-matter (blocks by what memory reporters said, with --stacks), pprof (with --stacks) or about-memory (Firefox's; also firefox)")
+	out := fs.String("o", "", "write to `FILE` instead of standard output (- for standard output)")
+	pid := fs.Int("pid", 0, "only process `PID` (default: every process; pprof merges them, each sample labelled pid)")
+	pos, err := parse(fs, args, stdout)
+	if err == nil {
+		err = wantArgs("report", pos, 1)
 	}
-	pid, err := strconv.Atoi(first)
-	if err != nil || pid <= 0 {
-		return 0, nil, fmt.Errorf("%q is not a process id", first)
+	if err == nil && *pid < 0 {
+		err = usagef("report", "--pid %d is not a process id", *pid)
 	}
-	return pid, rest, nil
+	if err == nil {
+		*format, err = checkFormat("report", *format, reportFormats)
+	}
+	if err != nil {
+		return usageExit(err)
+	}
+	rep, err := reporter.ReadFile(pos[0])
+	if err != nil {
+		return exitFailure, fmt.Errorf("report: %w", err)
+	}
+	if *pid != 0 {
+		if rep, err = onlyProcess(rep, *pid, pos[0]); err != nil {
+			return exitUsage, err
+		}
+	}
+	return render(rep, *format, *out, *pid, stdout)
+}
+
+// onlyProcess keeps the process pid of the report read from file.
+func onlyProcess(rep *reporter.Report, pid int, file string) (*reporter.Report, error) {
+	var pids []string
+	for _, p := range rep.Processes {
+		if p.PID == pid {
+			return &reporter.Report{Schema: rep.Schema, Processes: []reporter.Process{p}}, nil
+		}
+		pids = append(pids, strconv.Itoa(p.PID))
+	}
+	return nil, usagef("report", "--pid %d: no such process in %s (it has %s)", pid, file, strings.Join(pids, ", "))
+}
+
+// render writes rep in format (a name of formats) to out (see writeOut).
+func render(rep *reporter.Report, format, out string, pid int, stdout io.Writer) (int, error) {
+	if err := writeOut(out, stdout, formats[format](rep, out, pid)); err != nil {
+		return exitFailure, err
+	}
+	return 0, nil
 }
 
 func snapshot(pid int, cmd string) (*reporter.Report, error) {
@@ -383,63 +208,92 @@ func snapshot(pid int, cmd string) (*reporter.Report, error) {
 	return &reporter.Report{Schema: reporter.Schema, Processes: []reporter.Process{p}}, nil
 }
 
+// snapshotFormats: a snapshot has no stacks.
+var snapshotFormats = []string{"json", "tree", "about-memory"}
+
 func snapshotCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	pid, rest, err := pidArg(args)
-	if err != nil {
-		return 2, fmt.Errorf("snapshot: %w (tagalloc snapshot PID -o FILE.json)", err)
+	fs := newFlags("snapshot")
+	out := fs.String("o", "", "write to `FILE` (default: standard output; - for standard output)")
+	format := fs.String("format", "json", "`FORMAT`: json, tree or about-memory")
+	pos, err := parse(fs, args, stdout)
+	if err == nil {
+		err = wantArgs("snapshot", pos, 1)
 	}
-	fs := flag.NewFlagSet("snapshot", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	out := fs.String("o", "", "write the JSON report to `FILE` (default: standard output)")
-	format := fs.String("format", "json", "json or tree")
-	if err := fs.Parse(rest); err != nil {
-		return 2, err
+	if err == nil {
+		*format, err = checkFormat("snapshot", *format, snapshotFormats)
+	}
+	var pid int
+	if err == nil {
+		pid, err = pidArgument("snapshot", pos[0])
+	}
+	if err != nil {
+		return usageExit(err)
 	}
 	rep, err := snapshot(pid, "snapshot")
 	if err != nil {
-		return 1, fmt.Errorf("snapshot: %w", err)
+		return exitFailure, fmt.Errorf("snapshot: %w", err)
 	}
-	return render(rep, *format, *out, stdout)
+	return render(rep, *format, *out, 0, stdout)
+}
+
+// topOptions are top's flags and PID.
+type topOptions struct {
+	n        int
+	interval time.Duration
+	pid      int
+}
+
+func parseTop(args []string, stdout io.Writer) (topOptions, error) {
+	var o topOptions
+	fs := newFlags("top")
+	fs.IntVar(&o.n, "n", 0, "refresh `N` times, then stop (default 0: until interrupted)")
+	fs.DurationVar(&o.interval, "interval", time.Second, "`DURATION` between refreshes (e.g. 500ms, 2s)")
+	pos, err := parse(fs, args, stdout)
+	if err == nil {
+		err = wantArgs("top", pos, 1)
+	}
+	switch {
+	case err != nil:
+		return o, err
+	case o.n < 0:
+		return o, usagef("top", "-n %d: a count, 0 or more", o.n)
+	case o.interval <= 0:
+		return o, usagef("top", "--interval %v: a duration above zero", o.interval)
+	}
+	o.pid, err = pidArgument("top", pos[0])
+	return o, err
 }
 
 func topCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flag.NewFlagSet("top", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	n := fs.Int("n", 0, "refresh this many times, then stop (0: until interrupted)")
-	interval := fs.Duration("interval", time.Second, "time between refreshes")
-	if err := fs.Parse(args); err != nil {
-		return 2, err
-	}
-	pid, _, err := pidArg(fs.Args())
+	o, err := parseTop(args, stdout)
 	if err != nil {
-		return 2, fmt.Errorf("top: %w (tagalloc top PID)", err)
+		return usageExit(err)
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	for i := 0; *n == 0 || i < *n; i++ {
-		rep, err := snapshot(pid, "top")
-		if err != nil {
-			return 1, fmt.Errorf("top: %w", err)
+	for i := 0; o.n == 0 || i < o.n; i++ {
+		if i > 0 {
+			select {
+			case <-sigs:
+				return 0, nil
+			case <-time.After(o.interval):
+			}
 		}
-		if *n == 0 {
+		rep, err := snapshot(o.pid, "top")
+		if err != nil {
+			return exitFailure, fmt.Errorf("top: %w", err)
+		}
+		if o.n == 0 {
 			fmt.Fprint(stdout, "\x1b[H\x1b[2J") // clear the screen between refreshes
 		}
 		writeTop(stdout, rep.Processes[0])
-		if *n != 0 && i == *n-1 {
-			break
-		}
-		select {
-		case <-sigs:
-			return 0, nil
-		case <-time.After(*interval):
-		}
 	}
 	return 0, nil
 }
 
 func writeTop(w io.Writer, p reporter.Process) {
-	fmt.Fprintf(w, "pid %d  %s  live %s in %s blocks  (%s)\n", p.PID, strings.Join(p.Command, " "),
+	fmt.Fprintf(w, "pid %d  %s  live %s in %s blocks  (%s)\n", p.PID, terminalText(strings.Join(p.Command, " ")),
 		humanize.IBytes(p.Heap.LiveBytes), humanize.Comma(int64(p.Heap.LiveBlocks)), time.Now().Format("15:04:05"))
 	fmt.Fprintf(w, "%12s %7s %12s %12s %12s  %s\n", "LIVE", "%", "BLOCKS", "ALLOCATED", "PEAK", "TAG")
 	for _, t := range p.Tags {
@@ -448,7 +302,7 @@ func writeTop(w io.Writer, p reporter.Process) {
 			share = 100 * float64(t.LiveBytes) / float64(p.Heap.LiveBytes)
 		}
 		fmt.Fprintf(w, "%12s %6.2f%% %12s %12s %12s  %s\n", humanize.IBytes(t.LiveBytes), share, humanize.Comma(int64(t.LiveBlocks)),
-			humanize.IBytes(t.AllocBytes), humanize.IBytes(t.PeakLiveBytes), t.Name)
+			humanize.IBytes(t.AllocBytes), humanize.IBytes(t.PeakLiveBytes), terminalText(t.Name))
 	}
 }
 

@@ -126,7 +126,7 @@ func TestBadInput(t *testing.T) {
 		{"run-nothing", []string{"run"}, 2, "no program given"},
 		{"run-bad-flag", []string{"run", "--nope", "--", "true"}, 2, "flag provided but not defined"},
 		{"run-missing-prog", []string{"run", "--", "/nonexistent/prog"}, 127, "no such file"},
-		{"lib-extra-arg", []string{"lib", "x"}, 2, "lib takes no arguments"},
+		{"lib-extra-arg", []string{"lib", "x"}, 2, `lib: unexpected argument "x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, se, code := cli(t, tc.args...)
@@ -310,6 +310,12 @@ func TestSnapshotAndTopOfARunningProcess(t *testing.T) {
 	top, se, code := cli(t, "top", "-n", "2", "-interval", "10ms", pid)
 	require.Equal(t, 0, code, se)
 	require.Equal(t, 2, strings.Count(top, "webgl-contexts"), top)
+	top, se, code = cli(t, "top", pid, "-n", "1", "--interval", "10ms")
+	require.Equal(t, 0, code, se)
+	require.Equal(t, 1, strings.Count(top, "webgl-contexts"), "flags after PID count: one refresh\n%s", top)
+	tree, se, code := cli(t, "snapshot", "--format", "tree", pid)
+	require.Equal(t, 0, code, se)
+	require.Contains(t, tree, "webgl-contexts")
 
 	_, se, code = cli(t, "snapshot", strconv.Itoa(os.Getpid()))
 	require.Equal(t, 1, code)
@@ -576,7 +582,7 @@ func TestReportDMDAndPprof(t *testing.T) {
 	require.Equal(t, int64(2000*4096), gpu)
 	_, se, code = cli(t, "report", out, "--format", "nope")
 	require.Equal(t, 2, code)
-	require.Contains(t, se, "unknown format")
+	require.Contains(t, se, `--format "nope"`)
 }
 
 // A child forked without exec starts from its parent's profile at the
@@ -670,7 +676,7 @@ func TestDiffAndFirefox(t *testing.T) {
 	require.Contains(t, js, `"schema": "tagalloc.diff/v1"`)
 	_, se, code = cli(t, "diff", a)
 	require.Equal(t, 2, code)
-	require.Contains(t, se, "give two report files")
+	require.Contains(t, se, "missing B.json")
 	_, se, code = cli(t, "diff", a, filepath.Join(dir, "missing.json"))
 	require.Equal(t, 1, code)
 	require.Contains(t, se, "no such file")
@@ -731,6 +737,13 @@ func TestRunServe(t *testing.T) {
 	prof, err := profile.Parse(bytes.NewReader(get(t, addr+"/debug/pprof/heap")))
 	require.NoError(t, err)
 	require.NotEmpty(t, prof.Sample)
+	require.NotEmpty(t, prof.Sample[0].NumLabel["pid"])
+	allocs, err := profile.Parse(bytes.NewReader(get(t, addr+"/debug/pprof/allocs")))
+	require.NoError(t, err)
+	require.Equal(t, reporter.AllocSpace, allocs.DefaultSampleType)
+	index := string(get(t, addr+"/debug/pprof/"))
+	require.Contains(t, index, `<a href="heap">heap</a>`)
+	require.Contains(t, index, `<a href="allocs">allocs</a>`)
 	require.Contains(t, string(get(t, addr+"/")), "<svg")
 	var hist string
 	for i := 0; i < 100 && !strings.Contains(hist, "webgl-contexts"); i++ {

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -97,18 +96,7 @@ func (s *server) handler() http.Handler {
 	reg.MustRegister(s)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/heap", func(w http.ResponseWriter, r *http.Request) {
-		rep, err := s.snap()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		pid, _ := strconv.Atoi(r.URL.Query().Get("pid"))
-		w.Header().Set("Content-Type", "application/octet-stream")
-		if err := rep.WritePprof(w, pid); err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-		}
-	})
+	s.pprofRoutes(mux)
 	mux.HandleFunc("/api/report", func(w http.ResponseWriter, r *http.Request) {
 		rep, err := s.snap()
 		if err != nil {
@@ -167,25 +155,25 @@ func (s *server) serve(addr string, interval time.Duration, stop <-chan struct{}
 	return nil
 }
 
-// serveCmd: tagalloc serve [-addr A] [-interval D] PID — a running
+// serveCmd: tagalloc serve [--addr A] [--interval D] PID — a running
 // process's tags, live (its books, as snapshot reads them).
 func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:6060", "listen on `ADDRESS` (loopback unless told otherwise)")
-	interval := fs.Duration("interval", time.Second, "history sampling interval")
-	first, rest := splitFirst(args)
-	if err := fs.Parse(rest); err != nil {
-		return 2, err
+	fs := newFlags("serve")
+	addr := fs.String("addr", "127.0.0.1:6060", "listen on `ADDRESS` (loopback unless told otherwise; port 0: any free port)")
+	interval := fs.Duration("interval", time.Second, "`DURATION` between the history's samples")
+	pos, err := parse(fs, args, stdout)
+	if err == nil {
+		err = wantArgs("serve", pos, 1)
 	}
-	if first == "" && fs.NArg() == 1 {
-		first = fs.Arg(0)
-	} else if fs.NArg() != 0 || first == "" {
-		return 2, errors.New("serve: give one PID (tagalloc serve [-addr 127.0.0.1:6060] PID)")
+	if err == nil && *interval <= 0 {
+		err = usagef("serve", "--interval %v: a duration above zero", *interval)
 	}
-	pid, err := strconv.Atoi(first)
-	if err != nil || pid <= 0 {
-		return 2, fmt.Errorf("serve: %q is not a process id", first)
+	var pid int
+	if err == nil {
+		pid, err = pidArgument("serve", pos[0])
+	}
+	if err != nil {
+		return usageExit(err)
 	}
 	if _, err := readOwnProcess(pid, "serve"); err != nil {
 		return 1, fmt.Errorf("serve: %w", err)

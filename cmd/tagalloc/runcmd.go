@@ -1,0 +1,219 @@
+// tagalloc run: PROG under the library, its report when it ends.
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/tagalloc/tagalloc/cgo"
+	"github.com/tagalloc/tagalloc/reporter"
+	"github.com/tagalloc/tagalloc/tagtable"
+)
+
+// runOptions are run's flags and PROG with its arguments.
+type runOptions struct {
+	out, serve, stacks string
+	historyLimit       int
+	quiet, check       bool
+	prog               []string
+}
+
+func parseRun(args []string, stdout io.Writer) (runOptions, error) {
+	var o runOptions
+	fs := newFlags("run")
+	fs.StringVar(&o.out, "o", "", "also write the JSON report to `FILE` (- for standard output)")
+	fs.StringVar(&o.serve, "serve", "", "serve a live view (as tagalloc serve) on `ADDRESS` (e.g. 127.0.0.1:6060) while PROG runs")
+	fs.StringVar(&o.stacks, "stacks", "off", "who allocated it: `MODE` off, sampled (by bytes, see TAGALLOC_SAMPLE_RATE) or full (every block)")
+	historyLimit := fs.String("history-limit", "64M", "with --stacks: keep the newest events in at most `SIZE` bytes (K, M, G suffixes; 0: none); the books stay exact")
+	fs.BoolVar(&o.quiet, "q", false, "do not print the tree")
+	fs.BoolVar(&o.check, "check", false, "preload the checking build: overruns, writes after free and double frees abort with a message (TAGALLOC_CHECK selects the checks; slower)")
+	pos, err := parse(fs, args, stdout)
+	if err != nil {
+		return o, err
+	}
+	if o.stacks != "off" && o.stacks != "sampled" && o.stacks != "full" {
+		return o, usagef("run", "--stacks %q: off, sampled or full", o.stacks)
+	}
+	if o.historyLimit, err = parseSize(*historyLimit); err != nil {
+		return o, usagef("run", "--history-limit %q: %v", *historyLimit, err)
+	}
+	if len(pos) == 0 {
+		return o, usagef("run", "no program given (tagalloc run [FLAGS] -- PROG [ARGS...])")
+	}
+	o.prog = pos
+	return o, nil
+}
+
+// library builds (or finds) the variant of the library o asks for.
+func (o runOptions) library() (string, error) {
+	switch {
+	case o.stacks != "off" && o.check:
+		return cgo.CheckStacksLibrary()
+	case o.stacks != "off":
+		return cgo.StacksLibrary()
+	case o.check:
+		return cgo.CheckLibrary()
+	}
+	return cgo.Library()
+}
+
+// runCmd runs PROG under the library and reports its books; it exits with
+// PROG's status (127: not found, 126: could not start).
+func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	o, err := parseRun(args, stdout)
+	if err != nil {
+		return usageExit(err)
+	}
+	lib, err := o.library()
+	if err != nil {
+		return exitFailure, err
+	}
+	path, err := exec.LookPath(o.prog[0])
+	if err != nil {
+		return 127, fmt.Errorf("run: %w", err)
+	}
+	books, err := os.MkdirTemp("", "tagalloc-run-") // 0700: the books are the user's alone
+	if err != nil {
+		return exitFailure, fmt.Errorf("run: %w", err)
+	}
+	defer os.RemoveAll(books)
+	cmd := exec.Command(path, o.prog[1:]...)
+	cmd.Args[0] = o.prog[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(preloadEnv(os.Environ(), lib), "TAGALLOC_DIR="+books, "TAGALLOC_STACKS="+o.stacks)
+	return supervise(cmd, o, books, stdout, stderr)
+}
+
+// supervise starts cmd, serves while it runs (--serve), waits for it
+// (forwarding the signals sent to tagalloc alone) and reports its books.
+func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writer) (int, error) {
+	// The child shares our terminal's process group, so ^C reaches it
+	// directly; we only forward what is sent to us alone.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return 126, fmt.Errorf("run: %w", err)
+	}
+	var dr *drainer
+	if o.stacks != "off" {
+		dr = startDrainer(books, 20*time.Millisecond, o.historyLimit, newSymbolizer())
+	}
+	if o.serve != "" {
+		stop, err := serveRun(o.serve, books, dr, stderr)
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return exitFailure, fmt.Errorf("run: --serve: %w", err)
+		}
+		defer close(stop)
+	}
+	code, werr := waitForwarding(cmd, sigs)
+	rep, err := finalReport(books, cmd.ProcessState, dr, stderr)
+	if err != nil {
+		return code, fmt.Errorf("run: reading the books: %w", err)
+	}
+	if !o.quiet {
+		printSummary(stderr, rep, dr != nil, o.stacks)
+	}
+	if o.out != "" {
+		if err := writeOut(o.out, stdout, rep.WriteJSON); err != nil {
+			return code, fmt.Errorf("run: %w", err)
+		}
+	}
+	if dr != nil {
+		flushSymbols() // what this run named, for the next (symbolizer's disk cache)
+	}
+	return code, werr
+}
+
+// serveRun serves the live view of the books (and the drainer's stacks)
+// on addr until stop is closed.
+func serveRun(addr, books string, dr *drainer, stderr io.Writer) (stop chan struct{}, err error) {
+	stop = make(chan struct{})
+	srv := &server{snap: func() (*reporter.Report, error) {
+		if dr == nil {
+			return collect(books, nil, nil)
+		}
+		var rep *reporter.Report
+		var err error
+		dr.with(func(profiles map[int]*tagtable.Profile) { rep, err = collect(books, nil, profiles) })
+		return rep, err
+	}}
+	ready := make(chan error, 1)
+	go func() {
+		err := srv.serve(addr, time.Second, stop, func(a net.Addr) {
+			fmt.Fprintf(stderr, "tagalloc: serving on http://%s/\n", a)
+			ready <- nil
+		})
+		if err != nil {
+			ready <- err
+		}
+	}()
+	if err := <-ready; err != nil {
+		close(stop)
+		return nil, err
+	}
+	return stop, nil
+}
+
+// waitForwarding waits for cmd, passing it the signals of sigs, and
+// returns its exit status as ours.
+func waitForwarding(cmd *exec.Cmd, sigs <-chan os.Signal) (int, error) {
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				_ = cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	return exitStatus(cmd.ProcessState, err)
+}
+
+// finalReport reads the books of the ended run with the drainer's stacks:
+// the books are read while the rings are drained (the program has ended,
+// and tagalloc has the cores to itself).
+func finalReport(books string, ps *os.ProcessState, dr *drainer, stderr io.Writer) (*reporter.Report, error) {
+	if dr == nil {
+		return collect(books, ps, nil)
+	}
+	type read struct {
+		snaps []*tagtable.Snapshot
+		err   error
+	}
+	c := make(chan read, 1)
+	go func() {
+		snaps, err := tagtable.ReadDir(books)
+		c <- read{snaps, err}
+	}()
+	profiles, errs := dr.finish()
+	for _, e := range errs {
+		fmt.Fprintf(stderr, "tagalloc: stacks: %v\n", e)
+	}
+	r := <-c
+	return report(r.snaps, r.err, ps, profiles)
+}
+
+// printSummary prints the run's tree, saying so when --stacks sampled no
+// block at all.
+func printSummary(w io.Writer, rep *reporter.Report, stacksOn bool, mode string) {
+	fmt.Fprintln(w)
+	_ = rep.WriteSummary(w)
+	if stacksOn && len(rep.Processes) > 0 && rep.Processes[0].Stacks == nil {
+		// it made no ring: a process makes one at its first sample
+		fmt.Fprintf(w, "\nWho allocated it (--stacks %s): no block was sampled\n", mode)
+	}
+}
