@@ -167,7 +167,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "1", "--interval", "-1s"}, "serve: --interval -1s"},
 		{[]string{"serve", "1", "2"}, `serve: unexpected argument "2"`},
 		{[]string{"run", "--stacks", "all", "--", "true"}, `run: --stacks "all": off, sampled or full`},
-		{[]string{"run", "--history-limit", "lots", "--", "true"}, `run: --history-limit "lots"`},
+		{[]string{"run", "--history-limit", "lots", "--", "true"}, `run: --history-limit lots: size "lots"`},
 		{[]string{"run", "-q"}, "run: no program given"},
 		{[]string{"lib", "x"}, `lib: unexpected argument "x"`},
 	} {

@@ -14,7 +14,7 @@ import (
 // not JSON, another schema) exits 1, as for tagalloc report.
 func diffCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("diff")
-	format := fs.String("format", "tree", "`FORMAT`: tree or json")
+	format := fs.String("format", "tree", "output `FORMAT`: tree or json")
 	out := fs.String("o", "", "write to `FILE` instead of standard output (- for standard output)")
 	files, err := parse(fs, args, stdout)
 	if err == nil {

@@ -148,7 +148,7 @@ var reportFormats = []string{"tree", "json", "dmd", "dark-matter", "pprof", "abo
 
 func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("report")
-	format := fs.String("format", "tree", "`FORMAT`: tree, json, dmd (stack records, with --stacks), dark-matter (blocks by what memory reporters said, with --stacks), pprof (with --stacks) or about-memory (Firefox's; also firefox)")
+	format := fs.String("format", "tree", "output `FORMAT`: tree, json, dmd (stack records, with --stacks), dark-matter (blocks by what memory reporters said, with --stacks), pprof (with --stacks) or about-memory (Firefox's; also firefox)")
 	out := fs.String("o", "", "write to `FILE` instead of standard output (- for standard output)")
 	pid := fs.Int("pid", 0, "only process `PID` (default: every process; pprof merges them, each sample labelled pid)")
 	pos, err := parse(fs, args, stdout)
@@ -214,7 +214,7 @@ var snapshotFormats = []string{"json", "tree", "about-memory"}
 func snapshotCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("snapshot")
 	out := fs.String("o", "", "write to `FILE` (default: standard output; - for standard output)")
-	format := fs.String("format", "json", "`FORMAT`: json, tree or about-memory")
+	format := fs.String("format", "json", "output `FORMAT`: json, tree or about-memory")
 	pos, err := parse(fs, args, stdout)
 	if err == nil {
 		err = wantArgs("snapshot", pos, 1)

@@ -30,7 +30,7 @@ func parseRun(args []string, stdout io.Writer) (runOptions, error) {
 	fs := newFlags("run")
 	fs.StringVar(&o.out, "o", "", "also write the JSON report to `FILE` (- for standard output)")
 	fs.StringVar(&o.serve, "serve", "", "serve a live view (as tagalloc serve) on `ADDRESS` (e.g. 127.0.0.1:6060) while PROG runs")
-	fs.StringVar(&o.stacks, "stacks", "off", "who allocated it: `MODE` off, sampled (by bytes, see TAGALLOC_SAMPLE_RATE) or full (every block)")
+	fs.StringVar(&o.stacks, "stacks", "off", "record who allocated it, by `MODE`: off, sampled (by bytes, see TAGALLOC_SAMPLE_RATE) or full (every block)")
 	historyLimit := fs.String("history-limit", "64M", "with --stacks: keep the newest events in at most `SIZE` bytes (K, M, G suffixes; 0: none); the books stay exact")
 	fs.BoolVar(&o.quiet, "q", false, "do not print the tree")
 	fs.BoolVar(&o.check, "check", false, "preload the checking build: overruns, writes after free and double frees abort with a message (TAGALLOC_CHECK selects the checks; slower)")
@@ -42,7 +42,7 @@ func parseRun(args []string, stdout io.Writer) (runOptions, error) {
 		return o, usagef("run", "--stacks %q: off, sampled or full", o.stacks)
 	}
 	if o.historyLimit, err = parseSize(*historyLimit); err != nil {
-		return o, usagef("run", "--history-limit %q: %v", *historyLimit, err)
+		return o, usagef("run", "--history-limit %s: %v", *historyLimit, err)
 	}
 	if len(pos) == 0 {
 		return o, usagef("run", "no program given (tagalloc run [FLAGS] -- PROG [ARGS...])")
