@@ -50,7 +50,7 @@ func init() {
 			summary: "re-render a saved report (tree, json, dmd, dark-matter, pprof, about-memory)",
 			about: "pprof: every process with stacks, merged, each sample labelled with its pid (--pid keeps one).\n" +
 				"The default sample type is inuse_space, or alloc_space when nothing sampled is live.\n" +
-				"about-memory is gzipped when the -o FILE ends in .gz."},
+				"about-memory is gzipped when the -o FILE ends in .gz. --web serves pprof's web UI (a flame graph) instead."},
 		{name: "diff", args: "A.json B.json", run: diffCmd,
 			summary: "what changed from A to B (B - A), per process and tag, as about:memory's \"Load and diff\""},
 		{name: "snapshot", args: "PID", run: snapshotCmd,

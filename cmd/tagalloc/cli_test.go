@@ -68,7 +68,7 @@ func fixtureReport(t *testing.T, dir string) string {
 // allFlags are every command's flags: each must appear in its usage.
 var allFlags = map[string][]string{
 	"run":      {"-o FILE", "--serve ADDRESS", "--stacks MODE", "--history-limit SIZE", "-q", "--check"},
-	"report":   {"--format FORMAT", "-o FILE", "--pid PID"},
+	"report":   {"--format FORMAT", "-o FILE", "--pid PID", "--web", "--addr ADDRESS"},
 	"diff":     {"--format FORMAT", "-o FILE"},
 	"snapshot": {"--format FORMAT", "-o FILE"},
 	"top":      {"-n N", "--interval DURATION"},
@@ -296,4 +296,35 @@ func TestReportPprofProcesses(t *testing.T) {
 	require.Len(t, one.Sample, 1)
 	require.Equal(t, []int64{101}, one.Sample[0].NumLabel["pid"])
 	require.Equal(t, reporter.AllocSpace, one.DefaultSampleType, "nothing live: alloc_space first")
+}
+
+// report --web serves pprof's web UI on the report until interrupted.
+func TestReportWeb(t *testing.T) {
+	r := fixtureReport(t, t.TempDir())
+	bin, err := tagallocBin()
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "report", r, "--web", "--addr", "127.0.0.1:0", "--pid", "100")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, buf := "", make([]byte, 512)
+	for !strings.Contains(line, "\n") {
+		n, err := stderr.Read(buf)
+		require.NoError(t, err, line)
+		line += string(buf[:n])
+	}
+	require.True(t, strings.HasPrefix(line, "Serving web UI on http://127.0.0.1:"), line)
+	url := strings.TrimSpace(strings.TrimPrefix(line, "Serving web UI on "))
+	flame := string(get(t, url+"/flamegraph"))
+	require.Contains(t, flame, "make_texture")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "interrupted, it exits 0")
+
+	_, se, code := cli(t, "report", r, "--web", "-o", "x")
+	require.Equal(t, 2, code)
+	require.Contains(t, se, "--web serves the profile")
+	_, se, code = cli(t, "report", r, "--web", "--pid", "102")
+	require.Equal(t, 1, code)
+	require.Contains(t, se, "process 102 has no stacks")
 }

@@ -146,34 +146,59 @@ func checkFormat(cmd, format string, allowed []string) (string, error) {
 
 var reportFormats = []string{"tree", "json", "dmd", "dark-matter", "pprof", "about-memory"}
 
-func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
+// reportOptions are report's flags and FILE.
+type reportOptions struct {
+	format, out, addr, file string
+	pid                     int
+	web                     bool
+}
+
+func parseReport(args []string, stdout io.Writer) (reportOptions, error) {
+	var o reportOptions
 	fs := newFlags("report")
-	format := fs.String("format", "tree", "output `FORMAT`: tree, json, dmd (stack records, with --stacks), dark-matter (blocks by what memory reporters said, with --stacks), pprof (with --stacks) or about-memory (Firefox's; also firefox)")
-	out := fs.String("o", "", "write to `FILE` instead of standard output (- for standard output)")
-	pid := fs.Int("pid", 0, "only process `PID` (default: every process; pprof merges them, each sample labelled pid)")
+	fs.StringVar(&o.format, "format", "tree", "output `FORMAT`: tree, json, dmd (stack records, with --stacks), dark-matter (blocks by what memory reporters said, with --stacks), pprof (with --stacks) or about-memory (Firefox's; also firefox)")
+	fs.StringVar(&o.out, "o", "", "write to `FILE` instead of standard output (- for standard output)")
+	fs.IntVar(&o.pid, "pid", 0, "only process `PID` (default: every process; pprof merges them, each sample labelled pid)")
+	fs.BoolVar(&o.web, "web", false, "serve pprof's web UI (flame graph, top, source) on the stacks instead, until interrupted")
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:0", "with --web: listen on `ADDRESS` (port 0: any free port)")
 	pos, err := parse(fs, args, stdout)
-	if err == nil {
+	switch {
+	case err != nil:
+	case len(pos) != 1:
 		err = wantArgs("report", pos, 1)
+	case o.pid < 0:
+		err = usagef("report", "--pid %d is not a process id", o.pid)
+	case o.web && o.out != "":
+		err = usagef("report", "--web serves the profile; it writes no -o FILE")
+	default:
+		o.file = pos[0]
+		o.format, err = checkFormat("report", o.format, reportFormats)
 	}
-	if err == nil && *pid < 0 {
-		err = usagef("report", "--pid %d is not a process id", *pid)
-	}
-	if err == nil {
-		*format, err = checkFormat("report", *format, reportFormats)
-	}
+	return o, err
+}
+
+func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	o, err := parseReport(args, stdout)
 	if err != nil {
 		return usageExit(err)
 	}
-	rep, err := reporter.ReadFile(pos[0])
+	rep, err := reporter.ReadFile(o.file)
 	if err != nil {
 		return exitFailure, fmt.Errorf("report: %w", err)
 	}
-	if *pid != 0 {
-		if rep, err = onlyProcess(rep, *pid, pos[0]); err != nil {
+	if o.pid != 0 {
+		if rep, err = onlyProcess(rep, o.pid, o.file); err != nil {
 			return exitUsage, err
 		}
 	}
-	return render(rep, *format, *out, *pid, stdout)
+	if o.web {
+		prof, err := rep.Profile(o.pid)
+		if err != nil {
+			return exitFailure, fmt.Errorf("report: --web: %w", err)
+		}
+		return webReport(prof, o.addr, stderr)
+	}
+	return render(rep, o.format, o.out, o.pid, stdout)
 }
 
 // onlyProcess keeps the process pid of the report read from file.

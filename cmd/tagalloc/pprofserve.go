@@ -28,6 +28,7 @@ type pprofEndpoint struct{ Name, DefaultType, About string }
 
 func (s *server) pprofRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/", s.pprofIndex)
+	mux.HandleFunc("/debug/pprof/ui/", s.pprofWeb)
 	for _, p := range pprofProfiles {
 		mux.HandleFunc("/debug/pprof/"+p.Name, func(w http.ResponseWriter, r *http.Request) {
 			s.pprofProfile(w, r, p.Name, p.DefaultType)
@@ -60,6 +61,27 @@ func (s *server) pprofProfile(w http.ResponseWriter, r *http.Request, name, defa
 		prof.DefaultSampleType = defaultType
 	}
 	writeProfile(w, r, name, prof)
+}
+
+// pprofWeb serves pprof's web UI on the current profile of every
+// process, built anew for each request (the processes run on).
+func (s *server) pprofWeb(w http.ResponseWriter, r *http.Request) {
+	rep, err := s.snap()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	prof, err := rep.Profile(0)
+	if err != nil {
+		http.Error(w, err.Error()+" (tagalloc run --stacks sampled --serve ADDRESS)", http.StatusNotFound)
+		return
+	}
+	handlers, err := pprofHandlers(prof)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	mountHandlers(w, r, "/debug/pprof/ui/", handlers)
 }
 
 // writeProfile writes prof as net/http/pprof does: gzipped protobuf, an
@@ -122,7 +144,8 @@ var pprofIndexPage = template.Must(template.New("index").Parse(`<!doctype html>
 Every process is merged, each sample labelled with its pid; <code>?pid=N</code> keeps one.</p>
 <table>
 {{range .Profiles}}<tr><td><a href="{{.Name}}">{{.Name}}</a></td><td>{{.About}}</td></tr>
-{{end}}</table>
+{{end}}<tr><td><a href="ui/">ui</a></td><td>pprof's web UI on the heap profile: flame graph, top, graph, source</td></tr>
+</table>
 <h2>Processes</h2>
 {{if .Err}}<p>{{.Err}}</p>{{end}}
 <table>

@@ -77,3 +77,23 @@ func TestPprofEndpoints(t *testing.T) {
 	require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
 	require.Contains(t, body, "make_texture")
 }
+
+// /debug/pprof/ui/ is pprof's own web UI on the live profile, its links
+// relative to the mount; markup in the data stays text.
+func TestPprofWebUIMounted(t *testing.T) {
+	srv := hostileServer(t)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(srv.URL + "/debug/pprof/ui/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusMovedPermanently, resp.StatusCode)
+	require.Equal(t, "flamegraph", resp.Header.Get("Location"), "relative: stays under the mount")
+	for _, page := range []string{"flamegraph", "top", "source?f=make_texture"} {
+		resp, body := fetch(t, srv.URL+"/debug/pprof/ui/"+page)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", page, body)
+		require.Contains(t, body, "make_texture", page)
+		require.NotContains(t, body, "<img src=x", page)
+	}
+	resp, _ = fetch(t, srv.URL+"/debug/pprof/ui/nothing")
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
