@@ -328,3 +328,14 @@ func TestReportWeb(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, se, "process 102 has no stacks")
 }
+
+// What a measured program names cannot drive the terminal through top.
+func TestTerminalText(t *testing.T) {
+	require.Equal(t, "gpu-textures ünïcode", terminalText("gpu-textures ünïcode"))
+	require.Equal(t, "?[2J?]0;title?evil?txt.exe", terminalText("\x1b[2J\x1b]0;title\x07evil\u202etxt.exe"))
+	require.Equal(t, "a?b?c", terminalText("a\u0085b\xffc"))
+	var b bytes.Buffer
+	writeTop(&b, reporter.Process{PID: 1, Command: []string{"prog\x1b[31m"}, Tags: []reporter.Tag{{Name: "t\x1b]52;c;cGFzdGU=\x07"}}})
+	require.NotContains(t, b.String(), "\x1b")
+	require.NotContains(t, b.String(), "\x07")
+}
