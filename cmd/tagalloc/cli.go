@@ -82,7 +82,7 @@ func lookup(name string) *command {
 func generalUsage(w io.Writer) {
 	fmt.Fprint(w, "usage: tagalloc COMMAND [FLAGS] [ARGS]\n\ncommands:\n")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintln(w, wrap(fmt.Sprintf("  %-25s %s", strings.TrimSpace(c.name+" "+c.args), c.summary), 28, 100))
 	}
 	fmt.Fprint(w, `
 tagalloc help COMMAND (or tagalloc COMMAND -h) prints a command's flags.

@@ -110,7 +110,7 @@ func TestGeneralUsage(t *testing.T) {
 		require.Equal(t, 0, code)
 		require.Empty(t, se)
 		for _, c := range commands {
-			require.Contains(t, so, "\n  "+c.name+" ")
+			require.Contains(t, so, "\n  "+strings.TrimSpace(c.name+" "+c.args)+" ", "each command with its arguments")
 		}
 		for _, line := range []string{"0  done", "1  tagalloc failed", "2  usage error", "PROG's status"} {
 			require.Contains(t, so, line)
