@@ -339,3 +339,12 @@ func TestTerminalText(t *testing.T) {
 	require.NotContains(t, b.String(), "\x1b")
 	require.NotContains(t, b.String(), "\x07")
 }
+
+// An error is one line without control characters, whatever the name it
+// quotes.
+func TestErrorsAreOneCleanLine(t *testing.T) {
+	so, se, code := cli(t, "report", "a\x1b[31mb\nc.json")
+	require.Equal(t, 1, code)
+	require.Empty(t, so)
+	require.Equal(t, "tagalloc: report: open a?[31mb?c.json: no such file or directory\n", se)
+}

@@ -24,7 +24,8 @@ func main() {
 	code, err := run(os.Args[1:], os.Stdout, os.Stderr)
 	stopProfile()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "tagalloc: %v\n", err)
+		// one line, whatever a file or process put in the message
+		fmt.Fprintf(os.Stderr, "tagalloc: %s\n", terminalText(err.Error()))
 		if code == 0 {
 			code = exitFailure
 		}
