@@ -14,14 +14,15 @@ static inline size_t _ta_slop_req(const _ta_page_t *pg, const void *b) {
 }
 
 /* Everything but the common case of the fast path below: a page that
- * keeps requested sizes, or no free block at hand. Out of line, so the
- * fast path needs neither size nor class once it has its page. */
+ * keeps requested sizes or holds another tag's blocks, or no free block
+ * at hand. Out of line, so the fast path needs neither size nor class
+ * once it has its page. */
 TA_NOINLINE static void *_ta_malloc_class_rest(_ta_heap_t *h, unsigned c, size_t size) {
   _ta_page_t *pg = h->direct[c];
   _ta_block_t *b = pg->free;
   if (b == NULL) return _ta_malloc_slow(h, c, size);
-  _ta_take(h, pg, c, b);
-  _ta_take_requested(h, pg, c, b, size);
+  _ta_take_retag(h, pg, c, b);
+  if (pg->slop) _ta_take_requested(h, pg, c, b, size);
   return b;
 }
 
@@ -29,7 +30,7 @@ static inline void *_ta_malloc_class_unsampled(unsigned c, size_t size) {
   _ta_heap_t *h = _ta_tls_heap;
   _ta_page_t *pg = h->direct[c];
   _ta_block_t *b = pg->free;
-  if (ta_likely(b != NULL && pg->slop == NULL)) {
+  if (ta_likely(b != NULL && pg->slop == NULL && pg->tag == h->ctr->tag)) {
     _ta_take(h, pg, c, b);
     return b;
   }
@@ -52,7 +53,7 @@ static inline void *_ta_malloc_class(unsigned c, size_t size) {
   _ta_heap_t *h = _ta_tls_heap;
   _ta_page_t *pg = h->direct[c];
   _ta_block_t *b = pg->free;
-  if (ta_likely(b != NULL && left >= 0 && pg->slop == NULL)) {
+  if (ta_likely(b != NULL && left >= 0 && pg->slop == NULL && pg->tag == h->ctr->tag)) {
     _ta_sample_left = left;
     _ta_take(h, pg, c, b);
     return b;
@@ -196,8 +197,8 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
 static void _ta_free_suspect(_ta_page_t *pg, _ta_block_t *b);
 
 /* Give block b (counted) back to pg, a page of the calling thread's heap h. */
-static inline __attribute__((always_inline)) void _ta_free_give_back(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
-  b->key = _ta_free_key;
+static inline __attribute__((always_inline)) void _ta_free_give_back(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b, uintptr_t key) {
+  b->key = key;
   b->next = pg->free; /* LIFO: the next malloc of the class gets it, hot */
   pg->free = b;
   pg->used--; /* last: its flags decide the branch below (one sub, no reload) */
@@ -205,12 +206,22 @@ static inline __attribute__((always_inline)) void _ta_free_give_back(_ta_heap_t 
     _ta_free_local_slow(h, pg, b);
 }
 
-/* A local free of a block whose tag is not the thread's current one. Its
- * requested bytes (if kept) are counted by the slow path that such a page
- * always takes. */
-TA_NOINLINE static void _ta_free_local_other(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b, uint32_t tag) {
-  _ta_count_free(tag, pg->block_size, 0);
-  _ta_free_give_back(h, pg, b);
+/* Count the local free of a block of pg whose tag is the thread's
+ * current one (ct). */
+static inline __attribute__((always_inline)) void _ta_count_free_own(_ta_ctr_t *ct, const _ta_page_t *pg) {
+  TA_BOOK_ADD(ct->free_blocks, 1);
+  TA_BOOK_ADD(ct->free_bytes, pg->block_size);
+}
+
+/* A local free on a page that is not uniformly of the thread's current
+ * tag: a mixed page, or one of another tag. Its requested bytes (if kept)
+ * are counted by the slow path that such a page always takes. */
+TA_NOINLINE static void _ta_free_local_other(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
+  uint32_t tag = _ta_block_tag(pg, b);
+  _ta_ctr_t *ct = h->ctr;
+  if (tag == ct->tag) _ta_count_free_own(ct, pg);
+  else _ta_count_free(tag, pg->block_size, 0);
+  _ta_free_give_back(h, pg, b, _ta_free_key);
 }
 
 static inline __attribute__((always_inline)) void _ta_free(void *p) {
@@ -221,22 +232,21 @@ static inline __attribute__((always_inline)) void _ta_free(void *p) {
    * which names it (an interior pointer that is aligned is not caught). */
   if (ta_likely(pg != NULL && atomic_load_explicit(&pg->heap, memory_order_relaxed) == h && ((uintptr_t)p & 15) == 0)) {
     _ta_block_t *b = p;
-    if (ta_unlikely(b->key == _ta_free_key)) {
+    uintptr_t key = _ta_free_key; /* once: the counts' stores could alias it */
+    if (ta_unlikely(b->key == key)) {
       _ta_free_suspect(pg, b); /* a tail call: the fast path stays a leaf */
       return;
     }
 #if TA_CHECK
     _ta_check_poison_block(b, pg->block_size); /* internal frees too (check.c) */
 #endif
-    uint32_t tag = pg->tags[_ta_block_index(pg, b)];
     _ta_ctr_t *ct = h->ctr;
-    if (ta_unlikely(tag != ct->tag)) {
-      _ta_free_local_other(h, pg, b, tag); /* a tail call: the fast path stays a leaf */
+    if (ta_unlikely(pg->tag != ct->tag)) {
+      _ta_free_local_other(h, pg, b); /* a tail call: the fast path stays a leaf */
       return;
     }
-    TA_BOOK_ADD(ct->free_blocks, 1);
-    TA_BOOK_ADD(ct->free_bytes, pg->block_size);
-    _ta_free_give_back(h, pg, b);
+    _ta_count_free_own(ct, pg);
+    _ta_free_give_back(h, pg, b, key);
     return;
   }
   _ta_free_generic(p, "free");
@@ -268,7 +278,7 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
     if (size <= bs && size >= bs / 2) {
       if (ta_unlikely(pg->slop != NULL)) { /* the same block, another request */
         size_t idx = _ta_block_index(pg, p);
-        _ta_count_resize(pg->tags[idx], bs, bs, bs - _ta_slop_get(pg, idx), size);
+        _ta_count_resize(_ta_block_tag_at(pg, idx), bs, bs, bs - _ta_slop_get(pg, idx), size);
         _ta_slop_set(pg, idx, bs - size);
       }
       return p;

@@ -105,7 +105,7 @@ static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg, void *b) {
   if (TA_SAMPLED_AT(pg, b)) _ta_sample_free(b);
   if (pg->slop) { /* the block's entries stay until it is handed out again */
     size_t idx = _ta_block_index(pg, b);
-    _ta_count_resize(pg->tags[idx], 0, 0, pg->block_size - _ta_slop_get(pg, idx), 0);
+    _ta_count_resize(_ta_block_tag_at(pg, idx), 0, 0, pg->block_size - _ta_slop_get(pg, idx), 0);
   }
   if (!_ta_page_keep_empty(h, pg) && pg->used == 0) { /* direct: biased, kept anyway */
     _ta_page_release(h, pg);
@@ -298,7 +298,7 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
   }
   h->direct[c] = pg;
   _ta_block_t *b = pg->free;
-  _ta_take(h, pg, c, b);
+  _ta_take_retag(h, pg, c, b);
   if (pg->slop) _ta_take_requested(h, pg, c, b, size);
   if (ta_unlikely((h->slow_count & 1023) == 0)) _ta_tag_note_peak(h->ctr->tag);
   return b;

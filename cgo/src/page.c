@@ -23,20 +23,51 @@ static void _ta_page_extend(_ta_page_t *pg) {
   __atomic_store_n(&pg->capacity, (uint16_t)(pg->capacity + n), __ATOMIC_RELAXED);
 }
 
-/* Hand out b, the first free block of pg, a page of class c of h: it gets
- * the thread's current tag (tags[] first, so a fork or a signal between
- * the two finds a free block with a fresh entry, never a handed-out block
- * with a stale one), and the tag's counters count it. Both come from one
- * load of h->ctr: a tag switch is one store of that pointer. */
+/* Hand out b, the first free block of pg, a page of class c of h whose
+ * tag is the thread's current one (pg->tag, or b's entry on a mixed page:
+ * _ta_page_retag), and count it in that tag's counters (h->ctr: a tag
+ * switch is one store of that pointer). */
 static inline __attribute__((always_inline)) void _ta_take(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b) {
   _ta_ctr_t *ct = h->ctr;
-  pg->tags[_ta_block_index_of(pg, c, b)] = (uint16_t)ct->tag;
-  atomic_signal_fence(memory_order_seq_cst);
+  ta_assert(pg->block_size == _ta_classes[c].size);
   pg->free = b->next;
   b->key = 0;
   pg->used++;
   TA_BOOK_ADD(ct->alloc_blocks, 1);
-  TA_BOOK_ADD(ct->alloc_bytes, _ta_classes[c].size);
+  TA_BOOK_ADD(ct->alloc_bytes, pg->block_size); /* _ta_classes[c].size, on a line at hand */
+}
+
+/* Make tag the tag of b, the free block of pg (class c) about to be handed
+ * out. A page whose blocks in use all have one tag keeps it in pg->tag
+ * alone, and the fast paths only compare it. An empty page takes any tag.
+ * Else the page turns mixed: every carved block's entry of tags[] gets the
+ * page's tag, then pg->tag becomes TA_TAG_MIXED (a release: a thread that
+ * frees one of its blocks and sees MIXED sees the entries), and each block
+ * handed out from then on has its entry written, until the page is empty.
+ * The tag is always right before the block is popped: a fork or a signal
+ * between the two finds a free block with a fresh entry, never a
+ * handed-out block with a stale one. */
+TA_NOINLINE static void _ta_page_mix(_ta_page_t *pg, uint32_t cur) {
+  for (size_t i = 0; i < pg->capacity; i++) pg->tags[i] = (uint16_t)cur;
+  __atomic_store_n(&pg->tag, (uint16_t)TA_TAG_MIXED, __ATOMIC_RELEASE);
+}
+
+static inline __attribute__((always_inline)) void _ta_page_retag(_ta_page_t *pg, unsigned c, const _ta_block_t *b, uint32_t tag) {
+  uint32_t cur = pg->tag;
+  if (cur == tag) return;
+  if (ta_unlikely(pg->used == 0)) { /* blocks other threads freed count as used: none is out */
+    __atomic_store_n(&pg->tag, (uint16_t)tag, __ATOMIC_RELEASE);
+    return;
+  }
+  if (ta_unlikely(cur != TA_TAG_MIXED)) _ta_page_mix(pg, cur);
+  pg->tags[_ta_block_index_of(pg, c, b)] = (uint16_t)tag;
+  atomic_signal_fence(memory_order_seq_cst);
+}
+
+/* _ta_take for the slow paths: the page may be of another tag. */
+static inline __attribute__((always_inline)) void _ta_take_retag(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b) {
+  _ta_page_retag(pg, c, b, h->ctr->tag);
+  _ta_take(h, pg, c, b);
 }
 
 /* Keep the requested size of b, just taken (TAGALLOC_REQUESTED). */

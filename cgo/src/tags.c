@@ -440,7 +440,7 @@ static void _ta_walk_heap(void) {
           }
         for (size_t k = 0; k < h->capacity; k++) {
           if (freed[k / 8] & (1u << (k % 8))) continue;
-          uint32_t tag = h->tags[k];
+          uint32_t tag = _ta_block_tag_at(h, k);
           if (tag >= TA_TAG_SLOTS) _ta_fatal("page %p: block %zu has tag %u, out of range", h->start, k, tag);
           _ta_walk_bytes[tag] += h->block_size;
           _ta_walk_blocks[tag]++;

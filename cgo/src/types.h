@@ -38,16 +38,19 @@
  *
  * The malloc path
  *   1. class c = _ta_class_of(size); page = heap->direct[c]    (TLS heap)
- *   2. pop page->free; used++; tags[block index] = heap->tag;
- *      heap->ctr (the thread's counters of its current tag) += 1 block
- *      and the class size; return.                             (fast path)
+ *   2. if page->tag is the thread's current tag (heap->ctr->tag): pop
+ *      page->free; used++; heap->ctr (the thread's counters of its
+ *      current tag) += 1 block and the class size; return.  (fast path)
+ *      A page of another tag takes the tag if it is empty, else turns
+ *      mixed: from then on tags[block index] holds each block's tag.
  *   3. otherwise (heap.c) move the cross-thread list into free, carve more blocks, try the class's other pages, rescan full
  *      pages that other threads freed into, adopt an abandoned page, or take
  *      a new span from the arena (arena.c, under the arena lock).
  * The free path
  *   1. page = descriptor of the address (one compare with arena 0's bounds,
  *      one index; head_off for multi-page spans).
- *   2. owner thread: the block's tag from tags[block index]; its counters
+ *   2. owner thread: the block's tag (page->tag, or tags[block index]
+ *      on a mixed page); its counters
  *      (heap->ctr if it is the current tag, else a look-up) count the
  *      free; push on page->free (LIFO, so a block freed and allocated
  *      again stays in cache), used--. A page whose used count drops to 0
@@ -213,14 +216,20 @@ struct _ta_heap_s;
  *   themselves: the arena lock holder, or the owner for a span it holds.
  * Invariant (small span, at rest): used + |free| + (reserved - capacity)
  *   == reserved, and |xthread_free| <= used (blocks other threads freed
- *   count as used until the owner collects them). tags[i] is the tag of
- *   block i while it is handed out; a free block's entry is stale. */
+ *   count as used until the owner collects them). A block handed out has
+ *   tag `tag`, or when that is TA_TAG_MIXED, tags[i] (a free block's entry
+ *   is stale). Most pages only ever hold one tag's blocks: while they do,
+ *   malloc and free compare `tag` and never touch tags[] (page.c,
+ *   _ta_page_retag). */
 typedef struct _ta_page_s {
   /* cache line 1: the owner's fast paths */
   _ta_block_t *free;          /* blocks ready for malloc (the owner frees here) */
   uint16_t *tags;             /* small: per block, its tag id (reserved entries) */
   _Atomic(struct _ta_heap_s *) heap; /* owner; NULL if free or abandoned */
-  uint32_t used;              /* blocks handed out, not yet collected back */
+  uint16_t used;              /* blocks handed out, not yet collected back */
+  uint16_t tag;               /* small: the tag of every block handed out, or
+                                 TA_TAG_MIXED (then tags[] has each block's);
+                                 large: its block's tag */
   uint32_t block_size;        /* class size (small); 0 for large */
   uint16_t capacity;          /* blocks carved so far (others read it atomically) */
   uint16_t reserved;          /* blocks that fit in the span */
@@ -250,8 +259,8 @@ typedef struct _ta_page_s {
                                  (sample lock) */
   };
   uint32_t npages;            /* span length in pages (heads; arena lock) */
-  uint16_t tag;               /* large: the tag its block is charged to */
   uint16_t arena;             /* index of the arena holding this page (arena lock) */
+  uint16_t pad_;
 } _ta_page_t;
 
 _Static_assert(sizeof(_ta_page_t) == 128, "page descriptor must be 128 bytes");
@@ -279,6 +288,8 @@ typedef struct _ta_arena_s {
 #define TA_TAG_UNTAGGED 0                /* "untagged", or TAGALLOC_TAG's name */
 #define TA_TAG_OVERFLOW (TA_MAX_TAGS + 1) /* tags past the limit land here */
 #define TA_TAG_SLOTS (TA_MAX_TAGS + 2)
+#define TA_TAG_MIXED 0xffffu             /* a small page's tag: see tags[] */
+_Static_assert(TA_TAG_MIXED >= TA_TAG_SLOTS, "TA_TAG_MIXED is no tag");
 #define TA_TAG_STACK 32                  /* nesting depth of tagalloc_push_tag */
 
 /* The books of one tag as one thread saw them: monotone counts, written by
@@ -507,9 +518,19 @@ static inline size_t _ta_block_index_of(const _ta_page_t *pg, unsigned c, const 
 }
 static inline size_t _ta_block_index(const _ta_page_t *pg, const void *p) { return _ta_block_index_of(pg, pg->sclass, p); }
 
+/* The tag of the live block idx of span pg (small or large: a large
+ * span's tag is never TA_TAG_MIXED). Any thread: the acquire pairs with
+ * the owner's release when a page turns mixed (_ta_page_retag), so a
+ * reader that sees TA_TAG_MIXED sees the entries it filled. */
+static inline uint32_t _ta_block_tag_at(const _ta_page_t *pg, size_t idx) {
+  uint32_t t = __atomic_load_n(&pg->tag, __ATOMIC_ACQUIRE);
+  return t == TA_TAG_MIXED ? pg->tags[idx] : t;
+}
+
 /* The tag of the live block p of span pg (small or large). */
 static inline uint32_t _ta_block_tag(const _ta_page_t *pg, const void *p) {
-  return pg->kind == TA_KIND_SMALL ? pg->tags[_ta_block_index(pg, p)] : pg->tag;
+  uint32_t t = __atomic_load_n(&pg->tag, __ATOMIC_ACQUIRE);
+  return t == TA_TAG_MIXED ? pg->tags[_ta_block_index(pg, p)] : t;
 }
 
 static inline size_t _ta_slop_bytes(const _ta_page_t *pg) {
