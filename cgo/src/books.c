@@ -1,4 +1,4 @@
-/* books.c: the region that holds the books (DESIGN.md D6). Tag names and
+/* books.c: the region that holds the books (docs/ARCHITECTURE.md, D6). Tag names and
  * the thread records with their per-tag counters live in one region. With $TAGALLOC_DIR set (tagalloc run sets
  * it) the region is a file DIR/PID.tagalloc mapped shared, so the launcher
  * reads the books while the program runs and after it dies, even of

@@ -1,4 +1,4 @@
-/* sample.c: who allocated it (DESIGN.md D7), in builds with TA_SAMPLING
+/* sample.c: who allocated it (docs/ARCHITECTURE.md, D7), in builds with TA_SAMPLING
  * (tagalloc run --stacks sampled|full builds and preloads that variant, so
  * the ordinary library pays nothing for it).
  *

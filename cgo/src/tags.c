@@ -1,4 +1,4 @@
-/* tags.c: heap-block tags (DESIGN.md D5). The tag registry (names to
+/* tags.c: heap-block tags (docs/ARCHITECTURE.md, D5). The tag registry (names to
  * ids, lock-free lookups), thread records and their current tag (malloc
  * writes it into the block's entry of its span's tag array, and free reads
  * it back: O(1), no lock, no hash, and no memory per tag but counters), the

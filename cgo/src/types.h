@@ -8,7 +8,7 @@
  *             when one fills up (at most TA_MAX_ARENAS).
  *   page      64 KiB of an arena (TA_PAGE_SIZE). Each page has a 128-byte
  *             descriptor (_ta_page_t) in a separate mapping: metadata is out
- *             of line (DESIGN.md D4), so overrunning a block cannot corrupt it.
+ *             of line (docs/ARCHITECTURE.md, D4), so overrunning a block cannot corrupt it.
  *   span      a run of pages. Its first page's descriptor is the span's
  *             "head"; every page of a span in use records head_off, the
  *             distance back to its head, so any address inside finds it.
