@@ -30,7 +30,8 @@ static inline void *_ta_malloc_class_unsampled(unsigned c, size_t size) {
   _ta_heap_t *h = _ta_tls_heap;
   _ta_page_t *pg = h->direct[c];
   _ta_block_t *b = pg->free;
-  if (ta_likely(b != NULL && pg->slop == NULL && pg->tag == h->ctr->tag)) {
+  /* a page keeping requested sizes is mixed: the tag compare fails */
+  if (ta_likely(b != NULL && pg->tag == h->ctr->tag)) {
     _ta_take(h, pg, c, b);
     return b;
   }
@@ -53,7 +54,7 @@ static inline void *_ta_malloc_class(unsigned c, size_t size) {
   _ta_heap_t *h = _ta_tls_heap;
   _ta_page_t *pg = h->direct[c];
   _ta_block_t *b = pg->free;
-  if (ta_likely(b != NULL && left >= 0 && pg->slop == NULL && pg->tag == h->ctr->tag)) {
+  if (ta_likely(b != NULL && left >= 0 && pg->tag == h->ctr->tag)) {
     _ta_sample_left = left;
     _ta_take(h, pg, c, b);
     return b;
@@ -196,13 +197,15 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
 
 static void _ta_free_suspect(_ta_page_t *pg, _ta_block_t *b);
 
-/* Give block b (counted) back to pg, a page of the calling thread's heap h. */
-static inline __attribute__((always_inline)) void _ta_free_give_back(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b, uintptr_t key) {
+/* Give block b (counted) back to pg, a page of the calling thread's heap h.
+ * mixed: pg may be a mixed page, so it may keep requested sizes (the fast
+ * path's pages are of one tag, and never do). */
+static inline __attribute__((always_inline)) void _ta_free_give_back(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b, uintptr_t key, bool mixed) {
   b->key = key;
   b->next = pg->free; /* LIFO: the next malloc of the class gets it, hot */
   pg->free = b;
   pg->used--; /* last: its flags decide the branch below (one sub, no reload) */
-  if (ta_unlikely(pg->used == 0 || pg->slop != NULL || atomic_load_explicit(&pg->in_full, memory_order_relaxed) || TA_SAMPLED_AT(pg, b)))
+  if (ta_unlikely(pg->used == 0 || (mixed && pg->slop != NULL) || atomic_load_explicit(&pg->in_full, memory_order_relaxed) || TA_SAMPLED_AT(pg, b)))
     _ta_free_local_slow(h, pg, b);
 }
 
@@ -221,7 +224,7 @@ TA_NOINLINE static void _ta_free_local_other(_ta_heap_t *h, _ta_page_t *pg, _ta_
   _ta_ctr_t *ct = h->ctr;
   if (tag == ct->tag) _ta_count_free_own(ct, pg);
   else _ta_count_free(tag, pg->block_size, 0);
-  _ta_free_give_back(h, pg, b, _ta_free_key);
+  _ta_free_give_back(h, pg, b, _ta_free_key, true);
 }
 
 static inline __attribute__((always_inline)) void _ta_free(void *p) {
@@ -246,7 +249,8 @@ static inline __attribute__((always_inline)) void _ta_free(void *p) {
       return;
     }
     _ta_count_free_own(ct, pg);
-    _ta_free_give_back(h, pg, b, key);
+    ta_assert(pg->slop == NULL);
+    _ta_free_give_back(h, pg, b, key, false);
     return;
   }
   _ta_free_generic(p, "free");

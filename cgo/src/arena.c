@@ -494,6 +494,9 @@ static _ta_page_t *_ta_span_alloc_small(size_t npages, size_t tag_bytes, size_t 
     h->flags = 0;
     h->tags = tags;
     h->slop = slop;
+    /* keeping requested sizes: mixed for good, so the fast paths' tag
+     * compare sends every malloc and free of it out of line */
+    h->tag = slop ? TA_TAG_MIXED : TA_TAG_UNTAGGED;
   } else {
     _ta_side_free_locked(tags, tag_bytes);
     _ta_side_free_locked(slop, slop_bytes);

@@ -44,7 +44,9 @@ static inline __attribute__((always_inline)) void _ta_take(_ta_heap_t *h, _ta_pa
  * page's tag, then pg->tag becomes TA_TAG_MIXED (a release: a thread that
  * frees one of its blocks and sees MIXED sees the entries), and each block
  * handed out from then on has its entry written, until the page is empty.
- * The tag is always right before the block is popped: a fork or a signal
+ * A page that keeps requested sizes is mixed from the start, for good: the
+ * fast paths never take it (the tag compare fails), so they need not test
+ * pg->slop. The tag is always right before the block is popped: a fork or a signal
  * between the two finds a free block with a fresh entry, never a
  * handed-out block with a stale one. */
 TA_NOINLINE static void _ta_page_mix(_ta_page_t *pg, uint32_t cur) {
@@ -55,7 +57,9 @@ TA_NOINLINE static void _ta_page_mix(_ta_page_t *pg, uint32_t cur) {
 static inline __attribute__((always_inline)) void _ta_page_retag(_ta_page_t *pg, unsigned c, const _ta_block_t *b, uint32_t tag) {
   uint32_t cur = pg->tag;
   if (cur == tag) return;
-  if (ta_unlikely(pg->used == 0)) { /* blocks other threads freed count as used: none is out */
+  /* used: blocks other threads freed count as used, so 0 means none is
+   * out; a page keeping requested sizes stays mixed (its span's set-up) */
+  if (ta_unlikely(pg->used == 0) && pg->slop == NULL) {
     __atomic_store_n(&pg->tag, (uint16_t)tag, __ATOMIC_RELEASE);
     return;
   }
