@@ -27,11 +27,15 @@ type server struct {
 	snap    func() (*reporter.Report, error)
 	mu      sync.Mutex
 	history []historyPoint // the newest last, at most historyMax
+	latest  *liveView      // the newest sample's view, for the page
 }
 
 type historyPoint struct {
 	T    int64             `json:"t"`    // unix milliseconds
-	Live map[string]uint64 `json:"live"` // "pid/tag" -> live bytes
+	Live map[string]uint64 `json:"live"` // "pid/tag" -> live bytes (exact)
+	// Libraries: "pid/library" -> live bytes estimated from the sampled
+	// stacks; absent when no process has stacks.
+	Libraries map[string]uint64 `json:"libraries,omitempty"`
 }
 
 const historyMax = 3600
@@ -41,13 +45,24 @@ func (s *server) sample() {
 	if err != nil {
 		return
 	}
-	pt := historyPoint{T: time.Now().UnixMilli(), Live: map[string]uint64{}}
+	now := time.Now()
+	pt := historyPoint{T: now.UnixMilli(), Live: map[string]uint64{}}
 	for _, p := range rep.Processes {
 		for _, t := range p.Tags {
-			pt.Live[strconv.Itoa(p.PID)+"/"+t.Name] = t.LiveBytes
+			pt.Live[strconv.Itoa(p.PID)+"/"+t.Name] += t.LiveBytes
+		}
+		if p.Stacks != nil {
+			if pt.Libraries == nil {
+				pt.Libraries = map[string]uint64{}
+			}
+			for _, l := range p.Stacks.Libraries {
+				pt.Libraries[strconv.Itoa(p.PID)+"/"+l.Name] += l.LiveBytes
+			}
 		}
 	}
+	view := newLiveView(rep, now)
 	s.mu.Lock()
+	s.latest = view
 	s.history = append(s.history, pt)
 	if len(s.history) > historyMax {
 		s.history = s.history[len(s.history)-historyMax:]
@@ -55,47 +70,11 @@ func (s *server) sample() {
 	s.mu.Unlock()
 }
 
-// Describe and Collect make the server a Prometheus collector of the
-// current report.
-var (
-	descLive       = prometheus.NewDesc("tagalloc_tag_live_bytes", "Usable bytes of the tag's live heap blocks.", []string{"pid", "command", "tag"}, nil)
-	descLiveBlocks = prometheus.NewDesc("tagalloc_tag_live_blocks", "The tag's live heap blocks.", []string{"pid", "command", "tag"}, nil)
-	descAlloc      = prometheus.NewDesc("tagalloc_tag_alloc_bytes_total", "Usable bytes ever allocated under the tag.", []string{"pid", "command", "tag"}, nil)
-	descAllocN     = prometheus.NewDesc("tagalloc_tag_alloc_blocks_total", "Blocks ever allocated under the tag.", []string{"pid", "command", "tag"}, nil)
-	descMapped     = prometheus.NewDesc("tagalloc_heap_mapped_bytes", "Memory the allocator has from the OS for the heap.", []string{"pid", "command"}, nil)
-)
-
-func (s *server) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLive, descLiveBlocks, descAlloc, descAllocN, descMapped} {
-		ch <- d
-	}
-}
-
-func (s *server) Collect(ch chan<- prometheus.Metric) {
-	rep, err := s.snap()
-	if err != nil {
-		return
-	}
-	for _, p := range rep.Processes {
-		pid, cmd := strconv.Itoa(p.PID), ""
-		if len(p.Command) > 0 {
-			cmd = p.Command[0]
-		}
-		for _, t := range p.Tags {
-			ch <- prometheus.MustNewConstMetric(descLive, prometheus.GaugeValue, float64(t.LiveBytes), pid, cmd, t.Name)
-			ch <- prometheus.MustNewConstMetric(descLiveBlocks, prometheus.GaugeValue, float64(t.LiveBlocks), pid, cmd, t.Name)
-			ch <- prometheus.MustNewConstMetric(descAlloc, prometheus.CounterValue, float64(t.AllocBytes), pid, cmd, t.Name)
-			ch <- prometheus.MustNewConstMetric(descAllocN, prometheus.CounterValue, float64(t.AllocBlocks), pid, cmd, t.Name)
-		}
-		ch <- prometheus.MustNewConstMetric(descMapped, prometheus.GaugeValue, float64(p.Heap.MappedBytes), pid, cmd)
-	}
-}
-
 func (s *server) handler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s)
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	s.pprofRoutes(mux)
 	mux.HandleFunc("/api/report", func(w http.ResponseWriter, r *http.Request) {
 		rep, err := s.snap()
@@ -113,13 +92,13 @@ func (s *server) handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(h)
 	})
+	mux.HandleFunc("/api/live", s.serveLive)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
 		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		io.WriteString(w, page)
+		servePage(w)
 	})
 	return mux
 }
@@ -199,49 +178,3 @@ func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	}
 	return 0, nil
 }
-
-// page draws the per-tag history (one line per pid/tag) and the current
-// table, refreshed every second; no outside scripts.
-const page = `<!doctype html>
-<html><head><meta charset="utf-8"><title>tagalloc</title>
-<style>
-body { font: 14px sans-serif; margin: 20px; }
-table { border-collapse: collapse; } td, th { padding: 2px 10px; text-align: right; }
-td:first-child, th:first-child { text-align: left; }
-</style></head>
-<body>
-<h1>tagalloc: live bytes per tag</h1>
-<svg id="chart" width="900" height="300" style="border:1px solid #ccc"></svg>
-<table id="tags"><thead><tr><th>pid/tag</th><th>live</th></tr></thead><tbody></tbody></table>
-<p><a href="/metrics">/metrics</a> · <a href="/api/report">/api/report</a> · <a href="/debug/pprof/heap">/debug/pprof/heap</a> (with --stacks)</p>
-<script>
-const colors = ["#1f77b4","#ff7f0e","#2ca02c","#d62728","#9467bd","#8c564b","#e377c2","#7f7f7f","#bcbd22","#17becf"];
-function human(b) { const u = ["B","KiB","MiB","GiB","TiB"]; let i = 0; while (b >= 1024 && i < 4) { b /= 1024; i++; } return b.toFixed(i ? 1 : 0) + " " + u[i]; }
-async function refresh() {
-  const h = await (await fetch("/api/history")).json();
-  const svg = document.getElementById("chart"), W = 900, H = 300;
-  svg.replaceChildren();
-  if (!h.length) return;
-  const keys = [...new Set(h.flatMap(p => Object.keys(p.live)))];
-  const max = Math.max(1, ...h.flatMap(p => Object.values(p.live)));
-  const t0 = h[0].t, t1 = Math.max(h[h.length - 1].t, t0 + 1);
-  keys.forEach((k, i) => {
-    const pts = h.filter(p => k in p.live).map(p => ((p.t - t0) / (t1 - t0) * (W - 10) + 5).toFixed(1) + "," + (H - 5 - p.live[k] / max * (H - 10)).toFixed(1));
-    const pl = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
-    pl.setAttribute("points", pts.join(" ")); pl.setAttribute("fill", "none"); pl.setAttribute("stroke", colors[i % colors.length]); pl.setAttribute("stroke-width", "2");
-    svg.appendChild(pl);
-  });
-  const last = h[h.length - 1].live, body = document.querySelector("#tags tbody");
-  // Tag names come from the measured program: they are text, never markup.
-  body.replaceChildren(...[...keys].sort((a, b) => (last[b] || 0) - (last[a] || 0)).map(k => {
-    const tr = document.createElement("tr"), name = document.createElement("td"), live = document.createElement("td");
-    name.style.color = colors[keys.indexOf(k) % colors.length];
-    name.textContent = k;
-    live.textContent = human(last[k] || 0);
-    tr.append(name, live);
-    return tr;
-  }));
-}
-refresh(); setInterval(refresh, 1000);
-</script></body></html>
-`

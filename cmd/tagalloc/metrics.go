@@ -1,0 +1,124 @@
+// /metrics for tagalloc serve and run --serve: the current report's books
+// as Prometheus metrics, through client_golang (which escapes label
+// values: tag names, commands and library paths come from the measured
+// programs).
+
+package main
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tagalloc/tagalloc/reporter"
+)
+
+var (
+	procLabels = []string{"pid", "command"}
+	tagLabels  = []string{"pid", "command", "tag"}
+	libLabels  = []string{"pid", "command", "library"}
+
+	descLive       = prometheus.NewDesc("tagalloc_tag_live_bytes", "Usable bytes of the tag's live heap blocks (exact: the allocator's books).", tagLabels, nil)
+	descLiveBlocks = prometheus.NewDesc("tagalloc_tag_live_blocks", "The tag's live heap blocks (exact).", tagLabels, nil)
+	descLiveReq    = prometheus.NewDesc("tagalloc_tag_live_requested_bytes", "Bytes the program asked for, of the tag's live blocks (only with TAGALLOC_REQUESTED=1).", tagLabels, nil)
+	descAlloc      = prometheus.NewDesc("tagalloc_tag_alloc_bytes_total", "Usable bytes ever allocated under the tag (exact).", tagLabels, nil)
+	descAllocN     = prometheus.NewDesc("tagalloc_tag_alloc_blocks_total", "Blocks ever allocated under the tag (exact).", tagLabels, nil)
+	descPeak       = prometheus.NewDesc("tagalloc_tag_peak_live_bytes_lower_bound",
+		"A lower bound of the tag's highest live bytes so far: the library notes the peak at stats queries, every 1024th slow path and thread exits, so a peak between those points is missed. (Where one process keeps two allocators' books, C and Go, their peaks are summed.)", tagLabels, nil)
+
+	descHeapLive     = prometheus.NewDesc("tagalloc_heap_live_bytes", "Usable bytes of all live heap blocks (the sum over tags).", procLabels, nil)
+	descHeapBlocks   = prometheus.NewDesc("tagalloc_heap_live_blocks", "All live heap blocks.", procLabels, nil)
+	descMapped       = prometheus.NewDesc("tagalloc_heap_mapped_bytes", "Memory the allocator has from the OS for the heap: spans holding blocks, free memory still resident, huge mappings.", procLabels, nil)
+	descFreeCached   = prometheus.NewDesc("tagalloc_heap_free_cached_bytes", "Free memory the allocator keeps resident for reuse.", procLabels, nil)
+	descSpanFree     = prometheus.NewDesc("tagalloc_heap_span_free_bytes", "Room in spans in use that holds no live block (free blocks, and space never carved, which costs address space but no RAM).", procLabels, nil)
+	descBookkeeping  = prometheus.NewDesc("tagalloc_heap_bookkeeping_bytes", "The allocator's own memory: page descriptors and the books.", procLabels, nil)
+	descSampleRate   = prometheus.NewDesc("tagalloc_stacks_sample_rate_bytes", "Mean bytes between sampled stacks (1: every block); present only when stacks are on.", procLabels, nil)
+	descLibLive      = prometheus.NewDesc("tagalloc_library_estimated_live_bytes", "An estimate, from sampled stacks, of the live heap bytes allocated from the library (the first frame outside libc and the allocator); present only when stacks are on.", libLabels, nil)
+	descLibLiveN     = prometheus.NewDesc("tagalloc_library_estimated_live_blocks", "An estimate, from sampled stacks, of the live heap blocks allocated from the library; present only when stacks are on.", libLabels, nil)
+	descLibAlloc     = prometheus.NewDesc("tagalloc_library_estimated_alloc_bytes_total", "An estimate, from sampled stacks, of the bytes ever allocated from the library; present only when stacks are on.", libLabels, nil)
+	metricsDescsList = []*prometheus.Desc{descLive, descLiveBlocks, descLiveReq, descAlloc, descAllocN, descPeak,
+		descHeapLive, descHeapBlocks, descMapped, descFreeCached, descSpanFree, descBookkeeping,
+		descSampleRate, descLibLive, descLibLiveN, descLibAlloc}
+)
+
+// Describe and Collect make the server a Prometheus collector of the
+// current report.
+func (s *server) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range metricsDescsList {
+		ch <- d
+	}
+}
+
+func (s *server) Collect(ch chan<- prometheus.Metric) {
+	rep, err := s.snap()
+	if err != nil {
+		return
+	}
+	collectReport(rep, ch)
+}
+
+// collectReport sends rep's metrics to ch. Label values are made valid
+// UTF-8 (the client refuses anything else, and the names come from the
+// measured programs), and series that then share their labels (two names
+// that differ only in invalid bytes, or two processes under one pid) are
+// summed: a series sent twice would fail the whole scrape.
+func collectReport(rep *reporter.Report, ch chan<- prometheus.Metric) {
+	type series struct {
+		desc   *prometheus.Desc
+		kind   prometheus.ValueType
+		labels []string
+		value  float64
+	}
+	var all []series
+	at := map[string]int{}
+	for _, p := range rep.Processes {
+		pid, cmd := strconv.Itoa(p.PID), ""
+		if len(p.Command) > 0 {
+			cmd = p.Command[0]
+		}
+		send := func(d *prometheus.Desc, t prometheus.ValueType, v uint64, labels ...string) {
+			labels = append([]string{pid, cmd}, labels...)
+			for i, l := range labels {
+				labels[i] = strings.ToValidUTF8(l, "\uFFFD")
+			}
+			key := d.String() + "\xff" + strings.Join(labels, "\xff")
+			if i, ok := at[key]; ok {
+				all[i].value += float64(v)
+				return
+			}
+			at[key] = len(all)
+			all = append(all, series{d, t, labels, float64(v)})
+		}
+		for _, t := range p.Tags {
+			send(descLive, prometheus.GaugeValue, t.LiveBytes, t.Name)
+			send(descLiveBlocks, prometheus.GaugeValue, t.LiveBlocks, t.Name)
+			if t.LiveRequestedBytes != nil {
+				send(descLiveReq, prometheus.GaugeValue, *t.LiveRequestedBytes, t.Name)
+			}
+			send(descAlloc, prometheus.CounterValue, t.AllocBytes, t.Name)
+			send(descAllocN, prometheus.CounterValue, t.AllocBlocks, t.Name)
+			send(descPeak, prometheus.GaugeValue, t.PeakLiveBytes, t.Name)
+		}
+		h := p.Heap
+		send(descHeapLive, prometheus.GaugeValue, h.LiveBytes)
+		send(descHeapBlocks, prometheus.GaugeValue, h.LiveBlocks)
+		send(descMapped, prometheus.GaugeValue, h.MappedBytes)
+		send(descFreeCached, prometheus.GaugeValue, h.FreeCachedBytes)
+		send(descSpanFree, prometheus.GaugeValue, h.SpanFreeBytes)
+		send(descBookkeeping, prometheus.GaugeValue, h.BookkeepingBytes)
+		if st := p.Stacks; st != nil {
+			send(descSampleRate, prometheus.GaugeValue, st.SampleRate)
+			for _, l := range st.Libraries {
+				send(descLibLive, prometheus.GaugeValue, l.LiveBytes, l.Name)
+				send(descLibLiveN, prometheus.GaugeValue, l.LiveBlocks, l.Name)
+				send(descLibAlloc, prometheus.CounterValue, l.AllocBytes, l.Name)
+			}
+		}
+	}
+	for _, s := range all {
+		if m, err := prometheus.NewConstMetric(s.desc, s.kind, s.value, s.labels...); err == nil {
+			ch <- m
+		}
+	}
+}
