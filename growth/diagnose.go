@@ -12,14 +12,15 @@ import (
 // site: the growth steps of its sampled blocks (reallocs that asked for
 // more), their geometric mean ratio new/old (requested sizes), and what
 // moving them copied.
+// The JSON names are the report's (docs/report-schema.md, stacks.growth).
 type Site struct {
-	Name        string  // the call site: function, or module+offset
-	Library     string  // where it lives
-	Reallocs    uint64  // reallocs of the sampled blocks
-	GrowSteps   uint64  // of them, growth
-	MeanRatio   float64 // geometric mean of new/old over the growth steps
-	BytesCopied uint64  // estimated, by moves
-	FinalBytes  uint64  // live bytes of the site's blocks now
+	Name        string  `json:"name"`         // the call site: function, or module+offset
+	Library     string  `json:"library"`      // where it lives
+	Reallocs    uint64  `json:"reallocs"`     // reallocs of the sampled blocks
+	GrowSteps   uint64  `json:"grow_steps"`   // of them, growth
+	MeanRatio   float64 `json:"mean_ratio"`   // geometric mean of new/old over the growth steps
+	BytesCopied uint64  `json:"bytes_copied"` // estimated, by moves
+	FinalBytes  uint64  `json:"final_bytes"`  // live bytes of the site's blocks now
 }
 
 // Verdicts.

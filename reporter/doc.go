@@ -1,6 +1,7 @@
 // Package reporter turns the books of one or more processes into reports:
-// the JSON report (schema tagalloc.report/v1, docs/report-schema.md) and an
-// about:memory-style tree. Rendering is deterministic: processes by pid
+// the JSON report (schema tagalloc.report/v2, docs/report-schema.md and
+// docs/report.schema.json; v1 files are read too) and an about:memory-style
+// tree. Rendering is deterministic: processes by pid
 // (the launched one first), tags by live bytes then name; sizes are
 // printed with go-humanize, percentages of the process's explicit total.
 //

@@ -17,9 +17,14 @@ import (
 	"github.com/tagalloc/tagalloc/tagtable"
 )
 
-// Schema names the report layout (docs/report-schema.md); fields may be
-// added, never removed.
-const Schema = "tagalloc.report/v1"
+// Schema names the report layout (docs/report-schema.md and
+// docs/report.schema.json); fields may be added, never removed. v2 names
+// the fields of stacks.growth in snake_case, as every other field; v1
+// wrote them with Go's names (Name, GrowSteps, ...). Read takes both.
+const Schema = "tagalloc.report/v2"
+
+// SchemaV1 is the layout before v2, which Read still takes.
+const SchemaV1 = "tagalloc.report/v1"
 
 // ErrReport wraps every complaint about a report file.
 var ErrReport = errors.New("not a tagalloc report")
@@ -256,9 +261,10 @@ func Read(rd io.Reader) (*Report, error) {
 	if err := dec.Decode(&r); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrReport, err)
 	}
-	if r.Schema != Schema {
-		return nil, fmt.Errorf("%w: schema %q, want %q", ErrReport, r.Schema, Schema)
+	if r.Schema != Schema && r.Schema != SchemaV1 {
+		return nil, fmt.Errorf("%w: schema %q, want %q (or %q)", ErrReport, r.Schema, Schema, SchemaV1)
 	}
+	r.Schema = Schema // what was read is held, and written again, as the current layout
 	for i, p := range r.Processes {
 		if p.PID <= 0 {
 			return nil, fmt.Errorf("%w: process %d has pid %d", ErrReport, i, p.PID)

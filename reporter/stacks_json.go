@@ -5,6 +5,8 @@ package reporter
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/tagalloc/tagalloc/growth"
 )
 
 // In the JSON, the records of a stacks section do not carry their frames:
@@ -85,11 +87,53 @@ func (s *Stacks) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
+// findingJSON reads a growth finding as v2 writes it (snake_case) or as
+// v1 wrote it (Go's field names: Name, GrowSteps, ...). Name, Library and
+// Reallocs match their v2 names without regard to case.
+type findingJSON struct {
+	growth.Finding
+	V1GrowSteps   *uint64  `json:"GrowSteps"`
+	V1MeanRatio   *float64 `json:"MeanRatio"`
+	V1BytesCopied *uint64  `json:"BytesCopied"`
+	V1FinalBytes  *uint64  `json:"FinalBytes"`
+}
+
+func (f findingJSON) finding() growth.Finding {
+	out := f.Finding
+	if f.V1GrowSteps != nil {
+		out.GrowSteps = *f.V1GrowSteps
+	}
+	if f.V1MeanRatio != nil {
+		out.MeanRatio = *f.V1MeanRatio
+	}
+	if f.V1BytesCopied != nil {
+		out.BytesCopied = *f.V1BytesCopied
+	}
+	if f.V1FinalBytes != nil {
+		out.FinalBytes = *f.V1FinalBytes
+	}
+	return out
+}
+
+// stacksInJSON is stacksJSON as read: growth in either schema's names.
+type stacksInJSON struct {
+	stacksJSON
+	Growth []findingJSON `json:"growth"`
+}
+
 // UnmarshalJSON reads either form, checking every index.
 func (s *Stacks) UnmarshalJSON(b []byte) error {
-	in := stacksJSON{stacksAlias: (*stacksAlias)(s)}
-	if err := json.Unmarshal(b, &in); err != nil {
+	all := stacksInJSON{stacksJSON: stacksJSON{stacksAlias: (*stacksAlias)(s)}}
+	if err := json.Unmarshal(b, &all); err != nil {
 		return err
+	}
+	in := all.stacksJSON
+	s.Growth = nil
+	if all.Growth != nil {
+		s.Growth = make([]growth.Finding, len(all.Growth))
+		for i, f := range all.Growth {
+			s.Growth[i] = f.finding()
+		}
 	}
 	traces := make([][]Frame, len(in.TraceTable))
 	for t, ids := range in.TraceTable {

@@ -3,10 +3,13 @@ package reporter
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tagalloc/tagalloc/growth"
 )
 
 // stacksReport has three records: two of one stack under two tags (sharing
@@ -81,4 +84,38 @@ func TestStacksJSONBadIndexes(t *testing.T) {
 			require.Contains(t, err.Error(), "stacks:")
 		})
 	}
+}
+
+// A v1 report (testdata/report-v1.json: stacks.growth in Go's field
+// names) still reads, its growth findings whole, and is written again as
+// v2, in snake_case.
+func TestReadV1Report(t *testing.T) {
+	rep, err := ReadFile(filepath.Join("testdata", "report-v1.json"))
+	require.NoError(t, err)
+	require.Equal(t, Schema, rep.Schema, "held as the current layout")
+	st := rep.Processes[0].Stacks
+	require.NotNil(t, st)
+	require.Equal(t, []growth.Finding{
+		{Site: growth.Site{Name: "list_resize", Library: "libpython3.11.so.1.0", Reallocs: 142, GrowSteps: 142, MeanRatio: 1.125811515469182,
+			BytesCopied: 22676528, FinalBytes: 4096}, Verdict: "other"},
+		{Site: growth.Site{Name: "append_bytes", Library: "python3", Reallocs: 9, GrowSteps: 9, MeanRatio: 1.01, BytesCopied: 1000},
+			Verdict: "just-enough", Flagged: true, Fix: "append_bytes grows its buffer to just the size it needs."},
+	}, st.Growth)
+	require.Len(t, st.Records, 2)
+	require.Equal(t, "list_resize", st.Records[0].Frames[0].Function)
+
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteJSON(&b))
+	out := b.String()
+	require.Contains(t, out, `"schema": "tagalloc.report/v2"`)
+	for _, goName := range []string{`"Name"`, `"Library"`, `"Reallocs"`, `"GrowSteps"`, `"MeanRatio"`, `"BytesCopied"`, `"FinalBytes"`} {
+		require.NotContains(t, out, goName)
+	}
+	require.Contains(t, out, `"grow_steps": 142`)
+	back, err := Read(&b)
+	require.NoError(t, err)
+	require.Equal(t, st.Growth, back.Processes[0].Stacks.Growth, "v2 round trip")
+
+	_, err = Read(strings.NewReader(`{"schema":"tagalloc.report/v3","processes":[]}`))
+	require.ErrorIs(t, err, ErrReport, "a later layout is refused")
 }
