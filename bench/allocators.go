@@ -20,9 +20,12 @@ type Allocator struct {
 	Preload string
 	// Launch, if set, is a command the program runs under instead (its
 	// arguments, then the program's): tagalloc run (launcher.go). Output
-	// is a file it writes, removed after each run.
+	// is a file it writes, removed after each run; Dir, if set, the
+	// working directory it runs in (where the default run saves its
+	// report, removed after each run too).
 	Launch []string
 	Output string
+	Dir    string
 }
 
 // Glibc is the baseline: no preload.
@@ -87,7 +90,7 @@ func FindAllocators(names []string) (found []Allocator, notes []string, err erro
 		switch name {
 		case Glibc:
 			found = append(found, Allocator{Name: Glibc})
-		case LaunchRun, LaunchSampled:
+		case LaunchRun, LaunchSampled, LaunchDefault:
 			a, err := launched(name)
 			if err != nil {
 				notes = append(notes, name+": skipped: "+briefError(err.Error()))
@@ -109,7 +112,7 @@ func FindAllocators(names []string) (found []Allocator, notes []string, err erro
 			files, ok := knownLibs[name]
 			if !ok {
 				return nil, nil, fmt.Errorf("unknown allocator %q (known: %s; or give name=/path/to/lib.so)",
-					name, strings.Join(slices.Concat(DefaultAllocators, []string{NoCounts, LaunchRun, LaunchSampled}), ", "))
+					name, strings.Join(slices.Concat(DefaultAllocators, []string{NoCounts}, Launched), ", "))
 			}
 			if lib := findLib(files); lib != "" {
 				found = append(found, Allocator{Name: name, Preload: lib})

@@ -306,19 +306,23 @@ __attribute__((constructor)) static void die(void) { abort(); }`,
 	require.NotEmpty(t, cells[2].Err)
 }
 
-// The launched allocators run a workload through tagalloc run, untracked
-// and with --stacks sampled: the output is glibc's, the sampled run's
-// report file is gone after the run, and redis's server runs under the
+// The launched allocators run a workload through tagalloc run, untracked,
+// with --stacks sampled and with the defaults: the output is glibc's, the
+// report files are gone after the run (the default run's, saved in a
+// directory of the harness's, too), and redis's server runs under the
 // launcher too.
 func TestLaunchedAllocators(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds tagalloc and runs workloads")
 	}
-	allocs, notes, err := FindAllocators([]string{LaunchRun, LaunchSampled})
+	allocs, notes, err := FindAllocators(Launched)
 	require.NoError(t, err)
 	require.Empty(t, notes)
-	require.Len(t, allocs, 2)
+	require.Len(t, allocs, 3)
+	require.Contains(t, allocs[0].Launch, "off")
 	require.Contains(t, allocs[1].Launch, "sampled")
+	require.NotContains(t, allocs[2].Launch, "-o", "the default run names its report")
+	require.NotEmpty(t, allocs[2].Dir)
 	b, err := Build(BuildOptions{Dir: filepath.Join(t.TempDir(), "build"), Strict: true})
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -337,6 +341,11 @@ func TestLaunchedAllocators(t *testing.T) {
 			if a.Output != "" {
 				_, err := os.Stat(a.Output)
 				require.ErrorIs(t, err, os.ErrNotExist, "the report is removed after the run")
+			}
+			if a.Dir != "" {
+				left, err := os.ReadDir(a.Dir)
+				require.NoError(t, err)
+				require.Empty(t, left, "the default run's report is removed after the run")
 			}
 		}
 	}

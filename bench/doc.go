@@ -16,9 +16,11 @@
 //
 // What `--stacks sampled` costs on each workload is measured through the
 // launcher, as a user runs a program (launcher.go): `-alloc
-// tagalloc-run,tagalloc-sampled -subject tagalloc-sampled` runs each
-// under `tagalloc run` and under `tagalloc run --stacks sampled -o FILE`
-// (the drain and the report at exit included).
+// tagalloc-run,tagalloc-sampled,tagalloc-default -subject tagalloc-default`
+// runs each under `tagalloc run --stacks off -o FILE`, under `tagalloc run
+// --stacks sampled -o FILE` and under `tagalloc run` with its defaults
+// (stacks sampled, the report saved in the current directory); the drain
+// and the report at exit included.
 //
 // # What is measured
 //

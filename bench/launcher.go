@@ -11,13 +11,21 @@ import (
 )
 
 // Allocators run through tagalloc's launcher, as a user runs a program:
-// `tagalloc run` (the untracked run the stacks are compared with) and
-// `tagalloc run --stacks sampled` writing its report, so that the table
-// shows what sampling costs on each workload, drain and report included.
+// `tagalloc run --stacks off` (the untracked run the stacks are compared
+// with), `tagalloc run --stacks sampled -o FILE`, and `tagalloc run` with
+// its defaults (stacks sampled, the report saved as
+// tagalloc.PROG.PID.json in the current directory: a directory of the
+// harness's own), so that the table shows what sampling costs on each
+// workload, drain and report included. Each writes its report, removed
+// after the run.
 const (
 	LaunchRun     = "tagalloc-run"
 	LaunchSampled = "tagalloc-sampled"
+	LaunchDefault = "tagalloc-default"
 )
+
+// Launched lists the launched allocators.
+var Launched = []string{LaunchRun, LaunchSampled, LaunchDefault}
 
 // BuildTagalloc builds the tagalloc command into out (go build; run from
 // within the module).
@@ -50,9 +58,18 @@ func launched(name string) (Allocator, error) {
 		return Allocator{}, err
 	}
 	a := Allocator{Name: name, Launch: []string{filepath.Join(dir, "tagalloc"), "run", "-q"}}
-	if name == LaunchSampled {
+	switch name {
+	case LaunchRun:
+		a.Output = filepath.Join(dir, "run.json")
+		a.Launch = append(a.Launch, "--stacks", "off", "-o", a.Output)
+	case LaunchSampled:
 		a.Output = filepath.Join(dir, "report.json")
 		a.Launch = append(a.Launch, "--stacks", "sampled", "-o", a.Output)
+	case LaunchDefault:
+		a.Dir = filepath.Join(dir, "cwd")
+		if err := os.MkdirAll(a.Dir, 0o700); err != nil {
+			return Allocator{}, err
+		}
 	}
 	a.Launch = append(a.Launch, "--")
 	return a, nil
@@ -63,12 +80,21 @@ func (a Allocator) command(ctx context.Context, prog string, args ...string) *ex
 	if len(a.Launch) == 0 {
 		return exec.CommandContext(ctx, prog, args...)
 	}
-	return exec.CommandContext(ctx, a.Launch[0], slices.Concat(a.Launch[1:], []string{prog}, args)...)
+	cmd := exec.CommandContext(ctx, a.Launch[0], slices.Concat(a.Launch[1:], []string{prog}, args)...)
+	cmd.Dir = a.Dir
+	return cmd
 }
 
-// done removes what a run left (the sampled run's report).
+// done removes what a run left (its report: Output, or what it saved in
+// Dir).
 func (a Allocator) done() {
 	if a.Output != "" {
 		os.Remove(a.Output)
+	}
+	if a.Dir != "" {
+		left, _ := filepath.Glob(filepath.Join(a.Dir, "tagalloc.*.json"))
+		for _, f := range left {
+			os.Remove(f)
+		}
 	}
 }

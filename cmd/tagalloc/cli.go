@@ -43,9 +43,11 @@ var commands []*command
 func init() {
 	commands = []*command{
 		{name: "run", args: "[--] PROG [ARGS...]", run: runCmd, ordered: true,
-			summary: "run PROG with the library preloaded (children too); print its per-tag tree when it ends",
+			summary: "run PROG with the library preloaded (children too), stacks sampled; print its per-tag tree when it ends and save its report",
 			about: "Flags go before PROG: everything from PROG on is PROG's. tagalloc exits with PROG's status\n" +
-				"(128+N if signal N ended it; 127 if PROG is not found, 126 if it cannot start)."},
+				"(128+N if signal N ended it; 127 if PROG is not found, 126 if it cannot start).\n" +
+				"Without -o the report is saved as tagalloc.PROG.PID.json in the current directory (never over an\n" +
+				"existing file); the last line on standard error names it and how to open it."},
 		{name: "report", args: "FILE.json", run: reportCmd,
 			summary: "re-render a saved report (tree, json, dmd, dark-matter, pprof, about-memory)",
 			about: "pprof: every process with stacks, merged, each sample labelled with its pid (--pid keeps one).\n" +

@@ -99,7 +99,7 @@ func TestCommandHelp(t *testing.T) {
 	}
 	run, _, _ := cli(t, "help", "run")
 	require.Contains(t, run, "(default 64M)")
-	require.Contains(t, run, "(default off)")
+	require.Contains(t, run, "(default sampled)", "stacks are on by default")
 }
 
 // The general usage: every command and the exit codes, on stdout for

@@ -1,7 +1,7 @@
 // Command tagalloc runs programs under the tagalloc allocator and reports
 // who holds their memory, by tag.
 //
-//	tagalloc run [FLAGS] [--] PROG [ARGS...]   run PROG preloaded; print its tree; exit with its status
+//	tagalloc run [FLAGS] [--] PROG [ARGS...]   run PROG preloaded, stacks sampled; print its tree, save its report; exit with its status
 //	tagalloc report [FLAGS] FILE.json         re-render a saved report (tree, json, dmd, dark-matter, pprof, about-memory)
 //	tagalloc diff [FLAGS] A.json B.json       what changed from A to B
 //	tagalloc snapshot [FLAGS] PID             the report of a running process

@@ -42,6 +42,7 @@ func runBounded(t *testing.T, args ...string) (stdout, stderr string, code int) 
 	ctx, cancel := context.WithTimeout(context.Background(), hostileTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = t.TempDir()
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err = cmd.Run()

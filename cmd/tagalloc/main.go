@@ -85,8 +85,12 @@ func collect(dir string, ps *os.ProcessState, profiles map[int]*tagtable.Profile
 // report makes the report of the regions read (err: what could not be
 // read; the others are reported all the same), as collect says.
 func report(snaps []*tagtable.Snapshot, err error, ps *os.ProcessState, profiles map[int]*tagtable.Profile) (*reporter.Report, error) {
+	return reportWith(snaps, err, ps, profiles, newSymbolizer())
+}
+
+// reportWith is report, naming frames with sym.
+func reportWith(snaps []*tagtable.Snapshot, err error, ps *os.ProcessState, profiles map[int]*tagtable.Profile, sym reporter.Symbolize) (*reporter.Report, error) {
 	rep := &reporter.Report{Schema: reporter.Schema, Processes: []reporter.Process{}}
-	sym := newSymbolizer()
 	for _, s := range snaps {
 		p := reporter.FromSnapshot(s)
 		if prof := profiles[s.PID]; prof != nil {

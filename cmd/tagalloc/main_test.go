@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"debug/elf"
+	"fmt"
 	"image/png"
 	"io"
 	"net/http"
@@ -31,9 +32,16 @@ func TestMain(m *testing.M) {
 	if err == nil && os.Getenv("TAGALLOC_SYMBOL_CACHE") == "" {
 		os.Setenv("TAGALLOC_SYMBOL_CACHE", dir)
 	}
+	before, _ := filepath.Glob("tagalloc.*.json")
 	code := m.Run()
 	if dir != "" {
 		os.RemoveAll(dir)
+	}
+	// tagalloc run saves a report in its working directory: the tests run
+	// it in temporary ones, never in the repository
+	if after, _ := filepath.Glob("tagalloc.*.json"); len(after) > len(before) && code == 0 {
+		fmt.Fprintf(os.Stderr, "a test left reports in the package directory: %q\n", after)
+		code = 1
 	}
 	os.Exit(code)
 }
@@ -59,11 +67,14 @@ type buildError struct {
 
 func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 
+// cli runs the CLI in a temporary working directory (where tagalloc run
+// saves its report unless -o says otherwise).
 func cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	bin, err := tagallocBin()
 	require.NoError(t, err)
 	cmd := exec.Command(bin, args...)
+	cmd.Dir = t.TempDir()
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err = cmd.Run()
@@ -291,7 +302,7 @@ func TestSnapshotAndTopOfARunningProcess(t *testing.T) {
 	prog := buildTagged(t)
 	bin, err := tagallocBin()
 	require.NoError(t, err)
-	acc := startWaiting(t, exec.Command(bin, "run", "-q", "--", prog, "wait"))
+	acc := startWaiting(t, exec.Command(bin, "run", "-q", "--stacks", "off", "-o", filepath.Join(t.TempDir(), "r.json"), "--", prog, "wait"))
 	want := parseBooks(t, acc)
 	pid := readyPID(acc)
 	require.NotEmpty(t, pid)
@@ -706,6 +717,7 @@ func TestRunServe(t *testing.T) {
 	bin, err := tagallocBin()
 	require.NoError(t, err)
 	cmd := exec.Command(bin, "run", "-q", "--stacks", "sampled", "--serve", "127.0.0.1:0", "--", prog, "wait")
+	cmd.Dir = t.TempDir() // where it saves its report
 	cmd.Env = append(os.Environ(), "TAGALLOC_SAMPLE_RATE=4K")
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
@@ -1002,6 +1014,7 @@ int main(void) {
 	bin, err := tagallocBin()
 	require.NoError(t, err)
 	cmd := exec.Command(bin, "run", "-q", "--serve", "127.0.0.1:0", "--", prog)
+	cmd.Dir = t.TempDir() // where it saves its report
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stderr, err := cmd.StderrPipe()

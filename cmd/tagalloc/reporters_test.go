@@ -69,7 +69,7 @@ func tagOf(t *testing.T, p reporter.Process, name string) reporter.Tag {
 // block by block comes out of the tags' lines, and heap-unclassified is
 // what no reporter claimed.
 func TestMemoryReporters(t *testing.T) {
-	want, p, out := runReporters(t)
+	want, p, out := runReporters(t, "--stacks", "off") // the books alone: no dark-matter marks below
 	require.Equal(t, uint64(4), want["items"])
 	require.Equal(t, uint64(2), p.Collections, "once by the program, once at exit")
 	entries := item(t, p, "explicit/cache/entries")

@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/tagalloc/tagalloc/cgo"
 	"github.com/tagalloc/tagalloc/reporter"
+	"github.com/tagalloc/tagalloc/symbolizer"
 	"github.com/tagalloc/tagalloc/tagtable"
 )
 
@@ -28,11 +30,11 @@ type runOptions struct {
 func parseRun(args []string, stdout io.Writer) (runOptions, error) {
 	var o runOptions
 	fs := newFlags("run")
-	fs.StringVar(&o.out, "o", "", "also write the JSON report to `FILE` (- for standard output)")
+	fs.StringVar(&o.out, "o", "", "write the JSON report to `FILE` (- for standard output; default: tagalloc.PROG.PID.json in the current directory, never over an existing file)")
 	fs.StringVar(&o.serve, "serve", "", "serve a live view (as tagalloc serve) on `ADDRESS` (e.g. 127.0.0.1:6060) while PROG runs")
-	fs.StringVar(&o.stacks, "stacks", "off", "record who allocated it, by `MODE`: off, sampled (by bytes, see TAGALLOC_SAMPLE_RATE) or full (every block)")
-	historyLimit := fs.String("history-limit", "64M", "with --stacks: keep the newest events in at most `SIZE` bytes (K, M, G suffixes; 0: none); the books stay exact")
-	fs.BoolVar(&o.quiet, "q", false, "do not print the tree")
+	fs.StringVar(&o.stacks, "stacks", "sampled", "record who allocated it, by `MODE`: off, sampled (by bytes, see TAGALLOC_SAMPLE_RATE) or full (every block)")
+	historyLimit := fs.String("history-limit", "64M", "with stacks: keep the newest events in at most `SIZE` bytes (K, M, G suffixes; 0: none); the books stay exact")
+	fs.BoolVar(&o.quiet, "q", false, "do not print the tree (the line naming the report stays, unless -o names it)")
 	fs.BoolVar(&o.check, "check", false, "preload the checking build: overruns, writes after free and double frees abort with a message (TAGALLOC_CHECK selects the checks; slower)")
 	pos, err := parse(fs, args, stdout)
 	if err != nil {
@@ -116,22 +118,59 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 		defer close(stop)
 	}
 	code, werr := waitForwarding(cmd, sigs)
-	rep, err := finalReport(books, cmd.ProcessState, dr, stderr)
+	prog := newProgress(stderr, isTerminal(stderr))
+	defer prog.end()
+	rep, err := finalReport(books, cmd.ProcessState, dr, stderr, prog)
+	prog.clear()
 	if err != nil {
 		return code, fmt.Errorf("run: reading the books: %w", err)
 	}
 	if !o.quiet {
 		printSummary(stderr, rep, dr != nil, o.stacks)
 	}
-	if o.out != "" {
-		if err := writeOut(o.out, stdout, rep.WriteJSON); err != nil {
-			return code, fmt.Errorf("run: %w", err)
-		}
+	prog.step("writing the report", nil, "")
+	saved, err := saveReport(o, cmd.Process.Pid, rep, stdout)
+	prog.end()
+	if err != nil {
+		return code, fmt.Errorf("run: %w", err)
 	}
 	if dr != nil {
 		flushSymbols() // what this run named, for the next (symbolizer's disk cache)
 	}
+	// the last line: where the report is, unless -q -o FILE (the user
+	// named it and asked for quiet) or -o - (it went to standard output)
+	if saved != "" && (!o.quiet || o.out == "") {
+		fmt.Fprintln(stderr, savedLine(saved, hasStacks(rep)))
+	}
 	return code, werr
+}
+
+// saveReport writes rep where o says: -o - to stdout, -o FILE to FILE,
+// and by default to a new file in the current directory named after
+// PROG and pid (defaultReportName). It returns the path written ("" for
+// standard output).
+func saveReport(o runOptions, pid int, rep *reporter.Report, stdout io.Writer) (string, error) {
+	switch o.out {
+	case "-":
+		return "", writeOut(o.out, stdout, rep.WriteJSON)
+	case "":
+		path, err := saveNew(".", func(n int) string { return defaultReportName(o.prog[0], pid, n) }, rep.WriteJSON)
+		if err != nil {
+			return "", fmt.Errorf("saving the report in the current directory (-o FILE writes it elsewhere): %w", err)
+		}
+		return path, nil
+	}
+	return o.out, writeOut(o.out, stdout, rep.WriteJSON)
+}
+
+// hasStacks says whether a process of rep has a stacks section.
+func hasStacks(rep *reporter.Report) bool {
+	for _, p := range rep.Processes {
+		if p.Stacks != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // serveRun serves the live view of the books (and the drainer's stacks)
@@ -185,9 +224,10 @@ func waitForwarding(cmd *exec.Cmd, sigs <-chan os.Signal) (int, error) {
 
 // finalReport reads the books of the ended run with the drainer's stacks:
 // the books are read while the rings are drained (the program has ended,
-// and tagalloc has the cores to itself).
-func finalReport(books string, ps *os.ProcessState, dr *drainer, stderr io.Writer) (*reporter.Report, error) {
+// and tagalloc has the cores to itself). prog shows how far it got.
+func finalReport(books string, ps *os.ProcessState, dr *drainer, stderr io.Writer, prog *progress) (*reporter.Report, error) {
 	if dr == nil {
+		prog.step("reading the books", nil, "")
 		return collect(books, ps, nil)
 	}
 	type read struct {
@@ -199,12 +239,20 @@ func finalReport(books string, ps *os.ProcessState, dr *drainer, stderr io.Write
 		snaps, err := tagtable.ReadDir(books)
 		c <- read{snaps, err}
 	}()
+	prog.step("draining the stacks", nil, "")
 	profiles, errs := dr.finish()
+	prog.clear()
 	for _, e := range errs {
 		fmt.Fprintf(stderr, "tagalloc: stacks: %v\n", e)
 	}
 	r := <-c
-	return report(r.snaps, r.err, ps, profiles)
+	var named atomic.Int64
+	sym := newSymbolizer()
+	prog.step("symbolizing", &named, "addresses")
+	return reportWith(r.snaps, r.err, ps, profiles, func(m *tagtable.Module, pc uint64) []symbolizer.Frame {
+		named.Add(1)
+		return sym(m, pc)
+	})
 }
 
 // printSummary prints the run's tree, saying so when --stacks sampled no

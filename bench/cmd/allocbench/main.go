@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	runs := fs.Int("runs", 5, "measured runs per workload and allocator (the median is reported)")
 	only := fs.String("only", "", "run only the workloads whose names match this regular expression")
 	allocs := fs.String("alloc", strings.Join(bench.DefaultAllocators, ","),
-		"allocators, comma-separated; each a known name (also tagalloc-nocounts, the build without the books' counts; tagalloc-run and tagalloc-sampled, through tagalloc run, untracked and with --stacks sampled) or name=/path/to/lib.so")
+		"allocators, comma-separated; each a known name (also tagalloc-nocounts, the build without the books' counts; tagalloc-run, tagalloc-sampled and tagalloc-default, through tagalloc run: --stacks off, --stacks sampled -o FILE, and the defaults) or name=/path/to/lib.so")
 	subject := fs.String("subject", "tagalloc", "the allocator whose ratios to glibc, mimalloc and jemalloc are shown")
 	jsonOut := fs.String("json", "", "also write every sample and the summary to this JSON file")
 	quick := fs.Bool("quick", false, "use small inputs (a smoke test, not a measurement)")
