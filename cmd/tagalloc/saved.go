@@ -135,6 +135,7 @@ type progress struct {
 	shown bool
 	stop  chan struct{}
 	done  chan struct{}
+	once  sync.Once // end's
 }
 
 const (
@@ -208,12 +209,14 @@ func (p *progress) clear() {
 	p.phase = ""
 }
 
-// end stops the line and erases it.
+// end stops the line and erases it; later calls do nothing.
 func (p *progress) end() {
 	if p == nil {
 		return
 	}
-	close(p.stop)
-	<-p.done
-	p.clear()
+	p.once.Do(func() {
+		close(p.stop)
+		<-p.done
+		p.clear()
+	})
 }

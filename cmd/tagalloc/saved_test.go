@@ -219,6 +219,7 @@ func TestProgressLine(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	p.end()
+	p.end() // run's deferred end after the explicit one
 	got = w.String()
 	require.Contains(t, got, "tagalloc: writing the report (")
 	require.True(t, strings.HasSuffix(got, "\r\x1b[K"), "erased at the end: %q", got)
