@@ -122,20 +122,23 @@ static uint32_t _ta_current_tag(void) {
   return th ? th->tag : TA_TAG_UNTAGGED;
 }
 
-/* This thread's counters for tag (never NULL: the shared atomic table if
- * memory for our own is not to be had). */
-static _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag) {
-  if (th) {
-    _ta_ctr_t *chunk = atomic_load_explicit(&th->ctr[tag / TA_CTR_CHUNK], memory_order_relaxed);
-    if (ta_likely(chunk != NULL)) return &chunk[tag % TA_CTR_CHUNK];
-    chunk = _ta_meta_alloc(TA_CTR_CHUNK * sizeof(_ta_ctr_t)); /* zeroed: fresh mmap, never reused */
-    if (chunk) {
-      for (uint32_t k = 0; k < TA_CTR_CHUNK; k++) chunk[k].tag = tag / TA_CTR_CHUNK * TA_CTR_CHUNK + k;
-      atomic_store_explicit(&th->ctr[tag / TA_CTR_CHUNK], chunk, memory_order_release);
-      return &chunk[tag % TA_CTR_CHUNK];
-    }
-  }
-  return NULL;
+/* The chunk of th's counters that holds tag's, made on its first count
+ * (out of line: the look-up below stays a few instructions). */
+TA_NOINLINE static _ta_ctr_t *_ta_ctr_chunk_new(_ta_thread_t *th, uint32_t tag) {
+  _ta_ctr_t *chunk = _ta_meta_alloc(TA_CTR_CHUNK * sizeof(_ta_ctr_t)); /* zeroed: fresh mmap, never reused */
+  if (!chunk) return NULL;
+  for (uint32_t k = 0; k < TA_CTR_CHUNK; k++) chunk[k].tag = tag / TA_CTR_CHUNK * TA_CTR_CHUNK + k;
+  atomic_store_explicit(&th->ctr[tag / TA_CTR_CHUNK], chunk, memory_order_release);
+  return &chunk[tag % TA_CTR_CHUNK];
+}
+
+/* th's counters for tag, or NULL (no record, or no memory for its chunk):
+ * the caller then counts in the shared atomic table. */
+static inline _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag) {
+  if (!th) return NULL;
+  _ta_ctr_t *chunk = atomic_load_explicit(&th->ctr[tag / TA_CTR_CHUNK], memory_order_relaxed);
+  if (ta_likely(chunk != NULL)) return &chunk[tag % TA_CTR_CHUNK];
+  return _ta_ctr_chunk_new(th, tag); /* the first count of a tag in its chunk */
 }
 
 static _ta_ctr_t *_ta_ctr_self(uint32_t tag) { return _ta_ctr_of(_ta_thread_self(), tag); }
