@@ -119,7 +119,7 @@ func (p Process) WriteTree(w io.Writer) error {
 			req += fmt.Sprintf(", less %s claimed by reporters", humanize.IBytes(c))
 		}
 		shown := t.LiveBytes - claims[t.Name]
-		fmt.Fprintf(w, "├──%s (%s) ── %s  [%s blocks%s; %s allocated in all, peak %s]\n",
+		fmt.Fprintf(w, "├──%s (%s) ── %s  [%s blocks%s; %s allocated in all, peak ≥ %s]\n",
 			humanize.IBytes(shown), pct(shown, total), name,
 			humanize.Comma(int64(t.LiveBlocks)), req, humanize.IBytes(t.AllocBytes), humanize.IBytes(t.PeakLiveBytes))
 	}

@@ -325,7 +325,7 @@ func topCmd(args []string, stdout, stderr io.Writer) (int, error) {
 func writeTop(w io.Writer, p reporter.Process) {
 	fmt.Fprintf(w, "pid %d  %s  live %s in %s blocks  (%s)\n", p.PID, terminalText(strings.Join(p.Command, " ")),
 		humanize.IBytes(p.Heap.LiveBytes), humanize.Comma(int64(p.Heap.LiveBlocks)), time.Now().Format("15:04:05"))
-	fmt.Fprintf(w, "%12s %7s %12s %12s %12s  %s\n", "LIVE", "%", "BLOCKS", "ALLOCATED", "PEAK", "TAG")
+	fmt.Fprintf(w, "%12s %7s %12s %12s %12s  %s\n", "LIVE", "%", "BLOCKS", "ALLOCATED", "PEAK>=", "TAG")
 	for _, t := range p.Tags {
 		share := 0.0
 		if p.Heap.LiveBytes > 0 {
