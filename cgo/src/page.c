@@ -50,7 +50,8 @@ static inline __attribute__((always_inline)) void _ta_take(_ta_heap_t *h, _ta_pa
  * between the two finds a free block with a fresh entry, never a
  * handed-out block with a stale one. */
 TA_NOINLINE static void _ta_page_mix(_ta_page_t *pg, uint32_t cur) {
-  for (size_t i = 0; i < pg->capacity; i++) pg->tags[i] = (uint16_t)cur;
+  uint16_t *tags = pg->tags, t = (uint16_t)cur;
+  for (size_t i = 0, n = pg->capacity; i < n; i++) tags[i] = t; /* n: not reloaded after each store */
   __atomic_store_n(&pg->tag, (uint16_t)TA_TAG_MIXED, __ATOMIC_RELEASE);
 }
 
