@@ -400,8 +400,14 @@ func (d *drainer) start(ev *tagtable.Events, final bool, now uint64) (*tagtable.
 		if o.prof == nil || o.prof.PID != ppid || o.ev == nil {
 			continue
 		}
-		if o.prof.Forks[seq] == nil && seq > o.prof.ForkSeen && !o.bad {
-			d.drain(o, now) // its drain was put off (drainAt)
+		if !o.bad {
+			// Bring the parent's profile up to where its ring is: the
+			// child's FORK event and every fork after it are there by now
+			// (the parent wrote them before the child could run), so
+			// whether the child's copy is still kept depends on how many
+			// times the parent forked since (MaxForks), not on when the
+			// last pass happened to drain it.
+			d.drain(o, now)
 		}
 		if base := o.prof.Forks[seq]; base != nil {
 			delete(o.prof.Forks, seq)
