@@ -31,7 +31,7 @@ static inline void *_ta_malloc_class_unsampled(unsigned c, size_t size) {
   _ta_page_t *pg = h->direct[c];
   _ta_block_t *b = pg->free;
   /* a page keeping requested sizes is mixed: the tag compare fails */
-  if (ta_likely(b != NULL && pg->tag == h->ctr->tag)) {
+  if (ta_likely(b != NULL && pg->ctr == h->ctr)) {
     _ta_take(h, pg, c, b);
     return b;
   }
@@ -54,7 +54,7 @@ static inline void *_ta_malloc_class(unsigned c, size_t size) {
   _ta_heap_t *h = _ta_tls_heap;
   _ta_page_t *pg = h->direct[c];
   _ta_block_t *b = pg->free;
-  if (ta_likely(b != NULL && left >= 0 && pg->tag == h->ctr->tag)) {
+  if (ta_likely(b != NULL && left >= 0 && pg->ctr == h->ctr)) {
     _ta_sample_left = left;
     _ta_take(h, pg, c, b);
     return b;
@@ -227,13 +227,21 @@ TA_NOINLINE static void _ta_free_local_other(_ta_heap_t *h, _ta_page_t *pg, _ta_
   _ta_free_give_back(h, pg, b, _ta_free_key, true);
 }
 
+static void _ta_free_mine_mixed(_ta_heap_t *h, _ta_page_t *pg, void *p);
+
 static inline __attribute__((always_inline)) void _ta_free(void *p) {
   if (ta_unlikely(p == NULL)) return;
   _ta_page_t *pg = _ta_page_of(p);
   _ta_heap_t *h = _ta_tls_heap;
-  /* Every block is 16-aligned: a pointer that is not goes the generic way,
-   * which names it (an interior pointer that is aligned is not caught). */
-  if (ta_likely(pg != NULL && atomic_load_explicit(&pg->heap, memory_order_relaxed) == h && ((uintptr_t)p & 15) == 0)) {
+  _ta_ctr_t *ct = h->ctr;
+  /* pg->ctr is this thread's counters of its current tag only while this
+   * thread's heap owns the page, with every block out of that tag: one
+   * compare for both (an atomic load: the page may be another thread's,
+   * which may be retagging it). Every block is 16-aligned: a pointer that is not
+   * goes the generic way, which names it (an interior pointer that is
+   * aligned is not caught). */
+  if (ta_likely(pg != NULL && __atomic_load_n(&pg->ctr, __ATOMIC_RELAXED) == ct && ((uintptr_t)p & 15) == 0)) {
+    ta_assert(atomic_load_explicit(&pg->heap, memory_order_relaxed) == h);
     _ta_block_t *b = p;
     uintptr_t key = _ta_free_key; /* once: the counts' stores could alias it */
     if (ta_unlikely(b->key == key)) {
@@ -243,17 +251,30 @@ static inline __attribute__((always_inline)) void _ta_free(void *p) {
 #if TA_CHECK
     _ta_check_poison_block(b, pg->block_size); /* internal frees too (check.c) */
 #endif
-    _ta_ctr_t *ct = h->ctr;
-    if (ta_unlikely(pg->tag != ct->tag)) {
-      _ta_free_local_other(h, pg, b); /* a tail call: the fast path stays a leaf */
-      return;
-    }
     _ta_count_free_own(ct, pg);
     ta_assert(pg->slop == NULL);
     _ta_free_give_back(h, pg, b, key, false);
     return;
   }
+  if (pg != NULL && atomic_load_explicit(&pg->heap, memory_order_relaxed) == h && ((uintptr_t)p & 15) == 0) {
+    _ta_free_mine_mixed(h, pg, p); /* tail calls: the fast path stays a leaf */
+    return;
+  }
   _ta_free_generic(p, "free");
+}
+
+/* free of p, a block of a page of this thread's heap h that is mixed or
+ * of another tag than the thread's current one. */
+TA_NOINLINE static void _ta_free_mine_mixed(_ta_heap_t *h, _ta_page_t *pg, void *p) {
+  _ta_block_t *b = p;
+  if (ta_unlikely(b->key == _ta_free_key)) {
+    _ta_free_suspect(pg, b);
+    return;
+  }
+#if TA_CHECK
+  _ta_check_poison_block(b, pg->block_size);
+#endif
+  _ta_free_local_other(h, pg, b);
 }
 
 /* A local free of a block that holds the free key: abort if it is a

@@ -156,6 +156,7 @@ static _ta_page_t *_ta_free_span_insert(size_t ai, size_t idx, size_t npages, ui
   h->arena = (uint32_t)ai;
   h->start = a->base + (idx << TA_PAGE_SHIFT);
   h->flags = flags;
+  __atomic_store_n(&h->ctr, NULL, __ATOMIC_RELAXED);
   atomic_store_explicit(&h->heap, NULL, memory_order_relaxed);
   h->dnext = h->dprev = NULL;
   if (npages > 1) {
@@ -311,7 +312,8 @@ static _ta_page_t *_ta_span_claim(size_t ai, size_t idx, size_t npages, uint8_t 
   h->used = h->capacity = h->reserved = 0;
   h->next = h->prev = h->dnext = h->dprev = NULL;
   h->requested = 0;
-  h->tag = 0;
+  h->ctr = NULL;
+  h->tag = TA_TAG_UNTAGGED;
   h->tags = NULL;
   h->slop = NULL;
   _ta_used_pages += npages;
@@ -525,6 +527,7 @@ static void _ta_span_free(_ta_page_t *h) {
   }
   _ta_arena_t *a = &_ta_arenas[h->arena];
   _ta_used_pages -= h->npages;
+  __atomic_store_n(&h->ctr, NULL, __ATOMIC_RELAXED); /* no thread's: a stale free never takes a fast path */
   atomic_store_explicit(&h->heap, NULL, memory_order_relaxed);
   h->kind = TA_KIND_INNER;
   /* in-use memory is resident: dirty */

@@ -354,6 +354,7 @@ static void _ta_heap_abandon(_ta_heap_t *h) {
           _ta_span_free(pg);
           continue;
         }
+        _ta_page_disown(pg); /* the record, with its counters, may pass to a new thread */
         pthread_mutex_lock(&_ta_aband_lock);
         atomic_store_explicit(&pg->in_full, TA_IN_ABANDONED, memory_order_relaxed);
         atomic_store_explicit(&pg->heap, NULL, memory_order_release);
@@ -370,6 +371,21 @@ static void _ta_heap_abandon(_ta_heap_t *h) {
   h->hnext = _ta_heaps_free;
   _ta_heaps_free = h;
   pthread_mutex_unlock(&_ta_heaps_lock);
+}
+
+/* In a fork child: the heaps of the threads that did not come along keep
+ * their pages (other threads' blocks in them stay live, and frees into
+ * them are remote), but their records may pass to the child's new
+ * threads, counters and all: no page may keep naming those counters. */
+static void _ta_heaps_disown_vanished(void) {
+  for (_ta_heap_t *h = _ta_heaps; h; h = h->hnext) {
+    if (h == _ta_tls_heap) continue;
+    for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
+      _ta_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};
+      for (int i = 0; i < 2; i++)
+        for (_ta_page_t *pg = qs[i]->first; pg; pg = pg->next) _ta_page_disown(pg);
+    }
+  }
 }
 
 /* pthread key destructor: the thread is exiting. Its heap is given up

@@ -99,5 +99,6 @@ static void _ta_fork_child(void) {
       atomic_store_explicit(&t->live, false, memory_order_relaxed);
       resync = true;
     }
+  _ta_heaps_disown_vanished();
   if (resync) _ta_books_resync();
 }

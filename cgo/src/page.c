@@ -24,9 +24,9 @@ static void _ta_page_extend(_ta_page_t *pg) {
 }
 
 /* Hand out b, the first free block of pg, a page of class c of h whose
- * tag is the thread's current one (pg->tag, or b's entry on a mixed page:
- * _ta_page_retag), and count it in that tag's counters (h->ctr: a tag
- * switch is one store of that pointer). */
+ * tag is the thread's current one (pg->ctr is h->ctr, or b's entry on a
+ * mixed page: _ta_page_retag), and count it in that tag's counters
+ * (h->ctr: a tag switch is one store of that pointer). */
 static inline __attribute__((always_inline)) void _ta_take(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b) {
   _ta_ctr_t *ct = h->ctr;
   ta_assert(pg->block_size == _ta_classes[c].size);
@@ -37,43 +37,53 @@ static inline __attribute__((always_inline)) void _ta_take(_ta_heap_t *h, _ta_pa
   TA_BOOK_ADD(ct->alloc_bytes, pg->block_size); /* _ta_classes[c].size, on a line at hand */
 }
 
-/* Make tag the tag of b, the free block of pg (class c) about to be handed
- * out. A page whose blocks in use all have one tag keeps it in pg->tag
- * alone, and the fast paths only compare it. An empty page takes any tag.
- * Else the page turns mixed: every carved block's entry of tags[] gets the
- * page's tag, then pg->tag becomes TA_TAG_MIXED (a release: a thread that
- * frees one of its blocks and sees MIXED sees the entries), and each block
- * handed out from then on has its entry written, until the page is empty.
- * A page that keeps requested sizes is mixed from the start, for good: the
- * fast paths never take it (the tag compare fails), so they need not test
- * pg->slop. The tag is always right before the block is popped: a fork or a signal
- * between the two finds a free block with a fresh entry, never a
- * handed-out block with a stale one. */
+/* Make ct's tag the tag of b, the free block of pg (class c, of the
+ * calling thread's heap) about to be handed out. A page whose blocks in
+ * use all have one tag keeps it in pg->tag alone, with pg->ctr its owner's
+ * counters for it, and the fast paths only compare pg->ctr with the
+ * thread's heap->ctr. An empty page takes any tag, and a page of ct's tag
+ * takes ct (it was abandoned and adopted, or ct's thread switched tags and
+ * back). Else the page turns mixed: every carved block's entry of tags[]
+ * gets the page's tag, then pg->tag becomes TA_TAG_MIXED (a release: a
+ * thread that frees one of its blocks and sees it mixed sees the entries)
+ * and pg->ctr NULL, and each block handed out from then on has its entry
+ * written, until the page is empty. A page that keeps requested sizes is
+ * mixed from the start, for good: the fast paths never take it (ctr is
+ * NULL), so they need not test pg->slop. The tag is always right before
+ * the block is popped: a fork or a signal between the two finds a free
+ * block with a fresh entry, never a handed-out block with a stale one. */
 TA_NOINLINE static void _ta_page_mix(_ta_page_t *pg, uint32_t cur) {
   uint16_t *tags = pg->tags, t = (uint16_t)cur;
   for (size_t i = 0, n = pg->capacity; i < n; i++) tags[i] = t; /* n: not reloaded after each store */
   __atomic_store_n(&pg->tag, (uint16_t)TA_TAG_MIXED, __ATOMIC_RELEASE);
+  __atomic_store_n(&pg->ctr, NULL, __ATOMIC_RELAXED);
 }
 
-static inline __attribute__((always_inline)) void _ta_page_retag(_ta_page_t *pg, unsigned c, const _ta_block_t *b, uint32_t tag) {
-  uint32_t cur = pg->tag;
-  if (cur == tag) return;
+static inline __attribute__((always_inline)) void _ta_page_retag(_ta_page_t *pg, unsigned c, const _ta_block_t *b, _ta_ctr_t *ct) {
+  if (pg->ctr == ct) return;
+  uint32_t cur = pg->tag, tag = ct->tag;
   /* used: blocks other threads freed count as used, so 0 means none is
    * out; a page keeping requested sizes stays mixed (its span's set-up) */
-  if (ta_unlikely(pg->used == 0) && pg->slop == NULL) {
+  if (cur == tag || (ta_unlikely(pg->used == 0) && pg->slop == NULL)) {
     __atomic_store_n(&pg->tag, (uint16_t)tag, __ATOMIC_RELEASE);
+    __atomic_store_n(&pg->ctr, ct, __ATOMIC_RELAXED);
     return;
   }
-  if (ta_unlikely(cur != TA_TAG_MIXED)) _ta_page_mix(pg, cur);
+  if (cur != TA_TAG_MIXED) _ta_page_mix(pg, cur);
   pg->tags[_ta_block_index_of(pg, c, b)] = (uint16_t)tag;
   atomic_signal_fence(memory_order_seq_cst);
 }
 
 /* _ta_take for the slow paths: the page may be of another tag. */
 static inline __attribute__((always_inline)) void _ta_take_retag(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b) {
-  _ta_page_retag(pg, c, b, h->ctr->tag);
+  _ta_page_retag(pg, c, b, h->ctr);
   _ta_take(h, pg, c, b);
 }
+
+/* pg leaves its owner's heap (abandon, a fork child's vanished heaps): it
+ * keeps its tag, but no longer names the owner's counters, which a later
+ * thread may take over with the owner's record. */
+static void _ta_page_disown(_ta_page_t *pg) { __atomic_store_n(&pg->ctr, NULL, __ATOMIC_RELAXED); }
 
 /* Keep the requested size of b, just taken (TAGALLOC_REQUESTED). */
 static void _ta_take_requested(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b, size_t size) {

@@ -38,9 +38,10 @@
  *
  * The malloc path
  *   1. class c = _ta_class_of(size); page = heap->direct[c]    (TLS heap)
- *   2. if page->tag is the thread's current tag (heap->ctr->tag): pop
- *      page->free; used++; heap->ctr (the thread's counters of its
- *      current tag) += 1 block and the class size; return.  (fast path)
+ *   2. if page->ctr is heap->ctr (the thread's counters of its current
+ *      tag, so the page is the thread's and of that tag): pop
+ *      page->free; used++; heap->ctr += 1 block and the class size;
+ *      return.                                                (fast path)
  *      A page of another tag takes the tag if it is empty, else turns
  *      mixed: from then on tags[block index] holds each block's tag.
  *   3. otherwise (heap.c) move the cross-thread list into free, carve more blocks, try the class's other pages, rescan full
@@ -49,10 +50,10 @@
  * The free path
  *   1. page = descriptor of the address (one compare with arena 0's bounds,
  *      one index; head_off for multi-page spans).
- *   2. owner thread: the block's tag (page->tag, or tags[block index]
- *      on a mixed page); its counters
- *      (heap->ctr if it is the current tag, else a look-up) count the
- *      free; push on page->free (LIFO, so a block freed and allocated
+ *   2. owner thread: page->ctr is heap->ctr: heap->ctr counts the free
+ *      (fast path); else the block's tag (page->tag, or tags[block
+ *      index] on a mixed page) and its counters (a look-up) count it;
+ *      push on page->free (LIFO, so a block freed and allocated
  *      again stays in cache), used--. A page whose used count drops to 0
  *      goes back to the arena (unless it is the class's direct page).
  *   3. other thread: read the tag and count the free as in 2 (before the
@@ -208,8 +209,9 @@ struct _ta_heap_s;
 
 /* A page descriptor; heads carry the span's state. 128 bytes, so adjacent
  * pages' descriptors never share a cache line. Who writes what:
- *   free, used, capacity, reserved, sclass, block_size, tags[] entries,
- *   in_full, next/prev (of a span in use): the owning heap's thread.
+ *   free, used, capacity, reserved, sclass, block_size, ctr, tags[]
+ *   entries, in_full, next/prev (of a span in use): the owning heap's
+ *   thread (ctr also whoever takes an abandoned page, under the lock).
  *   xthread_free: any thread (lock-free push); the owner takes it whole.
  *   heap: the owner (abandon) or an adopter under _ta_aband_lock.
  *   kind, npages, head_off, flags, dirty links, the tags and slop arrays
@@ -219,17 +221,25 @@ struct _ta_heap_s;
  *   count as used until the owner collects them). A block handed out has
  *   tag `tag`, or when that is TA_TAG_MIXED, tags[i] (a free block's entry
  *   is stale). Most pages only ever hold one tag's blocks: while they do,
- *   malloc and free compare `tag` and never touch tags[] (page.c,
- *   _ta_page_retag). */
+ *   ctr is the owner thread's counters for that tag, and malloc and free
+ *   compare it with the thread's heap->ctr and never touch tags[] (page.c,
+ *   _ta_page_retag). ctr is a thread's counter set only while that
+ *   thread's heap owns the page, so one compare says both "mine" and "of
+ *   my current tag" (abandon, span free and a fork child's vanished heaps
+ *   set it to NULL: a record, and its counters, pass to a later thread). */
 typedef struct _ta_page_s {
   /* cache line 1: the owner's fast paths */
   _ta_block_t *free;          /* blocks ready for malloc (the owner frees here) */
-  uint16_t *tags;             /* small: per block, its tag id (reserved entries) */
+  struct _ta_ctr_s *ctr;      /* small: the owner thread's counters for `tag`
+                                 while the page is of one tag and owned (the
+                                 fast paths compare it with heap->ctr), else
+                                 NULL */
   _Atomic(struct _ta_heap_s *) heap; /* owner; NULL if free or abandoned */
   uint16_t used;              /* blocks handed out, not yet collected back */
   uint16_t tag;               /* small: the tag of every block handed out, or
                                  TA_TAG_MIXED (then tags[] has each block's);
-                                 large: its block's tag */
+                                 large: its block's tag. What other threads
+                                 read (they never read ctr's line). */
   uint32_t block_size;        /* class size (small); 0 for large */
   uint16_t capacity;          /* blocks carved so far (others read it atomically) */
   uint16_t reserved;          /* blocks that fit in the span */
@@ -252,7 +262,11 @@ typedef struct _ta_page_s {
   struct _ta_page_s *prev;
   struct _ta_page_s *dnext;   /* dirty list (free spans), oldest first */
   struct _ta_page_s *dprev;
-  uint64_t freed_at_ms;       /* when the span became free (dirty list) */
+  union {
+    uint64_t freed_at_ms;     /* free span: when it became free (dirty list) */
+    uint16_t *tags;           /* small span in use: per block, its tag id
+                                 (reserved entries; read when mixed) */
+  };
   union {
     size_t requested;         /* large: bytes the caller asked for */
     size_t nsampled;          /* small (TA_SAMPLING): its sampled live blocks
@@ -307,6 +321,7 @@ typedef struct _ta_ctr_s {
   uint64_t spare_;                             /* one cache line each */
 } _ta_ctr_t;
 _Static_assert(sizeof(_ta_ctr_t) == 64, "a counter set is one cache line");
+
 
 #define TA_CTR_CHUNK 64
 #define TA_CTR_CHUNKS ((TA_TAG_SLOTS + TA_CTR_CHUNK - 1) / TA_CTR_CHUNK)
