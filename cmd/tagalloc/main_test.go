@@ -5,7 +5,6 @@ import (
 	"debug/elf"
 	"fmt"
 	"image/png"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -699,16 +698,34 @@ func TestDiffAndFirefox(t *testing.T) {
 	require.Equal(t, []byte{0x1f, 0x8b}, raw[:2], "gzipped")
 }
 
-// get fetches url and returns its body.
+// get fetches url and returns its body, which must come with 200 OK.
 func get(t *testing.T, url string) []byte {
 	t.Helper()
-	resp, err := http.Get(url)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
+	resp, b := fetch(t, url)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", url, b)
-	return b
+	return []byte(b)
+}
+
+// startServing starts cmd (tagalloc run --serve 127.0.0.1:0 ... on a
+// program that waits for its stdin to close), stops it when the test
+// ends, and returns the base URL it says it serves on.
+func startServing(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	acc, buf := "", make([]byte, 4096)
+	for {
+		n, err := stderr.Read(buf)
+		require.NoError(t, err, acc)
+		acc += string(buf[:n])
+		if i := strings.Index(acc, "serving on http://"); i >= 0 && strings.Contains(acc[i:], "/\n") {
+			return strings.TrimSuffix(strings.Fields(acc[i:])[2], "/")
+		}
+	}
 }
 
 // run --serve: metrics, the report, a pprof profile and the page, live.
@@ -719,22 +736,7 @@ func TestRunServe(t *testing.T) {
 	cmd := exec.Command(bin, "run", "-q", "--stacks", "sampled", "--serve", "127.0.0.1:0", "--", prog, "wait")
 	cmd.Dir = t.TempDir() // where it saves its report
 	cmd.Env = append(os.Environ(), "TAGALLOC_SAMPLE_RATE=4K")
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
-	var addr string
-	acc, buf := "", make([]byte, 4096)
-	for addr == "" {
-		n, err := stderr.Read(buf)
-		require.NoError(t, err, acc)
-		acc += string(buf[:n])
-		if i := strings.Index(acc, "serving on http://"); i >= 0 && strings.Contains(acc[i:], "/\n") {
-			addr = strings.TrimSuffix(strings.Fields(acc[i:])[2], "/")
-		}
-	}
+	addr := startServing(t, cmd)
 	var metrics string
 	for i := 0; i < 100 && !strings.Contains(metrics, `tag="webgl-contexts"`); i++ {
 		time.Sleep(50 * time.Millisecond) // until the program has tagged its blocks
@@ -988,13 +990,7 @@ func TestRunStacksChildOfRinglessParent(t *testing.T) {
 // markup: a program that names a tag with HTML must not put elements (or
 // script) into the viewer's page.
 func TestServePageHostileTagName(t *testing.T) {
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("chromium is not installed (.ci/run installs it)")
-		}
-		t.Skip("no chromium")
-	}
+	chromium := needChromium(t)
 	dir := t.TempDir()
 	src, prog := filepath.Join(dir, "hostile.c"), filepath.Join(dir, "hostile")
 	require.NoError(t, os.WriteFile(src, []byte(`#include <stdio.h>
@@ -1015,32 +1011,14 @@ int main(void) {
 	require.NoError(t, err)
 	cmd := exec.Command(bin, "run", "-q", "--serve", "127.0.0.1:0", "--", prog)
 	cmd.Dir = t.TempDir() // where it saves its report
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
-	var addr string
-	acc, buf := "", make([]byte, 4096)
-	for addr == "" {
-		n, err := stderr.Read(buf)
-		require.NoError(t, err, acc)
-		acc += string(buf[:n])
-		if i := strings.Index(acc, "serving on http://"); i >= 0 && strings.Contains(acc[i:], "/\n") {
-			addr = strings.TrimSuffix(strings.Fields(acc[i:])[2], "/")
-		}
-	}
+	addr := startServing(t, cmd)
 	var hist string
 	for i := 0; i < 100 && !strings.Contains(hist, "pwn"); i++ {
 		time.Sleep(50 * time.Millisecond) // sampled every second
 		hist = string(get(t, addr+"/api/history"))
 	}
 	require.Contains(t, hist, "pwn")
-	out, err := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--virtual-time-budget=3000", "--dump-dom", addr+"/").Output()
-	require.NoError(t, err)
-	dom := string(out)
+	dom := dumpDOM(t, chromium, addr+"/")
 	require.Contains(t, dom, `&lt;b id="pwn"&gt;x&lt;/b&gt;`, "the tag's name is in the table, as text")
 	require.NotContains(t, dom, `<b id="pwn">`, "the tag's name became markup")
 }
