@@ -256,6 +256,16 @@ func usagef(cmd, format string, args ...any) error {
 	return fmt.Errorf("%s: %s (tagalloc help %s)", cmd, fmt.Sprintf(format, args...), cmd)
 }
 
+// parseN is parse for a command that takes exactly n positional
+// arguments.
+func parseN(fs *flag.FlagSet, args []string, stdout io.Writer, n int) ([]string, error) {
+	pos, err := parse(fs, args, stdout)
+	if err != nil {
+		return nil, err
+	}
+	return pos, wantArgs(fs.Name(), pos, n)
+}
+
 // wantArgs checks the number of positional arguments, named by the
 // command's synopsis.
 func wantArgs(cmd string, pos []string, n int) error {
@@ -292,10 +302,7 @@ func writeOut(out string, stdout io.Writer, write func(io.Writer) error) error {
 }
 
 func libCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	pos, err := parse(newFlags("lib"), args, stdout)
-	if err == nil {
-		err = wantArgs("lib", pos, 0)
-	}
+	_, err := parseN(newFlags("lib"), args, stdout, 0)
 	if err != nil {
 		return usageExit(err)
 	}
@@ -327,10 +334,7 @@ func helpCmd(args []string, stdout, stderr io.Writer) (int, error) {
 }
 
 func versionCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	pos, err := parse(newFlags("version"), args, stdout)
-	if err == nil {
-		err = wantArgs("version", pos, 0)
-	}
+	_, err := parseN(newFlags("version"), args, stdout, 0)
 	if err != nil {
 		return usageExit(err)
 	}

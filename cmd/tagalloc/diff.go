@@ -16,10 +16,7 @@ func diffCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("diff")
 	format := fs.String("format", "tree", "output `FORMAT`: tree or json")
 	out := fs.String("o", "", "write to `FILE` instead of standard output (- for standard output)")
-	files, err := parse(fs, args, stdout)
-	if err == nil {
-		err = wantArgs("diff", files, 2)
-	}
+	files, err := parseN(fs, args, stdout, 2)
 	if err == nil {
 		*format, err = checkFormat("diff", *format, []string{"tree", "json"})
 	}

@@ -245,10 +245,7 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("snapshot")
 	out := fs.String("o", "", "write to `FILE` (default: standard output; - for standard output)")
 	format := fs.String("format", "json", "output `FORMAT`: json, tree or about-memory")
-	pos, err := parse(fs, args, stdout)
-	if err == nil {
-		err = wantArgs("snapshot", pos, 1)
-	}
+	pos, err := parseN(fs, args, stdout, 1)
 	if err == nil {
 		*format, err = checkFormat("snapshot", *format, snapshotFormats)
 	}
@@ -278,10 +275,7 @@ func parseTop(args []string, stdout io.Writer) (topOptions, error) {
 	fs := newFlags("top")
 	fs.IntVar(&o.n, "n", 0, "refresh `N` times, then stop (default 0: until interrupted)")
 	fs.DurationVar(&o.interval, "interval", time.Second, "`DURATION` between refreshes (e.g. 500ms, 2s)")
-	pos, err := parse(fs, args, stdout)
-	if err == nil {
-		err = wantArgs("top", pos, 1)
-	}
+	pos, err := parseN(fs, args, stdout, 1)
 	switch {
 	case err != nil:
 		return o, err

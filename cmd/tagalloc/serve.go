@@ -140,10 +140,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("serve")
 	addr := fs.String("addr", "127.0.0.1:6060", "listen on `ADDRESS` (loopback unless told otherwise; port 0: any free port)")
 	interval := fs.Duration("interval", time.Second, "`DURATION` between the history's samples")
-	pos, err := parse(fs, args, stdout)
-	if err == nil {
-		err = wantArgs("serve", pos, 1)
-	}
+	pos, err := parseN(fs, args, stdout, 1)
 	if err == nil && *interval <= 0 {
 		err = usagef("serve", "--interval %v: a duration above zero", *interval)
 	}
