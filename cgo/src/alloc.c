@@ -209,25 +209,7 @@ static inline __attribute__((always_inline)) void _ta_free_give_back(_ta_heap_t 
     _ta_free_local_slow(h, pg, b);
 }
 
-/* Count the local free of a block of pg whose tag is the thread's
- * current one (ct). */
-static inline __attribute__((always_inline)) void _ta_count_free_own(_ta_ctr_t *ct, const _ta_page_t *pg) {
-  TA_BOOK_ADD(ct->free_blocks, 1);
-  TA_BOOK_ADD(ct->free_bytes, pg->block_size);
-}
-
-/* A local free on a page that is not uniformly of the thread's current
- * tag: a mixed page, or one of another tag. Its requested bytes (if kept)
- * are counted by the slow path that such a page always takes. */
-TA_NOINLINE static void _ta_free_local_other(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
-  uint32_t tag = _ta_block_tag(pg, b);
-  _ta_ctr_t *ct = h->ctr;
-  if (tag == ct->tag) _ta_count_free_own(ct, pg);
-  else _ta_count_free(tag, pg->block_size, 0);
-  _ta_free_give_back(h, pg, b, _ta_free_key, true);
-}
-
-static void _ta_free_mine_mixed(_ta_heap_t *h, _ta_page_t *pg, void *p);
+static void _ta_free_local_other(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b);
 
 static inline __attribute__((always_inline)) void _ta_free(void *p) {
   if (ta_unlikely(p == NULL)) return;
@@ -237,9 +219,9 @@ static inline __attribute__((always_inline)) void _ta_free(void *p) {
   /* pg->ctr is this thread's counters of its current tag only while this
    * thread's heap owns the page, with every block out of that tag: one
    * compare for both (an atomic load: the page may be another thread's,
-   * which may be retagging it). Every block is 16-aligned: a pointer that is not
-   * goes the generic way, which names it (an interior pointer that is
-   * aligned is not caught). */
+   * which may be retagging it). Every block is 16-aligned: a pointer that
+   * is not goes the generic way, which names it (an interior pointer that
+   * is aligned is not caught). */
   if (ta_likely(pg != NULL && __atomic_load_n(&pg->ctr, __ATOMIC_RELAXED) == ct && ((uintptr_t)p & 15) == 0)) {
     ta_assert(atomic_load_explicit(&pg->heap, memory_order_relaxed) == h);
     _ta_block_t *b = p;
@@ -251,22 +233,24 @@ static inline __attribute__((always_inline)) void _ta_free(void *p) {
 #if TA_CHECK
     _ta_check_poison_block(b, pg->block_size); /* internal frees too (check.c) */
 #endif
-    _ta_count_free_own(ct, pg);
+    TA_BOOK_ADD(ct->free_blocks, 1);
+    TA_BOOK_ADD(ct->free_bytes, pg->block_size);
     ta_assert(pg->slop == NULL);
     _ta_free_give_back(h, pg, b, key, false);
     return;
   }
   if (pg != NULL && atomic_load_explicit(&pg->heap, memory_order_relaxed) == h && ((uintptr_t)p & 15) == 0) {
-    _ta_free_mine_mixed(h, pg, p); /* tail calls: the fast path stays a leaf */
+    _ta_free_local_other(h, pg, p); /* tail calls: the fast path stays a leaf */
     return;
   }
   _ta_free_generic(p, "free");
 }
 
-/* free of p, a block of a page of this thread's heap h that is mixed or
- * of another tag than the thread's current one. */
-TA_NOINLINE static void _ta_free_mine_mixed(_ta_heap_t *h, _ta_page_t *pg, void *p) {
-  _ta_block_t *b = p;
+/* A local free on a page of h that is not uniformly of the thread's
+ * current tag: a mixed page, or one of another tag. Counted under the
+ * block's tag; its requested bytes (if kept) by the slow path that such
+ * a page always takes. */
+TA_NOINLINE static void _ta_free_local_other(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
   if (ta_unlikely(b->key == _ta_free_key)) {
     _ta_free_suspect(pg, b);
     return;
@@ -274,7 +258,8 @@ TA_NOINLINE static void _ta_free_mine_mixed(_ta_heap_t *h, _ta_page_t *pg, void 
 #if TA_CHECK
   _ta_check_poison_block(b, pg->block_size);
 #endif
-  _ta_free_local_other(h, pg, b);
+  _ta_count_free(_ta_block_tag(pg, b), pg->block_size, 0);
+  _ta_free_give_back(h, pg, b, _ta_free_key, true);
 }
 
 /* A local free of a block that holds the free key: abort if it is a

@@ -156,7 +156,6 @@ static _ta_page_t *_ta_free_span_insert(size_t ai, size_t idx, size_t npages, ui
   h->arena = (uint32_t)ai;
   h->start = a->base + (idx << TA_PAGE_SHIFT);
   h->flags = flags;
-  __atomic_store_n(&h->ctr, NULL, __ATOMIC_RELAXED);
   atomic_store_explicit(&h->heap, NULL, memory_order_relaxed);
   h->dnext = h->dprev = NULL;
   if (npages > 1) {
@@ -496,9 +495,9 @@ static _ta_page_t *_ta_span_alloc_small(size_t npages, size_t tag_bytes, size_t 
     h->flags = 0;
     h->tags = tags;
     h->slop = slop;
-    /* keeping requested sizes: mixed for good, so the fast paths' tag
-     * compare sends every malloc and free of it out of line */
-    h->tag = slop ? TA_TAG_MIXED : TA_TAG_UNTAGGED;
+    /* keeping requested sizes: mixed for good (its ctr stays NULL), so
+     * the fast paths' compare sends every malloc and free of it out of line */
+    if (slop) h->tag = TA_TAG_MIXED;
   } else {
     _ta_side_free_locked(tags, tag_bytes);
     _ta_side_free_locked(slop, slop_bytes);
