@@ -14,9 +14,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/tagalloc/tagalloc/cgo"
+	"github.com/tagalloc/tagalloc/internal/termtext"
 	"github.com/tagalloc/tagalloc/reporter"
 )
 
@@ -371,16 +371,9 @@ func versionLines(libHash string) []string {
 
 // terminalText replaces what a terminal would act on rather than show
 // (control characters, C1 codes, bidirectional overrides) with '?': names
-// from a measured program must not move the cursor or hide text.
-func terminalText(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r < 0x20, r >= 0x7f && r < 0xa0, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == utf8.RuneError:
-			return '?'
-		}
-		return r
-	}, s)
-}
+// from a measured program must not move the cursor or hide text. The
+// reporter's trees use the same (termtext.Clean).
+func terminalText(s string) string { return termtext.Clean(s) }
 
 // commandNames lists the commands, for messages.
 func commandNames() string {
