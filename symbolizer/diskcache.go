@@ -25,7 +25,7 @@ import (
 // change (a fix in object.go, dwarf.go or symtab.go, another demangler
 // version or option, a new Frame field kept on disk) as well as when the
 // encoding changes: files of another version are ignored and rewritten.
-const diskCacheVersion = 1
+const diskCacheVersion = 2 // 2: relative DWARF 5 file names joined with DW_AT_comp_dir
 
 // diskCacheMagic opens every cache file.
 const diskCacheMagic = "TAGSYMS\n"

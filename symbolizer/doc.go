@@ -49,7 +49,10 @@
 //     line from the line table; each caller's line is the call's
 //     DW_AT_call_file/DW_AT_call_line), then the function itself. Names
 //     are the demangled linkage name, else DW_AT_name, following
-//     DW_AT_abstract_origin and DW_AT_specification.
+//     DW_AT_abstract_origin and DW_AT_specification. File names are
+//     absolute: a relative one (a source compiled as "../x.c", whose
+//     DWARF 5 line table keeps the directory ".." as written) is joined
+//     with the unit's DW_AT_comp_dir.
 //  4. Else the symbol table: the symbol whose range holds the address
 //     (.symtab, else .dynsym in a stripped file), with the line table's
 //     file and line when a unit covers the address.

@@ -5,10 +5,14 @@
 package symbolizer
 
 import (
+	"cmp"
 	"debug/dwarf"
 	"errors"
 	"io"
+	"path"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -32,15 +36,16 @@ type unit struct {
 	once  sync.Once
 	err   error
 	lines []lineRow
-	files []*dwarf.LineFile // the line program's file table, by DWARF file index
-	top   []scopeRange      // the unit's functions, sorted by lo
+	files []string     // the line program's file table, by DWARF file index: names made absolute (fileNames)
+	top   []scopeRange // the unit's functions, sorted by lo
 }
 
 // lineRow is one row of a line program: from addr to the next row's addr
-// the code came from file:line. end marks the end of a sequence (no code).
+// the code came from file:line (file indexes unit.files; -1: none). end
+// marks the end of a sequence (no code).
 type lineRow struct {
 	addr uint64
-	file *dwarf.LineFile
+	file int32
 	line int32
 	end  bool
 }
@@ -165,28 +170,119 @@ func (x *dwarfIndex) loadLines(u *unit) error {
 	if err != nil || lr == nil {
 		return err // a unit without a line program has no lines
 	}
+	// Rows name their file by index in the file table as it is at the
+	// end (DW_LNE_define_file may add entries on the way); consecutive
+	// rows mostly share a file, so the last one's index is tried first.
+	var (
+		le       dwarf.LineEntry
+		lastFile *dwarf.LineFile
+		lastIdx  int32 = -1
+		index    map[*dwarf.LineFile]int32
+	)
 	for {
-		var le dwarf.LineEntry
 		if err := lr.Next(&le); err != nil {
 			if errors.Is(err, io.EOF) {
 				break
 			}
 			return err
 		}
-		u.lines = append(u.lines, lineRow{addr: le.Address, file: le.File, line: int32(le.Line), end: le.EndSequence})
+		if le.File != lastFile {
+			lastFile, lastIdx = le.File, -1
+			if le.File != nil {
+				if index == nil {
+					index = map[*dwarf.LineFile]int32{}
+				}
+				i, ok := index[le.File]
+				if !ok {
+					i = int32(len(index))
+					index[le.File] = i
+				}
+				lastIdx = i
+			}
+		}
+		u.lines = append(u.lines, lineRow{addr: le.Address, file: lastIdx, line: int32(le.Line), end: le.EndSequence})
 	}
-	u.files = lr.Files()
+	compDir, _ := u.entry.Val(dwarf.AttrCompDir).(string)
+	u.files = fileNames(lr.Files(), compDir)
+	// The rows' indexes are the order files were first met: map them to
+	// the file table's (the rows' files are entries of it).
+	if len(index) > 0 {
+		byRow := make([]int32, len(index))
+		for i := range byRow {
+			byRow[i] = -1
+		}
+		for i, f := range lr.Files() {
+			if j, ok := index[f]; ok && f != nil {
+				byRow[j] = int32(i)
+			}
+		}
+		for i := range u.lines {
+			if r := &u.lines[i]; r.file >= 0 {
+				r.file = byRow[r.file]
+			}
+		}
+	}
 	// Sequences may come in any order; at one address an end of sequence
 	// goes before the start of the next, and rows of one sequence keep
 	// their order (the last row at an address describes it).
-	sort.SliceStable(u.lines, func(i, j int) bool {
-		a, b := &u.lines[i], &u.lines[j]
+	less := func(a, b lineRow) int {
 		if a.addr != b.addr {
-			return a.addr < b.addr
+			return cmp.Compare(a.addr, b.addr)
 		}
-		return a.end && !b.end
-	})
+		if a.end && !b.end {
+			return -1
+		}
+		if b.end && !a.end {
+			return 1
+		}
+		return 0
+	}
+	if !slices.IsSortedFunc(u.lines, less) {
+		slices.SortStableFunc(u.lines, less)
+	}
 	return nil
+}
+
+// fileNames returns the names of a line program's file table (nil
+// entries: ""), each relative one made absolute with the compile unit's
+// directory (DW_AT_comp_dir). debug/dwarf already joins a name with its
+// directory entry and, before DWARF 5, a relative directory with the
+// compile unit's; but a DWARF 5 directory entry is used as written, and
+// GCC writes the directory of a source named "../x.c" as "..", so the
+// file comes out as "../x.c". Relative entries of a DWARF 5 table are
+// relative to the compilation directory (its entry 0, which GCC and Clang
+// write as DW_AT_comp_dir), and joined with it as debug/dwarf joins its
+// own (path.Join: "/src/proj/build" and "../x.c" give "/src/proj/x.c").
+// Without a DW_AT_comp_dir a relative name stays as it is.
+func fileNames(files []*dwarf.LineFile, compDir string) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		if f == nil {
+			continue
+		}
+		out[i] = absName(f.Name, compDir)
+	}
+	return out
+}
+
+// absName joins a relative file name with the compilation directory
+// when that is an absolute Unix path; absolute names (Unix or Windows)
+// and names without such a directory stay as they are.
+func absName(name, compDir string) string {
+	if name == "" || !strings.HasPrefix(compDir, "/") || isAbsPath(name) {
+		return name
+	}
+	return path.Join(compDir, name)
+}
+
+// isAbsPath: a Unix absolute path, or a Windows one with a drive letter
+// or UNC prefix (as debug/dwarf tells them apart).
+func isAbsPath(p string) bool {
+	if strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\\`) {
+		return true
+	}
+	return len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/') &&
+		('a' <= p[0]|0x20 && p[0]|0x20 <= 'z')
 }
 
 // line returns the file and line of pc in the unit's line table.
@@ -196,19 +292,15 @@ func (u *unit) line(pc uint64) (string, int, bool) {
 		return "", 0, false
 	}
 	r := &u.lines[i]
-	name := ""
-	if r.file != nil {
-		name = r.file.Name
-	}
-	return name, int(r.line), true
+	return u.fileName(int(r.file)), int(r.line), true
 }
 
 // fileName returns the name of entry i of the unit's file table.
 func (u *unit) fileName(i int) string {
-	if i < 0 || i >= len(u.files) || u.files[i] == nil {
+	if i < 0 || i >= len(u.files) {
 		return ""
 	}
-	return u.files[i].Name
+	return u.files[i]
 }
 
 func (x *dwarfIndex) loadScopes(u *unit) error {

@@ -18,7 +18,7 @@ import (
 // with Inlined set, then the function the code physically belongs to.
 type Frame struct {
 	Function string // demangled function name; "module+0xVADDR" when nothing names the address
-	File     string // source file as the compiler recorded it; "" without DWARF
+	File     string // source file, joined with the compile unit's directory when recorded relative; "" without DWARF
 	Line     int    // 0 when unknown
 	Inlined  bool   // this frame was inlined into the next one of the slice
 	Module   string // base name of the module ("libfoo.so")
