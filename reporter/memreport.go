@@ -97,6 +97,8 @@ func memProcess(p Process) string {
 //	explicit/heap-overhead/page-cache   nonheap  bytes  free memory kept resident (free_cached_bytes)
 //	explicit/heap-overhead/bookkeeping  nonheap  bytes  page descriptors and books
 //	heap-mapped, heap-span-free         other    bytes  as in the tree
+//	resident, resident-peak,            other    bytes  VmRSS, VmHWM and the private resident bytes,
+//	resident-unique                                     when known (Resident): about:memory's headline
 //	tagalloc-live-blocks/TAG            other    count             every tag's live blocks
 //	tagalloc-alloc-blocks/TAG           other    count-cumulative  blocks allocated in all
 //	tagalloc-alloc-bytes/TAG            other    bytes             bytes allocated in all
@@ -152,6 +154,15 @@ func memReports(p Process) ([]MemReport, error) {
 		"Memory the allocator has from the OS for the heap (spans in use, free resident, huge).")
 	add("heap-span-free", MemKindOther, MemUnitsBytes, h.SpanFreeBytes,
 		"Room in spans in use holding no live block: free blocks and never-touched space (no RAM).")
+	theirs := map[string]bool{}
+	for _, it := range p.reporterItems() {
+		theirs[it.Path] = true
+	}
+	for _, r := range p.Resident.memReports() {
+		if !theirs[r.Path] { // a program that reports its own resident keeps it
+			add(r.Path, r.Kind, r.Units, uint64(r.Amount), r.Description)
+		}
+	}
 	for _, t := range p.Tags {
 		name := memName(t.Name)
 		of := fmt.Sprintf("tagged %q", t.Name)

@@ -47,7 +47,10 @@ type Process struct {
 	Ended    string `json:"ended"`
 	Tags     []Tag  `json:"tags"`
 	Heap     Heap   `json:"heap"`
-	Reports  []Item `json:"reports"`
+	// Resident: its resident memory as Linux reported it (tagalloc run,
+	// snapshot, the live view); nil in reports made before it was kept.
+	Resident *Resident `json:"resident,omitempty"`
+	Reports  []Item    `json:"reports"`
 	// Collections counts the runs of the process's C memory reporters
 	// (tagalloc_collect_reports); Reports holds what the last one said.
 	Collections uint64 `json:"collections,omitempty"`
@@ -268,6 +271,9 @@ func Read(rd io.Reader) (*Report, error) {
 	for i, p := range r.Processes {
 		if p.PID <= 0 {
 			return nil, fmt.Errorf("%w: process %d has pid %d", ErrReport, i, p.PID)
+		}
+		if r := p.Resident; r != nil && r.Measured != ResidentRunning && r.Measured != ResidentLastPoll && r.Measured != ResidentNever {
+			return nil, fmt.Errorf("%w: process %d: resident measured %q (running, last-poll or never)", ErrReport, p.PID, r.Measured)
 		}
 		for _, t := range p.Tags {
 			if t.Name == "" || len(t.Name) > 63 {

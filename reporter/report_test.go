@@ -23,12 +23,18 @@ func sample() *Report {
 		{Name: "decoder", LiveBytes: 5 << 20, LiveBlocks: 7, AllocBytes: 5 << 20, AllocBlocks: 7, PeakLiveBytes: 5 << 20},
 	}})
 	a.ExitCode = &code
+	a.Resident = &Resident{Measured: ResidentLastPoll, ReadAtUnixMS: 1_700_000_000_000, EndedByUnixMS: 1_700_000_000_018,
+		RSSBytes: ptr(uint64(130 << 20)), PeakRSSBytes: ptr(uint64(140 << 20)), AnonBytes: ptr(uint64(110 << 20)),
+		UniqueBytes: ptr(uint64(120 << 20)), UniqueReadAtUnixMS: 1_700_000_000_000 - 80, Polls: 40}
 	b := FromSnapshot(&tagtable.Snapshot{PID: 43, PPID: 42, Command: []string{"helper"}, Tags: []tagtable.TagTotals{
 		{Name: "untagged", LiveBytes: 1024, LiveBlocks: 1, AllocBytes: 1024, AllocBlocks: 1, PeakLiveBytes: 1024}}})
+	b.Resident = &Resident{Measured: ResidentNever}
 	r := &Report{Schema: Schema, Processes: []Process{b, a}}
 	r.Sort(42)
 	return r
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()

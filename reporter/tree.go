@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/tagalloc/tagalloc/internal/termtext"
 )
 
 // WriteTree renders every process as an about:memory tree.
@@ -25,7 +27,7 @@ func (r *Report) WriteTree(w io.Writer) error {
 
 // WriteSummary renders the first process as a tree (and, with stacks,
 // who holds and who allocates most) and the others (the children it
-// forked or executed) a line each, as tagalloc run prints it.
+// forked or executed) grouped by command, as tagalloc run prints it.
 func (r *Report) WriteSummary(w io.Writer) error {
 	if len(r.Processes) == 0 {
 		_, err := fmt.Fprintln(w, "tagalloc: no process wrote its books")
@@ -38,15 +40,25 @@ func (r *Report) WriteSummary(w io.Writer) error {
 		writeStacksSummary(w, st)
 	}
 	if len(r.Processes) > 1 {
-		fmt.Fprintf(w, "\n%d other processes (tagalloc report FILE.json shows their trees):\n", len(r.Processes)-1)
-		for _, p := range r.Processes[1:] {
-			cmd := strings.Join(p.Command, " ")
-			if len(cmd) > 70 {
-				cmd = cmd[:67] + "..."
-			}
-			fmt.Fprintf(w, "  pid %-7d %9s live in %7s blocks  %s\n", p.PID, humanize.IBytes(p.Heap.LiveBytes),
-				humanize.Comma(int64(p.Heap.LiveBlocks)), cmd)
-		}
+		writeGroups(w, r.Processes[1:])
+	}
+	return nil
+}
+
+// WriteOverview renders the first process as a tree and the others
+// grouped by command (tagalloc report's tree): a report of a thousand
+// processes is one tree and a line per command. WriteTree renders them
+// all.
+func (r *Report) WriteOverview(w io.Writer) error {
+	if len(r.Processes) == 0 {
+		_, err := fmt.Fprintln(w, "tagalloc: no process wrote its books")
+		return err
+	}
+	if err := r.Processes[0].WriteTree(w); err != nil {
+		return err
+	}
+	if len(r.Processes) > 1 {
+		writeGroups(w, r.Processes[1:])
 	}
 	return nil
 }
@@ -70,10 +82,7 @@ func pct(a, total uint64) string {
 
 // WriteTree renders one process.
 func (p Process) WriteTree(w io.Writer) error {
-	cmd := strings.Join(p.Command, " ")
-	if len(cmd) > 100 {
-		cmd = cmd[:97] + "..."
-	}
+	cmd := termtext.Cut(strings.Join(p.Command, " "), 100) // the program's: hostile
 	fmt.Fprintf(w, "%s (pid %d) -- %s\n", cmd, p.PID, p.ending())
 	if p.Torn {
 		fmt.Fprintln(w, "  (read while running: figures may be off by what changed meanwhile)")
@@ -103,11 +112,11 @@ func (p Process) WriteTree(w io.Writer) error {
 	total := h.LiveBytes + overhead + reported
 	fmt.Fprintf(w, "%s (100.00%%) -- explicit\n", humanize.IBytes(total))
 	for _, it := range explicit {
-		fmt.Fprintf(w, "├──%s (%s) ── %s\n", humanize.IBytes(it.Amount), pct(it.Amount, total), strings.TrimPrefix(it.Path, "explicit/"))
+		fmt.Fprintf(w, "├──%s (%s) ── %s\n", humanize.IBytes(it.Amount), pct(it.Amount, total), termtext.Clean(strings.TrimPrefix(it.Path, "explicit/")))
 	}
 	claims := p.heapClaims()
 	for _, t := range p.Tags {
-		name := "heap/" + t.Name
+		name := "heap/" + termtext.Clean(t.Name)
 		if t.Name == DefaultTag {
 			name = "heap-unclassified"
 		}
@@ -130,11 +139,14 @@ func (p Process) WriteTree(w io.Writer) error {
 	fmt.Fprintf(w, "%s -- heap-mapped\n", humanize.IBytes(h.MappedBytes))
 	fmt.Fprintf(w, "%s -- heap-span-free (free blocks and never-touched room in spans in use)\n", humanize.IBytes(h.SpanFreeBytes))
 	fmt.Fprintf(w, "%s blocks -- heap-live-blocks\n", humanize.Comma(int64(p.Heap.LiveBlocks)))
+	for _, l := range p.Resident.treeLines() {
+		fmt.Fprintln(w, l)
+	}
 	for _, it := range other {
 		if it.Units == "bytes" {
-			fmt.Fprintf(w, "%s -- %s\n", humanize.IBytes(it.Amount), it.Path)
+			fmt.Fprintf(w, "%s -- %s\n", humanize.IBytes(it.Amount), termtext.Clean(it.Path))
 		} else {
-			fmt.Fprintf(w, "%s -- %s (%s)\n", humanize.Comma(int64(it.Amount)), it.Path, it.Units)
+			fmt.Fprintf(w, "%s -- %s (%s)\n", humanize.Comma(int64(it.Amount)), termtext.Clean(it.Path), termtext.Clean(it.Units))
 		}
 	}
 	return nil
