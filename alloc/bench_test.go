@@ -1,7 +1,13 @@
 package alloc
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,4 +100,160 @@ func BenchmarkVsMake1GiBHeap(b *testing.B) {
 	b.ReportMetric(makeNs/allocNs, "make/alloc")
 	b.ReportMetric(float64(gc1.NumGC-gc0.NumGC), "GCs")
 	runtime.KeepAlive(ballast)
+}
+
+// The many-tags workload (issue 26, item 3): one goroutine per P, each
+// holding one block of each of five sizes under each of 256 tags, every
+// byte written. A tag must cost counters, not spans: alloc's peak RSS
+// should stay near make's.
+var (
+	manyTagsSizes = []int{16, 64, 256, 1024, 2048}
+	manyTagsProcs = []int{1, 8, 32}
+)
+
+const manyTagsN = 256
+
+// manyTags runs the workload with blocks from get, returning them (held).
+func manyTags(get func(tag, n int) []byte) [][]byte {
+	procs := runtime.GOMAXPROCS(0)
+	held := make([][][]byte, procs)
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	for g := 0; g < procs; g++ {
+		ready.Add(1)
+		done.Add(1)
+		go func(g int) {
+			defer done.Done()
+			mine := make([][]byte, 0, manyTagsN*len(manyTagsSizes))
+			ready.Done()
+			<-start
+			for tag := 0; tag < manyTagsN; tag++ {
+				for _, n := range manyTagsSizes {
+					b := get(tag, n)
+					for i := range b {
+						b[i] = byte(i + tag)
+					}
+					mine = append(mine, b)
+				}
+				if tag%16 == 15 {
+					runtime.Gosched() // let the goroutines interleave on the Ps
+				}
+			}
+			held[g] = mine
+		}(g)
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+	var all [][]byte
+	for _, h := range held {
+		all = append(all, h...)
+	}
+	return all
+}
+
+// peakRSS is VmHWM (bytes), or 0 if unknown.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// TestManyTagsRSSChild is BenchmarkManyTagsRSS's child (a fresh process
+// per measurement: peak RSS is the process's): ALLOC_RSS_CHILD=make or
+// alloc. The alloc child also checks that every tag's books are exact.
+func TestManyTagsRSSChild(t *testing.T) {
+	mode := os.Getenv("ALLOC_RSS_CHILD")
+	var get func(tag, n int) []byte
+	switch mode {
+	case "":
+		t.Skip("run by BenchmarkManyTagsRSS")
+	case "make":
+		get = func(_, n int) []byte { return make([]byte, n) }
+	case "alloc":
+		tags := make([]*Tag, manyTagsN)
+		for i := range tags {
+			tags[i] = MustTag(fmt.Sprintf("many-%d", i))
+		}
+		get = func(tag, n int) []byte { return tags[tag].Malloc(n) }
+	default:
+		t.Fatalf("ALLOC_RSS_CHILD=%q", mode)
+	}
+	held := manyTags(get)
+	peak := peakRSS()
+	if mode == "alloc" {
+		var per uint64
+		for _, n := range manyTagsSizes {
+			per += usable(n)
+		}
+		want := per * uint64(runtime.GOMAXPROCS(0))
+		for i := 0; i < manyTagsN; i++ {
+			if st := MustTag(fmt.Sprintf("many-%d", i)).Stats(); st.LiveBytes != want || st.LiveBlocks != uint64(len(manyTagsSizes)*runtime.GOMAXPROCS(0)) {
+				t.Fatalf("tag many-%d: %+v, want %d live bytes", i, st, want)
+			}
+		}
+	}
+	runtime.KeepAlive(held)
+	fmt.Printf("rss-child %s peak %d\n", mode, peak)
+}
+
+// rssChild runs TestManyTagsRSSChild in a fresh process and returns its
+// peak RSS.
+func rssChild(tb testing.TB, mode string, procs int) int64 {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestManyTagsRSSChild$")
+	cmd.Env = append(os.Environ(), "ALLOC_RSS_CHILD="+mode, fmt.Sprintf("GOMAXPROCS=%d", procs))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		tb.Fatalf("%s at %d Ps: %v\n%s", mode, procs, err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		var m string
+		var peak int64
+		if n, _ := fmt.Sscanf(l, "rss-child %s peak %d", &m, &peak); n == 2 && peak > 0 {
+			return peak
+		}
+	}
+	tb.Fatalf("%s at %d Ps: no peak RSS in\n%s", mode, procs, out)
+	return 0
+}
+
+func median(xs []int64) int64 {
+	s := append([]int64(nil), xs...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// BenchmarkManyTagsRSS measures the many-tags workload's peak RSS with
+// alloc and with make, each in fresh processes, interleaved (three of
+// each per op), at 1, 8 and 32 Ps. Metrics per P count: the medians in
+// MB and alloc/make.
+func BenchmarkManyTagsRSS(b *testing.B) {
+	if runtime.GOOS != "linux" {
+		b.Skip("peak RSS from /proc/self/status")
+	}
+	samples := map[string][]int64{}
+	for i := 0; i < b.N; i++ {
+		for round := 0; round < 3; round++ {
+			for _, p := range manyTagsProcs {
+				for _, mode := range []string{"make", "alloc"} {
+					k := fmt.Sprintf("%d/%s", p, mode)
+					samples[k] = append(samples[k], rssChild(b, mode, p))
+				}
+			}
+		}
+	}
+	for _, p := range manyTagsProcs {
+		m, a := median(samples[fmt.Sprintf("%d/make", p)]), median(samples[fmt.Sprintf("%d/alloc", p)])
+		b.ReportMetric(float64(m)/1e6, fmt.Sprintf("make-MB-%dP", p))
+		b.ReportMetric(float64(a)/1e6, fmt.Sprintf("alloc-MB-%dP", p))
+		b.ReportMetric(float64(a)/float64(m), fmt.Sprintf("alloc/make-%dP", p))
+	}
 }
