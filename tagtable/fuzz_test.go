@@ -123,14 +123,21 @@ func smallRegionOf(version uint32) []byte {
 	put := func(n uint64) uint64 { o := off; off = (off + n + 63) &^ 63; return o }
 	copy(h.Magic[:], Magic)
 	h.Version, h.HeaderSize, h.Base = version, uint32(hs), base
-	if version == 3 {
+	switch version {
+	case 3:
 		h.HeaderSize = headerV3
-	} else {
+	case 4:
+		h.HeaderSize, h.Writer = headerV4, WriterNative
+	default:
 		h.Writer = WriterNative
+	}
+	cs := uint64(48) // a counter set's bytes; version 5 adds the mark
+	if version >= 5 {
+		cs = 64
 	}
 	h.PID, h.PPID, h.State = 4242, 1, 1
 	h.TagSlots, h.TagCount, h.TagOverflow, h.TagNameSize = 4, 3, 3, 16
-	h.NClasses, h.CtrChunk, h.CtrSize = 2, 2, 48
+	h.NClasses, h.CtrChunk, h.CtrSize = 2, 2, uint32(cs)
 	h.ThreadSize, h.ThreadCtrOff, h.ThreadHeaps, h.ThreadNext, h.ThreadLive = 40, 0, 16, 24, 32
 	h.ClassStride, h.ReqStride = 8, 16
 	h.HeapNalloc, h.HeapNfree, h.HeapAreq, h.HeapFreq, h.HeapTag, h.HeapTnext, h.HeapSize = 0, 16, 32, 40, 72, 80, 88
@@ -148,8 +155,11 @@ func smallRegionOf(version uint32) []byte {
 			le.PutUint64(b[o+8*uint64(i):], x)
 		}
 	}
-	h.FallbackOff = put(4 * 48)
+	h.FallbackOff = put(4 * cs)
 	ctr(h.FallbackOff, 100, 2, 50, 1, 90, 45) // untagged: 50 live bytes in 1 block
+	if version >= 5 {
+		ctr(h.FallbackOff, 100, 2, 30, 1, 90, 45, 0, 80) // live = mark 80 - headroom 30
+	}
 	h.PeaksOff = put(4 * 8)
 	ctr(h.PeaksOff, 100, 64, 0, 0)
 	h.ClassSizesOff = put(2 * 4)
@@ -164,8 +174,17 @@ func smallRegionOf(version uint32) []byte {
 	h.ReportedOff = put(4 * 8)
 	ctr(h.ReportedOff, 0, 48, 0, 0)
 	h.Collections = 1
-	chunk0, chunk1 := put(2*48), put(2*48)
-	ctr(chunk0+48, 64, 1, 0, 0, 60, 0) // a: 64 bytes in 1 block, 60 asked for
+	chunk0, chunk1 := put(2*cs), put(2*cs)
+	ctr(chunk0+cs, 64, 1, 0, 0, 60, 0) // a: 64 bytes in 1 block, 60 asked for
+	if version >= 5 {
+		ctr(chunk0+cs+56, 64) // its mark: live = 64 - 0
+		// untagged is held by many (the shared set), with a bound noted;
+		// a by the one set in chunk 0
+		h.HoldersOff = put(4 * 8)
+		ctr(h.HoldersOff, holdersMany, base+chunk0+cs, 0, 0)
+		h.PeakUpperOff = put(4 * 8)
+		ctr(h.PeakUpperOff, 120, 0, 0, 0)
+	}
 	ctr(chunk1, 0, 0, 0, 0, 0, 0)
 	heap1, heap2 := put(88), put(88)
 	ctr(heap1, 2, 1, 1, 0) // tag bb: 2x16 + 1x32 allocated, 1x16 freed
@@ -230,6 +249,35 @@ func TestSmallRegionV4(t *testing.T) {
 	binary.LittleEndian.PutUint32(b[12:], headerV3)
 	if _, err := Parse(b); err == nil {
 		t.Error("a version-4 region with a version-3 header size parsed")
+	}
+}
+
+// TestSmallRegionV5: live bytes from marks and headrooms, and peaks exact
+// for a tag with one counter set, bounded for one held by many.
+func TestSmallRegionV5(t *testing.T) {
+	s, err := Parse(smallRegionOf(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]TagTotals{}
+	for _, tg := range s.Tags {
+		got[tg.Name] = tg
+	}
+	u, a := got["untagged"], got["a"]
+	if u.LiveBytes != 50 || u.AllocBytes != 100 || a.LiveBytes != 64 || a.LiveBlocks != 1 {
+		t.Errorf("live untagged %d/%d, a %d in %d blocks", u.LiveBytes, u.AllocBytes, a.LiveBytes, a.LiveBlocks)
+	}
+	if !u.PeakBounded || u.PeakLiveBytes != 100 || u.PeakUpperBytes != 120 {
+		t.Errorf("untagged peak %d..%d (bounded %v), want 100..120", u.PeakLiveBytes, u.PeakUpperBytes, u.PeakBounded)
+	}
+	if !a.PeakBounded || a.PeakLiveBytes != 64 || a.PeakUpperBytes != 64 {
+		t.Errorf("a's peak %d..%d (bounded %v), want exactly 64", a.PeakLiveBytes, a.PeakUpperBytes, a.PeakBounded)
+	}
+	// A version-4 header size under version 5 is refused.
+	b := smallRegionOf(5)
+	binary.LittleEndian.PutUint32(b[12:], headerV4)
+	if _, err := Parse(b); err == nil {
+		t.Error("a version-5 region with a version-4 header size parsed")
 	}
 }
 

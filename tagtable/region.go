@@ -25,11 +25,17 @@ import (
 // and the count of collections. Version 4 has no heap records (the native
 // library keeps one heap per thread, whatever its tags, and every count
 // in the thread records' per-tag counters: the heap fields are 0) and
-// names its writer. Both writers write version 4; this reader reads all
-// four.
+// names its writer. Version 5 keeps each counter set's live bytes as a
+// high-water mark less a headroom (the field that was its freed bytes is
+// the headroom, its last word the mark) and adds, per tag, its holders and
+// an upper bound of its peak: peaks are exact, or bounded (see
+// TagTotals). The native library writes version 5, package alloc's
+// writer (writer.go) version 4; this reader reads all five.
 const (
 	Magic   = "TAGALLOC"
-	Version = 4
+	Version = 5
+	// WriterVersion is the layout writer.go writes.
+	WriterVersion = 4
 )
 
 // Writers of a version-4 region.
@@ -94,6 +100,8 @@ type header struct {
 	ReportedOff, Collections uint64
 	// version 4
 	Writer, Pad4 uint32
+	// version 5: TagSlots u64 each
+	HoldersOff, PeakUpperOff uint64
 }
 
 // Sizes of the older headers (version 1 without the reports, version 2
@@ -102,7 +110,13 @@ const (
 	headerV1 = 248
 	headerV2 = 256
 	headerV3 = 272
+	headerV4 = 280
 )
+
+// holdersMany in a version-5 holders table: the tag's blocks were counted
+// by more than one counter set (else the entry is 0 or the address of the
+// only set, whose high-water mark is the tag's exact peak).
+const holdersMany = 1
 
 // Report is one measurement a process's reporter published (about:memory's
 // model): a path, a kind (0 nonheap, 1 heap, 2 other), units (0 bytes,
@@ -145,7 +159,14 @@ type TagTotals struct {
 	LiveBlocks         uint64
 	AllocBytes         uint64
 	AllocBlocks        uint64
-	PeakLiveBytes      uint64
+	// PeakLiveBytes is the tag's peak of live bytes: exact if
+	// PeakBounded and PeakUpperBytes equals it; between it and
+	// PeakUpperBytes if PeakBounded; else (a layout before 5, or package
+	// alloc's books) the highest live total seen at the points the books
+	// were looked at, a lower bound.
+	PeakLiveBytes  uint64
+	PeakUpperBytes uint64
+	PeakBounded    bool
 	// ReportedBytes are the tag's heap bytes that memory reporters
 	// measured (tagalloc_report_block) in their last collection; they
 	// may exceed LiveBytes if a reporter measured a block twice or the
@@ -231,7 +252,9 @@ func Parse(b []byte) (*Snapshot, error) {
 		h.ReportedOff, h.Collections, h.Writer = 0, 0, 0
 	case h.Version == 3 && h.HeaderSize == headerV3:
 		h.Writer = 0
-	case h.Version == 4 && uint64(h.HeaderSize) == hs:
+	case h.Version == 4 && h.HeaderSize == headerV4:
+		h.HoldersOff, h.PeakUpperOff = 0, 0
+	case h.Version == 5 && uint64(h.HeaderSize) == hs:
 	case h.Version < 1 || h.Version > Version:
 		return nil, fail("layout version %d; this tagalloc reads versions 1 to %d (use the tagalloc that ran the program)", h.Version, Version)
 	default:
@@ -242,8 +265,9 @@ func Parse(b []byte) (*Snapshot, error) {
 		return nil, fail("%d bytes in use, but the region has %d (file %d)", used, h.RegionSize, len(b))
 	}
 	r := reader{b: b, used: used}
+	v5 := h.Version >= 5
 	if h.TagSlots == 0 || h.TagSlots > 1<<20 || h.TagNameSize < 2 || h.TagNameSize > 4096 || h.NClasses == 0 || h.NClasses > 1024 ||
-		h.CtrChunk == 0 || h.CtrChunk > 1<<16 || h.CtrSize < 48 {
+		h.CtrChunk == 0 || h.CtrChunk > 1<<16 || h.CtrSize < 48 || (v5 && h.CtrSize < 64) {
 		return nil, fail("implausible sizes (tag slots %d, name size %d, classes %d, chunk %d, counter %d)",
 			h.TagSlots, h.TagNameSize, h.NClasses, h.CtrChunk, h.CtrSize)
 	}
@@ -251,6 +275,10 @@ func Parse(b []byte) (*Snapshot, error) {
 	reportedLen := uint64(0) // the reported bytes are optional
 	if h.ReportedOff != 0 {
 		reportedLen = slots * 8
+	}
+	peakTables := uint64(0)
+	if v5 {
+		peakTables = slots * 8
 	}
 	for _, c := range []struct {
 		what   string
@@ -262,6 +290,8 @@ func Parse(b []byte) (*Snapshot, error) {
 		{"tag peaks", h.PeaksOff, slots * 8},
 		{"class sizes", h.ClassSizesOff, uint64(h.NClasses) * 4},
 		{"reported bytes", h.ReportedOff, reportedLen},
+		{"tag holders", h.HoldersOff, peakTables},
+		{"peak upper bounds", h.PeakUpperOff, peakTables},
 	} {
 		if err := r.span(c.what, c.off, c.n); err != nil {
 			return nil, err
@@ -294,8 +324,14 @@ func Parse(b []byte) (*Snapshot, error) {
 	freeN := make([]uint64, slots)
 	allocR := make([]uint64, slots)
 	freeR := make([]uint64, slots)
+	high := make([]uint64, slots) // version 5: sums of the sets' marks (two's complement)
 	addCtr := func(tag, off uint64) {
 		a, an, f, fn, ar, fr := r.u64(off), r.u64(off+8), r.u64(off+16), r.u64(off+24), r.u64(off+32), r.u64(off+40)
+		if v5 { // f is the headroom: live = mark - headroom, freed = alloc - live
+			hi := r.u64(off + 56)
+			high[tag] += hi
+			f = a - (hi - f)
+		}
 		if a|an|f|fn|ar|fr == 0 { // most are (4096 tag slots, a few used)
 			return
 		}
@@ -438,6 +474,10 @@ func Parse(b []byte) (*Snapshot, error) {
 			}
 		}
 		tt.PeakLiveBytes = max(r.u64(h.PeaksOff+8*t), tt.LiveBytes)
+		if v5 {
+			tt.PeakLiveBytes, tt.PeakUpperBytes = peakBounds(tt.PeakLiveBytes, high[t], r.u64(h.HoldersOff+8*t), r.u64(h.PeakUpperOff+8*t))
+			tt.PeakBounded = true
+		}
 		if h.ReportedOff != 0 {
 			tt.ReportedBytes = r.u64(h.ReportedOff + 8*t)
 		}
@@ -445,6 +485,22 @@ func Parse(b []byte) (*Snapshot, error) {
 	}
 	sortTags(s.Tags)
 	return s, nil
+}
+
+// peakBounds is a version-5 tag's peak of live bytes, between lower and
+// upper (as _ta_tag_peak_of in cgo/src/tags.c): lo is the highest live
+// total noted (or live now), marks the sum of its counter sets' marks
+// (signed), holders its holders entry, noted the highest sum of marks
+// noted. Held by one set, that set's mark is the exact peak.
+func peakBounds(lo, marks, holders, noted uint64) (lower, upper uint64) {
+	hi := marks
+	if int64(hi) < int64(lo) {
+		hi = lo
+	}
+	if holders != holdersMany {
+		return hi, hi
+	}
+	return lo, max(noted, hi)
 }
 
 // printable is b as text that is safe to print and to write as JSON: valid
@@ -603,8 +659,9 @@ func anyNative(snaps []*Snapshot) bool {
 }
 
 // Merge sums the regions of one process into one snapshot: tags of the
-// same name add up (live, cumulative; peaks too, which makes the peak an
-// upper bound when both regions peaked at different times), as do the
+// same name add up (live, cumulative; the peak of the sum is at least
+// either region's and the live sum, and at most the sum of their upper
+// bounds), as do the
 // allocators' figures. The identity comes from the first region (the
 // native library's, if there is one).
 func Merge(snaps ...*Snapshot) *Snapshot {
@@ -644,7 +701,9 @@ func Merge(snaps ...*Snapshot) *Snapshot {
 			m.LiveBlocks += t.LiveBlocks
 			m.AllocBytes += t.AllocBytes
 			m.AllocBlocks += t.AllocBlocks
-			m.PeakLiveBytes += t.PeakLiveBytes
+			m.PeakLiveBytes = max(m.PeakLiveBytes, t.PeakLiveBytes, m.LiveBytes)
+			m.PeakUpperBytes += t.PeakUpperBytes
+			m.PeakBounded = m.PeakBounded && t.PeakBounded
 			m.ReportedBytes += t.ReportedBytes
 			if m.LiveRequestedBytes != nil && t.LiveRequestedBytes != nil {
 				*m.LiveRequestedBytes += *t.LiveRequestedBytes

@@ -17,14 +17,14 @@ import (
 
 // runTagged runs testdata/tagged.c preloaded with TAGALLOC_DIR set and
 // returns the region directory and the books the program printed.
-func runTagged(t *testing.T, mode string) (string, map[string][4]uint64, *os.ProcessState) {
+func runTagged(t *testing.T, mode string) (string, map[string][5]uint64, *os.ProcessState) {
 	t.Helper()
 	books, want, ps, _ := runTaggedErr(t, mode)
 	return books, want, ps
 }
 
 // runTaggedErr is runTagged, with what the program wrote to stderr.
-func runTaggedErr(t *testing.T, mode string) (string, map[string][4]uint64, *os.ProcessState, string) {
+func runTaggedErr(t *testing.T, mode string) (string, map[string][5]uint64, *os.ProcessState, string) {
 	t.Helper()
 	lib, err := cgo.Library()
 	require.NoError(t, err)
@@ -41,11 +41,11 @@ func runTaggedErr(t *testing.T, mode string) (string, map[string][4]uint64, *os.
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	_ = cmd.Run()
-	want := map[string][4]uint64{}
+	want := map[string][5]uint64{}
 	for _, l := range strings.Split(strings.TrimSpace(so.String()), "\n") {
 		f := strings.Fields(l)
-		require.Len(t, f, 5, "line %q", l)
-		var v [4]uint64
+		require.Len(t, f, 6, "line %q", l)
+		var v [5]uint64
 		for i := range v {
 			v[i], err = strconv.ParseUint(f[i+1], 10, 64)
 			require.NoError(t, err)
@@ -53,6 +53,17 @@ func runTaggedErr(t *testing.T, mode string) (string, map[string][4]uint64, *os.
 		want[f[0]] = v
 	}
 	return books, want, cmd.ProcessState, se.String()
+}
+
+// books4 is what tagged.c printed of a tag's books, without its peak.
+func books4(w [5]uint64) [4]uint64 { return [4]uint64{w[0], w[1], w[2], w[3]} }
+
+// requireExactPeak checks that a tag's peak is exactly want.
+func requireExactPeak(t *testing.T, want uint64, g TagTotals, name string) {
+	t.Helper()
+	require.NotZero(t, want, "tag %s: tagged.c computes its peak", name)
+	require.True(t, g.PeakBounded, "tag %s: a version-5 region bounds its peak", name)
+	require.Equal(t, [2]uint64{want, want}, [2]uint64{g.PeakLiveBytes, g.PeakUpperBytes}, "tag %s: peak (lower, upper)", name)
 }
 
 func tagMap(s *Snapshot) map[string]TagTotals {
@@ -81,12 +92,14 @@ func TestRegionMatchesTheProgramsBooks(t *testing.T) {
 			require.Equal(t, mode == "exit", s.Exited)
 			require.Contains(t, s.Command[0], "tagged")
 			got := tagMap(s)
-			require.Len(t, want, 2)
+			require.Len(t, want, 3)
 			for name, w := range want {
 				g, ok := got[name]
 				require.True(t, ok, "tag %s missing from the region", name)
-				require.Equal(t, w, [4]uint64{g.LiveBytes, g.LiveBlocks, g.AllocBytes, g.AllocBlocks}, "tag %s", name)
-				require.GreaterOrEqual(t, g.PeakLiveBytes, g.LiveBytes)
+				require.Equal(t, books4(w), [4]uint64{g.LiveBytes, g.LiveBlocks, g.AllocBytes, g.AllocBlocks}, "tag %s", name)
+				// one thread held each tag: its peak is exact, to the
+				// block, blips included, after exit and SIGKILL alike
+				requireExactPeak(t, w[4], g, name)
 			}
 			require.Contains(t, got, "untagged")
 		})
@@ -111,19 +124,25 @@ func TestForkedChildHasItsOwnRegion(t *testing.T) {
 	require.NotNil(t, child)
 	require.Equal(t, parent.PID, child.PPID)
 	c := tagMap(child)["child"]
-	require.Equal(t, want["child"], [4]uint64{c.LiveBytes, c.LiveBlocks, c.AllocBytes, c.AllocBlocks})
+	require.Equal(t, books4(want["child"]), [4]uint64{c.LiveBytes, c.LiveBlocks, c.AllocBytes, c.AllocBlocks})
 	// The child inherited the parent's live blocks; the parent's books never
 	// saw the child's allocations.
 	require.NotContains(t, tagMap(parent), "child")
 	a := tagMap(parent)["alpha"]
-	require.Equal(t, want["alpha"], [4]uint64{a.LiveBytes, a.LiveBlocks, a.AllocBytes, a.AllocBlocks})
+	require.Equal(t, books4(want["alpha"]), [4]uint64{a.LiveBytes, a.LiveBlocks, a.AllocBytes, a.AllocBlocks})
 	require.Equal(t, a.LiveBytes, tagMap(child)["alpha"].LiveBytes)
+	// Peaks: the child's copy keeps the parent's exact peaks.
+	for _, s := range []*Snapshot{parent, child} {
+		for _, name := range []string{"alpha", "beta", "blip"} {
+			requireExactPeak(t, want[name][4], tagMap(s)[name], name)
+		}
+	}
 	// A tag named last before the fork, its name and counters pages away
 	// from the first ones': the child's copy has them.
 	for _, s := range []*Snapshot{parent, child} {
 		last, ok := tagMap(s)["t149"]
 		require.True(t, ok, "tag t149 missing from pid %d", s.PID)
-		require.Equal(t, want["t149"], [4]uint64{last.LiveBytes, last.LiveBlocks, last.AllocBytes, last.AllocBlocks}, "pid %d", s.PID)
+		require.Equal(t, books4(want["t149"]), [4]uint64{last.LiveBytes, last.LiveBlocks, last.AllocBytes, last.AllocBlocks}, "pid %d", s.PID)
 	}
 }
 
@@ -147,7 +166,7 @@ func TestForkedChildWithoutItsFile(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, tagMap(s), "child", "the child did not write its parent's books")
 	a := tagMap(s)["alpha"]
-	require.Equal(t, want["alpha"], [4]uint64{a.LiveBytes, a.LiveBlocks, a.AllocBytes, a.AllocBlocks})
+	require.Equal(t, books4(want["alpha"]), [4]uint64{a.LiveBytes, a.LiveBlocks, a.AllocBytes, a.AllocBlocks})
 }
 
 func TestBadRegions(t *testing.T) {

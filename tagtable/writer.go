@@ -96,8 +96,8 @@ func align64(n uint64) uint64 { return (n + 63) &^ 63 }
 
 func (r *Region) format() {
 	h := r.hdr
-	h.Version = Version
-	h.HeaderSize = uint32(unsafe.Sizeof(header{}))
+	h.Version = WriterVersion // counters as freed bytes, no holders or bounds
+	h.HeaderSize = headerV4
 	h.RegionSize = writerSize
 	h.Base = uint64(uintptr(unsafe.Pointer(&r.mem[0])))
 	h.PID, h.PPID = uint32(os.Getpid()), uint32(os.Getppid())

@@ -40,9 +40,10 @@ int tagalloc_push_tag(const char *tag);
 void tagalloc_pop_tag(void);
 
 /* What a tag holds now, exactly, and has held; bytes are usable bytes.
- * peak_live_bytes is the highest live total seen at the points the books
- * are looked at (queries, thread exits, and about every 256 KiB a thread
- * allocates under the tag). Returns 0, ENOENT (never used) or EINVAL. */
+ * peak_live_bytes is the tag's peak of live bytes: exact while one thread
+ * at a time has held the tag's memory, else a lower bound whose upper
+ * bound tagalloc_tag_peak gives. Returns 0, ENOENT (never used) or
+ * EINVAL. */
 typedef struct tagalloc_tag_stats {
   size_t live_bytes;
   size_t live_blocks;
@@ -54,6 +55,13 @@ typedef struct tagalloc_tag_stats {
   size_t live_requested_bytes;
 } tagalloc_tag_stats_t;
 int tagalloc_tag_stats(const char *tag, tagalloc_tag_stats_t *out);
+
+/* The tag's peak of live bytes so far lies in [*lower, *upper]; equal,
+ * it is exact. It is exact, to the block, while one thread at a time has
+ * allocated and freed the tag's blocks; once several have, the bound is
+ * about 64 KiB per thread that holds the tag's memory. peak_live_bytes
+ * of tagalloc_tag_stats is *lower. 0, EINVAL or ENOENT as above. */
+int tagalloc_tag_peak(const char *tag, size_t *lower, size_t *upper);
 
 /* ---- memory reporters (about:memory's model) ---------------------------------
  *
@@ -130,6 +138,7 @@ size_t tagalloc_check_books(void);
 #pragma weak tagalloc_push_tag
 #pragma weak tagalloc_pop_tag
 #pragma weak tagalloc_tag_stats
+#pragma weak tagalloc_tag_peak
 #pragma weak tagalloc_set_tag
 #pragma weak tagalloc_version
 #pragma weak tagalloc_purge

@@ -26,13 +26,27 @@ TA_NOINLINE static void *_ta_malloc_class_rest(_ta_heap_t *h, unsigned c, size_t
   return b;
 }
 
+/* A block just taken took its counters past their high-water mark: the
+ * sole holder's case of _ta_ctr_rise inline (every malloc of a growing
+ * heap comes here), the rest through it. */
+TA_NOINLINE static void *_ta_took_rising(_ta_heap_t *h, void *b) {
+  _ta_ctr_t *ct = h->ctr;
+  int64_t d = (int64_t)atomic_load_explicit(&ct->headroom, memory_order_relaxed);
+  if (ta_likely(atomic_load_explicit(&ct->holder, memory_order_relaxed) == TA_HOLDER_SOLE && d < 0)) {
+    TA_CTR_RAISE_MARK(ct, (uint64_t)-d);
+    return b;
+  }
+  _ta_ctr_rise(ct);
+  return b;
+}
+
 static inline void *_ta_malloc_class_unsampled(unsigned c, size_t size) {
   _ta_heap_t *h = _ta_tls_heap;
   _ta_page_t *pg = h->direct[c];
   _ta_block_t *b = pg->free;
   /* a page keeping requested sizes is mixed: the tag compare fails */
   if (ta_likely(b != NULL && pg->ctr == h->ctr)) {
-    _ta_take(h, pg, c, b);
+    if (_ta_take(h, pg, c, b)) return _ta_took_rising(h, b); /* a tail call: the fast path stays a leaf */
     return b;
   }
   return _ta_malloc_class_rest(h, c, size);
@@ -56,7 +70,7 @@ static inline void *_ta_malloc_class(unsigned c, size_t size) {
   _ta_block_t *b = pg->free;
   if (ta_likely(b != NULL && left >= 0 && pg->ctr == h->ctr)) {
     _ta_sample_left = left;
-    _ta_take(h, pg, c, b);
+    if (_ta_take(h, pg, c, b)) return _ta_took_rising(h, b);
     return b;
   }
   return _ta_malloc_class_sampling(c, size);
@@ -211,9 +225,8 @@ static inline __attribute__((always_inline)) void _ta_free_give_back(_ta_heap_t 
 
 static void _ta_free_local_other(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b);
 
-static inline __attribute__((always_inline)) void _ta_free(void *p) {
-  if (ta_unlikely(p == NULL)) return;
-  _ta_page_t *pg = _ta_page_of(p);
+/* free, once p's span head pg is known (NULL: p is in no span in use). */
+static inline __attribute__((always_inline)) void _ta_free_at(void *p, _ta_page_t *pg) {
   _ta_heap_t *h = _ta_tls_heap;
   _ta_ctr_t *ct = h->ctr;
   /* pg->ctr is this thread's counters of its current tag only while this
@@ -234,7 +247,7 @@ static inline __attribute__((always_inline)) void _ta_free(void *p) {
     _ta_check_poison_block(b, pg->block_size); /* internal frees too (check.c) */
 #endif
     TA_BOOK_ADD(ct->free_blocks, 1);
-    TA_BOOK_ADD(ct->free_bytes, pg->block_size);
+    TA_BOOK_ADD(ct->headroom, pg->block_size); /* no check: _ta_ctr_cap, on slow paths */
     ta_assert(pg->slop == NULL);
     _ta_free_give_back(h, pg, b, key, false);
     return;
@@ -244,6 +257,21 @@ static inline __attribute__((always_inline)) void _ta_free(void *p) {
     return;
   }
   _ta_free_generic(p, "free");
+}
+
+/* free of a pointer outside arena 0 (a later arena, a huge block, or not
+ * ours): out of line, so that the call to find its span costs the fast
+ * path no stack frame (two instructions a free). */
+TA_NOINLINE static void _ta_free_far(void *p) { _ta_free_at(p, _ta_page_of_slow(p)); }
+
+static inline __attribute__((always_inline)) void _ta_free(void *p) {
+  if (ta_unlikely(p == NULL)) return;
+  uintptr_t off = _ta_arena0_off(p);
+  if (ta_unlikely(off >= _ta_arenas[0].size)) {
+    _ta_free_far(p);
+    return;
+  }
+  _ta_free_at(p, _ta_arena0_head(off));
 }
 
 /* A local free on a page of h that is not uniformly of the thread's

@@ -4,7 +4,7 @@
  * reads the books while the program runs and after it dies, even of
  * SIGKILL; without it, it is private anonymous memory.
  *
- * Layout (version 4; the Go reader is tagtable/region.go): a header at
+ * Layout (version 5; the Go reader is tagtable/region.go): a header at
  * offset 0 (_ta_books_t: magic, version, sizes, the process, the offsets
  * of the arrays below and of the fields of the records readers follow),
  * the command line, the tag names, the fallback counters, the tag peaks,
@@ -13,7 +13,12 @@
  * and their counter chunks. Version 2 is version 1 plus the reports table;
  * version 3 adds the reported bytes per tag and the count of collections;
  * version 4 has no heap records (every count is a thread's, per tag: the
- * heap_* fields are 0) and says who wrote it (writer).
+ * heap_* fields are 0) and says who wrote it (writer). Version 5 keeps
+ * live bytes as high - headroom in each counter set (the field that was
+ * free_bytes is the headroom, the spare word the high-water mark; freed
+ * bytes are alloc_bytes - high + headroom) and adds two tables, per tag:
+ * its holders and the upper bound of its peak (tags.c, "peaks"). Package
+ * alloc's writer still writes version 4.
  * Records link to each other by address in the process; a reader turns an
  * address into an offset with `base` and checks it lies inside `used`.
  * Only the process writes the region; readers map it read-only. */
@@ -23,7 +28,7 @@
 #include <sys/stat.h>
 
 #define TA_BOOKS_MAGIC "TAGALLOC"
-#define TA_BOOKS_VERSION 4
+#define TA_BOOKS_VERSION 5
 #define TA_BOOKS_SIZE (256 * TA_MiB) /* reserved; a sparse file */
 #define TA_BOOKS_CMDLINE 2048
 
@@ -76,8 +81,11 @@ typedef struct _ta_books_s {
   /* version 4 */
   uint32_t writer;                  /* 1: this native library; 2: Go's package alloc */
   uint32_t pad_;
+  /* version 5: TA_TAG_SLOTS u64 each */
+  uint64_t holders_off;             /* 0, the sole counter set's address, or 1: many */
+  uint64_t peak_upper_off;          /* upper bound of the peak, held by many */
 } _ta_books_t;
-_Static_assert(sizeof(_ta_books_t) == 280, "the header tagtable/region.go reads as version 4");
+_Static_assert(sizeof(_ta_books_t) == 296, "the header tagtable/region.go reads as version 5");
 
 #define TA_REPORTS_MAX 64
 #define TA_REPORT_SLOT 256
@@ -128,6 +136,8 @@ static void _ta_books_format(_ta_books_t *b) {
   off = _ta_books_put(&reports, off, (size_t)TA_REPORTS_MAX * TA_REPORT_SLOT);
   b->reports_off = (uint32_t)reports;
   off = _ta_books_put(&b->reported_off, off, (size_t)TA_TAG_SLOTS * sizeof(uint64_t));
+  off = _ta_books_put(&b->holders_off, off, (size_t)TA_TAG_SLOTS * sizeof(uint64_t));
+  off = _ta_books_put(&b->peak_upper_off, off, (size_t)TA_TAG_SLOTS * sizeof(uint64_t));
   uint32_t *cs = (uint32_t *)((uint8_t *)b + b->class_sizes_off);
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) cs[c] = _ta_classes[c].size;
   atomic_store(&b->used, off);

@@ -103,6 +103,7 @@ static void _ta_page_unfull(_ta_heap_t *h, _ta_page_t *pg) {
  * list, or became empty. */
 static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg, void *b) {
   if (TA_SAMPLED_AT(pg, b)) _ta_sample_free(b);
+  _ta_ctr_cap(h->ctr); /* the fast path adds to the headroom unchecked */
   if (pg->slop) { /* the block's entries stay until it is handed out again */
     size_t idx = _ta_block_index(pg, b);
     _ta_count_resize(_ta_block_tag_at(pg, idx), 0, 0, pg->block_size - _ta_slop_get(pg, idx), 0);
@@ -301,6 +302,7 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
   _ta_take_retag(h, pg, c, b);
   if (pg->slop) _ta_take_requested(h, pg, c, b, size);
   if (ta_unlikely((h->slow_count & 1023) == 0)) _ta_tag_note_peak(h->ctr->tag);
+  _ta_ctr_cap(h->ctr); /* frees since the last slow path may have raised its headroom */
   return b;
 }
 

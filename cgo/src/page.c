@@ -26,15 +26,21 @@ static void _ta_page_extend(_ta_page_t *pg) {
 /* Hand out b, the first free block of pg, a page of class c of h whose
  * tag is the thread's current one (pg->ctr is h->ctr, or b's entry on a
  * mixed page: _ta_page_retag), and count it in that tag's counters
- * (h->ctr: a tag switch is one store of that pointer). */
-static inline __attribute__((always_inline)) void _ta_take(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b) {
+ * (h->ctr: a tag switch is one store of that pointer). True if the
+ * counters passed their high-water mark: the caller then calls
+ * _ta_ctr_rise (after the block is out, so the fast path can make it a
+ * tail call). */
+static inline __attribute__((always_inline)) bool _ta_take(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b) {
   _ta_ctr_t *ct = h->ctr;
-  ta_assert(pg->block_size == _ta_classes[c].size);
   pg->free = b->next;
   b->key = 0;
   pg->used++;
+  uint64_t bsize = pg->block_size; /* _ta_classes[c].size, on a line at hand */
+  ta_assert(bsize == _ta_classes[c].size);
+  (void)c;
   TA_BOOK_ADD(ct->alloc_blocks, 1);
-  TA_BOOK_ADD(ct->alloc_bytes, pg->block_size); /* _ta_classes[c].size, on a line at hand */
+  TA_BOOK_ADD(ct->alloc_bytes, bsize);
+  return ta_unlikely(TA_BOOK_SUB_NEG(ct->headroom, bsize));
 }
 
 /* Make ct's tag the tag of b, the free block of pg (class c, of the
@@ -77,7 +83,7 @@ static inline __attribute__((always_inline)) void _ta_page_retag(_ta_page_t *pg,
 /* _ta_take for the slow paths: the page may be of another tag. */
 static inline __attribute__((always_inline)) void _ta_take_retag(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b) {
   _ta_page_retag(pg, c, b, h->ctr);
-  _ta_take(h, pg, c, b);
+  if (_ta_take(h, pg, c, b)) _ta_ctr_rise(h->ctr);
 }
 
 /* pg leaves its owner's heap (abandon, a fork child's vanished heaps): it

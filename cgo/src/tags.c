@@ -6,8 +6,8 @@
  * tagged region, and the public tag API of tagalloc.h.
  *
  * Invariant: for every tag, live bytes = sum over thread records of
- * (alloc_bytes - free_bytes) = sum over the tag's live blocks of their
- * usable size (tagalloc_check's walk). */
+ * (high - headroom) = sum over the tag's live blocks of their usable size
+ * (tagalloc_check's walk). */
 
 #include <dlfcn.h>
 
@@ -26,6 +26,11 @@ static _ta_tagname_t *_ta_tag_names; /* TA_TAG_SLOTS, in the books region */
 static _Atomic(uint16_t) _ta_tag_hash[TA_TAG_HASH]; /* id + 1; 0 = empty */
 static pthread_mutex_t _ta_tags_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(uint64_t) *_ta_tag_peak; /* TA_TAG_SLOTS, in the books region */
+/* Books version 5, TA_TAG_SLOTS each: a tag's holders (0, its sole
+ * counter set's address, or TA_HOLDERS_MANY), and the highest upper
+ * bound of its peak seen at a rise (held by several sets). */
+static _Atomic(uint64_t) *_ta_tag_holders;
+static _Atomic(uint64_t) *_ta_tag_peak_upper;
 static _Atomic(bool) _ta_overflow_warned;
 
 /* Counts of threads that could not get a record (out of memory): atomic. */
@@ -103,6 +108,8 @@ static void _ta_tags_init(const char *default_name) {
   uint8_t *base = (uint8_t *)_ta_books;
   _ta_tag_names = (_ta_tagname_t *)(base + _ta_books->names_off);
   _ta_tag_peak = (_Atomic(uint64_t) *)(base + _ta_books->peaks_off);
+  _ta_tag_holders = (_Atomic(uint64_t) *)(base + _ta_books->holders_off);
+  _ta_tag_peak_upper = (_Atomic(uint64_t) *)(base + _ta_books->peak_upper_off);
   _ta_ctr_fallback = (_ta_ctr_t *)(base + _ta_books->fallback_off);
   atomic_store(&_ta_books->tag_count, 1);
   pthread_mutex_lock(&_ta_tags_lock);
@@ -143,26 +150,192 @@ static inline _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag) {
 
 static _ta_ctr_t *_ta_ctr_self(uint32_t tag) { return _ta_ctr_of(_ta_thread_self(), tag); }
 
-/* Count a block allocated (alloc) or freed by this thread under tag:
- * usable bytes, and the bytes asked for. */
-static void _ta_count(uint32_t tag, size_t bytes, size_t req, bool alloc) {
-  _ta_ctr_t *c = _ta_ctr_self(tag);
-  if (ta_likely(c != NULL)) {
-    _Atomic(uint64_t) *b = alloc ? &c->alloc_bytes : &c->free_bytes, *n = alloc ? &c->alloc_blocks : &c->free_blocks;
-    _Atomic(uint64_t) *r = alloc ? &c->alloc_req : &c->free_req;
-    TA_CTR_ADD(*b, bytes);
-    TA_CTR_ADD(*n, 1);
-    TA_CTR_ADD(*r, req);
-    return;
+/* ---- peaks ----------------------------------------------------------------------- */
+
+/* Raise *slot to v (a tag's peak or its upper bound): never lowers it. */
+static void _ta_peak_raise(_Atomic(uint64_t) *slot, uint64_t v) {
+  uint64_t p = atomic_load_explicit(slot, memory_order_relaxed);
+  while (v > p && !atomic_compare_exchange_weak_explicit(slot, &p, v, memory_order_relaxed, memory_order_relaxed)) {
   }
-  _ta_ctr_t *f = &_ta_ctr_fallback[tag]; /* no record: the shared atomic table */
-  atomic_fetch_add_explicit(alloc ? &f->alloc_bytes : &f->free_bytes, bytes, memory_order_relaxed);
-  atomic_fetch_add_explicit(alloc ? &f->alloc_blocks : &f->free_blocks, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(alloc ? &f->alloc_req : &f->free_req, req, memory_order_relaxed);
 }
 
-static void _ta_count_free(uint32_t tag, size_t bytes, size_t req) { _ta_count(tag, bytes, req, false); }
-static void _ta_count_alloc(uint32_t tag, size_t bytes, size_t req) { _ta_count(tag, bytes, req, true); }
+/* A set's live bytes and high-water mark as another thread reads them:
+ * the mark is read again after the headroom, and the pair is taken only
+ * if it did not move (its owner moves both, in an order that makes a
+ * pair read this way never overstate live bytes: _ta_ctr_rise_many,
+ * _ta_ctr_lower). */
+static void _ta_ctr_read(_ta_ctr_t *c, int64_t *live, int64_t *high) {
+  for (int i = 0;; i++) {
+    uint64_t h1 = atomic_load_explicit(&c->high, memory_order_acquire);
+    uint64_t d = atomic_load_explicit(&c->headroom, memory_order_acquire);
+    uint64_t h2 = atomic_load_explicit(&c->high, memory_order_acquire);
+    if (h1 == h2 || i == 8) {
+      *live = (int64_t)(h2 - d), *high = (int64_t)h2;
+      return;
+    }
+  }
+}
+
+/* Every counter set of tag (each thread record's, and the shared one),
+ * without the records' lock: records and chunks are never freed, and
+ * are published with a release. */
+#define TA_FOR_EACH_CTR(tag, c, ...)                                                            \
+  do {                                                                                         \
+    _ta_ctr_t *c = &_ta_ctr_fallback[tag];                                                     \
+    __VA_ARGS__;                                                                               \
+    for (_ta_thread_t *t_ = _ta_threads_first(); t_; t_ = t_->next) {                           \
+      _ta_ctr_t *chunk_ = atomic_load_explicit(&t_->ctr[(tag) / TA_CTR_CHUNK], memory_order_acquire); \
+      if (!chunk_) continue;                                                                   \
+      c = &chunk_[(tag) % TA_CTR_CHUNK];                                                       \
+      __VA_ARGS__;                                                                             \
+    }                                                                                          \
+  } while (0)
+
+/* A tag held by several sets: its live bytes now (a lower bound of its
+ * peak) and the sum of its sets' marks (an upper bound of its live bytes
+ * until a set passes its mark, which comes here again), into the books. */
+static void _ta_tag_note_bounds(uint32_t tag) {
+  int64_t live = 0, upper = 0;
+  TA_FOR_EACH_CTR(tag, c, {
+    int64_t l, h;
+    _ta_ctr_read(c, &l, &h);
+    live += l, upper += h;
+  });
+  if (live > 0) _ta_peak_raise(&_ta_tag_peak[tag], (uint64_t)live);
+  if (upper > 0) _ta_peak_raise(&_ta_tag_peak_upper[tag], (uint64_t)upper);
+}
+
+/* tag is held by more than one counter set from now on (cur: its holders
+ * entry as last read). Its sole set's mark, until now the tag's exact
+ * peak, becomes both bounds, and the set learns it is one of many. */
+static void _ta_tag_holders_many(uint32_t tag, uint64_t cur) {
+  while (cur != TA_HOLDERS_MANY) {
+    if (atomic_compare_exchange_weak(&_ta_tag_holders[tag], &cur, TA_HOLDERS_MANY)) {
+      if (cur != 0) {
+        _ta_ctr_t *x = (_ta_ctr_t *)(uintptr_t)cur;
+        atomic_store(&x->holder, TA_HOLDER_MANY); /* seq_cst: before its mark is read */
+        int64_t h = (int64_t)atomic_load(&x->high);
+        if (h > 0) {
+          _ta_peak_raise(&_ta_tag_peak[tag], (uint64_t)h);
+          _ta_peak_raise(&_ta_tag_peak_upper[tag], (uint64_t)h);
+        }
+      }
+      return;
+    }
+  }
+}
+
+/* ct counts its first bytes: it becomes its tag's sole holder, or one of
+ * many. Every path that counts calls this first (a malloc's through
+ * _ta_ctr_rise: a fresh set's headroom is 0, so its first malloc rises). */
+TA_NOINLINE static void _ta_ctr_register(_ta_ctr_t *ct) {
+  if (atomic_load_explicit(&ct->holder, memory_order_relaxed) != TA_HOLDER_NONE) return;
+  uint64_t cur = 0;
+  if (atomic_compare_exchange_strong(&_ta_tag_holders[ct->tag], &cur, (uint64_t)(uintptr_t)ct)) {
+    atomic_store_explicit(&ct->holder, TA_HOLDER_SOLE, memory_order_relaxed);
+    return;
+  }
+  atomic_store_explicit(&ct->holder, TA_HOLDER_MANY, memory_order_relaxed);
+  _ta_tag_holders_many(ct->tag, cur);
+}
+
+/* A set held by several has risen past its mark (d < 0): the mark rises
+ * to its live bytes plus TA_PEAK_SLACK (headroom first: a reader then
+ * sees live bytes too low, never too high), and the tag's bounds are
+ * noted. Within the slack the set rises unseen: the bound covers it. */
+TA_NOINLINE static void _ta_ctr_rise_many(_ta_ctr_t *ct, int64_t d) {
+  TA_CTR_RAISE_MARK(ct, (uint64_t)(-d) + TA_PEAK_SLACK);
+  _ta_tag_note_bounds(ct->tag);
+}
+
+/* ct's headroom went below zero (a malloc passed its high-water mark).
+ * Its tag's sole holder raises its mark to its live bytes: the mark is
+ * the tag's exact peak, to the block, and the next malloc above it comes
+ * here again (a few instructions). Both are single adds (headroom first),
+ * so a signal handler that allocates in between keeps live bytes exact;
+ * it may leave the mark high by the bytes it interrupted. */
+TA_NOINLINE static void _ta_ctr_rise(_ta_ctr_t *ct) {
+  uint32_t st = atomic_load_explicit(&ct->holder, memory_order_relaxed);
+  if (ta_unlikely(st == TA_HOLDER_NONE)) {
+    _ta_ctr_register(ct);
+    st = atomic_load_explicit(&ct->holder, memory_order_relaxed);
+  }
+  int64_t d = (int64_t)atomic_load_explicit(&ct->headroom, memory_order_relaxed);
+  if (d >= 0) return;
+  if (ta_likely(st == TA_HOLDER_SOLE)) {
+    TA_CTR_RAISE_MARK(ct, (uint64_t)-d);
+    return;
+  }
+  _ta_ctr_rise_many(ct, d);
+}
+
+/* A set held by several whose headroom passed TA_PEAK_CAP: the tag's
+ * bounds are noted (the sum of marks is about to come down), then its
+ * mark comes down to TA_PEAK_SLACK above its live bytes (mark first:
+ * _ta_ctr_read). Keeps what a set may rise unseen to about one page. */
+TA_NOINLINE static void _ta_ctr_lower(_ta_ctr_t *ct) {
+  int64_t d = (int64_t)atomic_load_explicit(&ct->headroom, memory_order_relaxed);
+  if (d <= TA_PEAK_CAP) return;
+  _ta_tag_note_bounds(ct->tag);
+  uint64_t x = (uint64_t)(d - TA_PEAK_SLACK);
+  TA_CTR_ADD(ct->high, -x);
+  atomic_signal_fence(memory_order_seq_cst);
+  TA_CTR_ADD(ct->headroom, -x);
+}
+
+/* Called where a thread takes a slow path, or counts a free out of line. */
+static inline void _ta_ctr_cap(_ta_ctr_t *ct) {
+  if (ta_unlikely(atomic_load_explicit(&ct->holder, memory_order_relaxed) == TA_HOLDER_MANY &&
+                  (int64_t)atomic_load_explicit(&ct->headroom, memory_order_relaxed) > TA_PEAK_CAP))
+    _ta_ctr_lower(ct);
+}
+
+/* ---- counting out of line ------------------------------------------------------------ */
+
+/* Count in the shared atomic table (no thread record): its live bytes
+ * go up by raising its mark, down by raising its headroom, so the mark
+ * is no high-water mark, and the tag is held by many. */
+static void _ta_count_fallback(uint32_t tag, size_t up, size_t down) {
+  _ta_ctr_t *f = &_ta_ctr_fallback[tag];
+  _ta_tag_holders_many(tag, atomic_load(&_ta_tag_holders[tag]));
+  if (up) atomic_fetch_add_explicit(&f->high, up, memory_order_relaxed);
+  if (down) atomic_fetch_add_explicit(&f->headroom, down, memory_order_relaxed);
+}
+
+/* Count a block allocated (alloc) or freed by this thread under tag:
+ * usable bytes, and the bytes asked for. One copy for each (the caller's
+ * constant decides, so neither tests it). */
+static inline __attribute__((always_inline)) void _ta_count(uint32_t tag, size_t bytes, size_t req, bool alloc) {
+  _ta_ctr_t *c = _ta_ctr_self(tag);
+  if (ta_unlikely(c == NULL)) { /* no record: the shared atomic table */
+    _ta_ctr_t *f = &_ta_ctr_fallback[tag];
+    atomic_fetch_add_explicit(alloc ? &f->alloc_bytes : &f->free_blocks, alloc ? bytes : 1, memory_order_relaxed);
+    if (alloc) atomic_fetch_add_explicit(&f->alloc_blocks, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(alloc ? &f->alloc_req : &f->free_req, req, memory_order_relaxed);
+    _ta_count_fallback(tag, alloc ? bytes : 0, alloc ? 0 : bytes);
+    return;
+  }
+  uint32_t st = atomic_load_explicit(&c->holder, memory_order_relaxed);
+  if (ta_unlikely(st == TA_HOLDER_NONE)) {
+    _ta_ctr_register(c);
+    st = atomic_load_explicit(&c->holder, memory_order_relaxed);
+  }
+  if (alloc) {
+    TA_CTR_ADD(c->alloc_bytes, bytes);
+    TA_CTR_ADD(c->alloc_blocks, 1);
+    TA_CTR_ADD(c->alloc_req, req);
+    if (TA_CTR_SUB_NEG(c->headroom, bytes)) _ta_ctr_rise(c);
+  } else {
+    TA_CTR_ADD(c->free_blocks, 1);
+    TA_CTR_ADD(c->free_req, req);
+    TA_CTR_ADD(c->headroom, bytes);
+    if (st == TA_HOLDER_MANY && ta_unlikely((int64_t)atomic_load_explicit(&c->headroom, memory_order_relaxed) > TA_PEAK_CAP))
+      _ta_ctr_lower(c);
+  }
+}
+
+TA_NOINLINE static void _ta_count_free(uint32_t tag, size_t bytes, size_t req) { _ta_count(tag, bytes, req, false); }
+TA_NOINLINE static void _ta_count_alloc(uint32_t tag, size_t bytes, size_t req) { _ta_count(tag, bytes, req, true); }
 
 static void _ta_ctr_add(_Atomic(uint64_t) *mine, _Atomic(uint64_t) *shared, size_t d) {
   if (mine) TA_CTR_ADD(*mine, d);
@@ -174,8 +347,18 @@ static void _ta_ctr_add(_Atomic(uint64_t) *mine, _Atomic(uint64_t) *shared, size
  * unchanged. */
 static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes, size_t old_req, size_t new_req) {
   _ta_ctr_t *c = _ta_ctr_self(tag), *f = &_ta_ctr_fallback[tag];
-  if (new_bytes >= old_bytes) _ta_ctr_add(c ? &c->alloc_bytes : NULL, &f->alloc_bytes, new_bytes - old_bytes);
-  else _ta_ctr_add(c ? &c->free_bytes : NULL, &f->free_bytes, old_bytes - new_bytes);
+  if (c && ta_unlikely(atomic_load_explicit(&c->holder, memory_order_relaxed) == TA_HOLDER_NONE)) _ta_ctr_register(c);
+  if (new_bytes > old_bytes) {
+    _ta_ctr_add(c ? &c->alloc_bytes : NULL, &f->alloc_bytes, new_bytes - old_bytes);
+    if (!c) _ta_count_fallback(tag, new_bytes - old_bytes, 0);
+    else if (TA_CTR_SUB_NEG(c->headroom, new_bytes - old_bytes)) _ta_ctr_rise(c);
+  } else if (new_bytes < old_bytes) {
+    if (!c) _ta_count_fallback(tag, 0, old_bytes - new_bytes);
+    else {
+      TA_CTR_ADD(c->headroom, old_bytes - new_bytes);
+      _ta_ctr_cap(c);
+    }
+  }
   if (new_req >= old_req) _ta_ctr_add(c ? &c->alloc_req : NULL, &f->alloc_req, new_req - old_req);
   else _ta_ctr_add(c ? &c->free_req : NULL, &f->free_req, old_req - new_req);
 }
@@ -238,30 +421,23 @@ static bool _ta_use_tag(_ta_thread_t *th, uint32_t tag) {
 
 typedef struct {
   uint64_t alloc_bytes, alloc_blocks, free_bytes, free_blocks, alloc_req, free_req;
+  uint64_t high; /* sum of the sets' marks: an upper bound of live bytes */
 } _ta_sum_t;
 
 static _ta_sum_t _ta_tag_sum(uint32_t tag) {
-  _ta_sum_t s = {0, 0, 0, 0, 0, 0};
-  _ta_ctr_t *f = &_ta_ctr_fallback[tag];
-  s.alloc_bytes = atomic_load_explicit(&f->alloc_bytes, memory_order_relaxed);
-  s.alloc_blocks = atomic_load_explicit(&f->alloc_blocks, memory_order_relaxed);
-  s.free_bytes = atomic_load_explicit(&f->free_bytes, memory_order_relaxed);
-  s.free_blocks = atomic_load_explicit(&f->free_blocks, memory_order_relaxed);
-  s.alloc_req = atomic_load_explicit(&f->alloc_req, memory_order_relaxed);
-  s.free_req = atomic_load_explicit(&f->free_req, memory_order_relaxed);
-  pthread_mutex_lock(&_ta_threads_lock);
-  for (_ta_thread_t *t = _ta_threads_first(); t; t = t->next) {
-    _ta_ctr_t *chunk = atomic_load_explicit(&t->ctr[tag / TA_CTR_CHUNK], memory_order_acquire);
-    if (!chunk) continue;
-    _ta_ctr_t *c = &chunk[tag % TA_CTR_CHUNK];
-    s.alloc_bytes += atomic_load_explicit(&c->alloc_bytes, memory_order_relaxed);
+  _ta_sum_t s = {0, 0, 0, 0, 0, 0, 0};
+  TA_FOR_EACH_CTR(tag, c, {
+    int64_t live, high;
+    _ta_ctr_read(c, &live, &high);
+    uint64_t a = atomic_load_explicit(&c->alloc_bytes, memory_order_relaxed);
+    s.alloc_bytes += a;
+    s.free_bytes += a - (uint64_t)live; /* two's complement: exact in the sum */
+    s.high += (uint64_t)high;
     s.alloc_blocks += atomic_load_explicit(&c->alloc_blocks, memory_order_relaxed);
-    s.free_bytes += atomic_load_explicit(&c->free_bytes, memory_order_relaxed);
     s.free_blocks += atomic_load_explicit(&c->free_blocks, memory_order_relaxed);
     s.alloc_req += atomic_load_explicit(&c->alloc_req, memory_order_relaxed);
     s.free_req += atomic_load_explicit(&c->free_req, memory_order_relaxed);
-  }
-  pthread_mutex_unlock(&_ta_threads_lock);
+  });
   return s;
 }
 
@@ -277,6 +453,25 @@ static void _ta_tag_note_peak(uint32_t tag) {
   uint64_t p = atomic_load_explicit(&_ta_tag_peak[tag], memory_order_relaxed);
   while (live > p && !atomic_compare_exchange_weak(&_ta_tag_peak[tag], &p, live)) {
   }
+}
+
+/* A tag's peak of live bytes, between *lower and *upper (equal: exact),
+ * from s, its sums now. Held by one set, the set's mark is the peak.
+ * Held by several, the peak is at least the highest live total noted
+ * (at rises, queries and thread exits) and at most the highest sum of
+ * marks noted (at rises, before marks come down) or now. tagtable's
+ * reader (region.go) computes the same from the books. */
+static void _ta_tag_peak_of(uint32_t tag, const _ta_sum_t *s, uint64_t *lower, uint64_t *upper) {
+  uint64_t live = s->alloc_bytes - s->free_bytes, noted = atomic_load(&_ta_tag_peak[tag]);
+  uint64_t lo = noted > live ? noted : live, hi = s->high;
+  uint64_t holders = atomic_load(&_ta_tag_holders[tag]);
+  if ((int64_t)hi < (int64_t)lo) hi = lo;
+  if (holders != TA_HOLDERS_MANY) { /* one set (or none): its mark */
+    *lower = *upper = hi;
+    return;
+  }
+  uint64_t up = atomic_load(&_ta_tag_peak_upper[tag]);
+  *lower = lo, *upper = up > hi ? up : hi;
 }
 
 /* ---- the public API ------------------------------------------------------------------- */
@@ -355,13 +550,28 @@ TA_EXPORT int tagalloc_tag_stats(const char *name, tagalloc_tag_stats_t *out) {
   if (id < 0) return ENOENT;
   _ta_tag_note_peak((uint32_t)id);
   _ta_sum_t s = _ta_tag_sum((uint32_t)id);
+  uint64_t lower, upper;
+  _ta_tag_peak_of((uint32_t)id, &s, &lower, &upper);
   out->live_bytes = s.alloc_bytes - s.free_bytes;
   out->live_blocks = s.alloc_blocks - s.free_blocks;
   out->alloc_bytes = s.alloc_bytes;
   out->alloc_blocks = s.alloc_blocks;
   out->live_requested_bytes = _ta_opt.requested ? s.alloc_req - s.free_req : (size_t)-1;
-  out->peak_live_bytes = atomic_load(&_ta_tag_peak[id]);
-  if (out->peak_live_bytes < out->live_bytes) out->peak_live_bytes = out->live_bytes;
+  out->peak_live_bytes = lower;
+  return 0;
+}
+
+TA_EXPORT int tagalloc_tag_peak(const char *name, size_t *lower, size_t *upper) {
+  size_t n = _ta_tag_len(name);
+  if (!n || !lower || !upper) return EINVAL;
+  if (!_ta_ensure_init()) return ENOMEM;
+  int32_t id = _ta_tag_find(name, n);
+  if (id < 0) return ENOENT;
+  _ta_tag_note_peak((uint32_t)id);
+  _ta_sum_t s = _ta_tag_sum((uint32_t)id);
+  uint64_t lo, up;
+  _ta_tag_peak_of((uint32_t)id, &s, &lo, &up);
+  *lower = lo, *upper = up;
   return 0;
 }
 
@@ -485,8 +695,15 @@ static void _ta_books_resync(void) {
     _ta_sum_t s = _ta_tag_sum(id);
     _ta_ctr_t *f = &_ta_ctr_fallback[id];
     uint64_t live = s.alloc_bytes - s.free_bytes, blocks = s.alloc_blocks - s.free_blocks, req = s.alloc_req - s.free_req;
-    if (_ta_walk_bytes[id] > live) TA_CTR_ADD(f->alloc_bytes, _ta_walk_bytes[id] - live);
-    else TA_CTR_ADD(f->free_bytes, live - _ta_walk_bytes[id]);
+    if (_ta_walk_bytes[id] != live) { /* the shared set's mark is no mark: the tag is held by many */
+      _ta_tag_holders_many(id, atomic_load(&_ta_tag_holders[id]));
+      if (_ta_walk_bytes[id] > live) {
+        TA_CTR_ADD(f->alloc_bytes, _ta_walk_bytes[id] - live);
+        TA_CTR_ADD(f->high, _ta_walk_bytes[id] - live);
+      } else {
+        TA_CTR_ADD(f->headroom, live - _ta_walk_bytes[id]);
+      }
+    }
     if (_ta_walk_blocks[id] > blocks) TA_CTR_ADD(f->alloc_blocks, _ta_walk_blocks[id] - blocks);
     else TA_CTR_ADD(f->free_blocks, blocks - _ta_walk_blocks[id]);
     if (_ta_opt.requested) {

@@ -306,20 +306,44 @@ typedef struct _ta_arena_s {
 _Static_assert(TA_TAG_MIXED >= TA_TAG_SLOTS, "TA_TAG_MIXED is no tag");
 #define TA_TAG_STACK 32                  /* nesting depth of tagalloc_push_tag */
 
-/* The books of one tag as one thread saw them: monotone counts, written by
- * that thread only (TA_CTR_ADD: one add, no read-modify-write of another
+/* The books of one tag as one thread saw them: counts written by that
+ * thread only (TA_CTR_ADD: one add, no read-modify-write of another
  * thread's), read by anyone. A thread counts the blocks it allocates
  * under the tag and the blocks of the tag it frees, whoever allocated
  * them, so live = alloc - free holds for the sum over every thread that
- * ever ran, not for each thread. */
+ * ever ran, not for each thread.
+ *
+ * Live bytes are kept as high - headroom (books version 5): `high` is the
+ * set's high-water mark of its own live bytes, `headroom` how far below
+ * it the set is now. malloc subtracts from headroom, free adds to it, and
+ * a malloc that takes it below zero has passed the mark: _ta_ctr_rise
+ * raises it (exact peaks, docs/ARCHITECTURE.md "Peaks"). Freed bytes are
+ * alloc_bytes - (high - headroom); both are signed in two's complement
+ * (a thread that frees others' blocks has negative live bytes). */
 typedef struct _ta_ctr_s {
   _Atomic(uint64_t) alloc_bytes, alloc_blocks; /* usable bytes */
-  _Atomic(uint64_t) free_bytes, free_blocks;
+  _Atomic(uint64_t) headroom, free_blocks;     /* headroom: high - live */
   _Atomic(uint64_t) alloc_req, free_req;       /* requested bytes */
   uint32_t tag;                                /* the tag these count (set once) */
-  uint32_t pad_;
-  uint64_t spare_;                             /* one cache line each */
+  _Atomic(uint32_t) holder;                    /* TA_HOLDER_*: this set among its tag's */
+  _Atomic(uint64_t) high;                      /* high-water mark of live bytes */
 } _ta_ctr_t;
+/* How a counter set holds its tag: not yet counted anything; the only set
+ * that ever counted the tag (its high is the tag's exact peak); one of
+ * several (peaks are kept with a bound: _ta_ctr_rise_many). */
+#define TA_HOLDER_NONE 0u
+#define TA_HOLDER_SOLE 1u
+#define TA_HOLDER_MANY 2u
+/* A tag's entry in the books' holders table: 0, the address of its sole
+ * counter set, or this. */
+#define TA_HOLDERS_MANY ((uint64_t)1)
+/* Held by several sets, a set's headroom is kept between 0 and
+ * TA_PEAK_CAP, and set to TA_PEAK_SLACK when it rises: a rise costs a sum
+ * over the tag's sets at most once per slack bytes, and the peak's bound
+ * (what a set below its mark may add unseen) is at most TA_PEAK_CAP per
+ * set holding the tag, one page. */
+#define TA_PEAK_SLACK (32 * 1024)
+#define TA_PEAK_CAP (64 * 1024)
 _Static_assert(sizeof(_ta_ctr_t) == 64, "a counter set is one cache line");
 
 
@@ -417,13 +441,44 @@ extern __thread _ta_thread_t *_ta_tls_thread;
   atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), memory_order_relaxed)
 #endif
 
+/* Subtract n from a counter only this thread writes, as TA_CTR_ADD, and
+ * say whether it went below zero as a signed count (one sub and the
+ * sign flag it sets: malloc's headroom check, _ta_take). */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define TA_CTR_SUB_NEG(field, n)                                                                              \
+  ({                                                                                                          \
+    bool neg_;                                                                                                \
+    __asm__ volatile("subq %2, %0" : "+m"(*(uint64_t *)&(field)), "=@ccs"(neg_) : "er"((uint64_t)(n))); \
+    neg_;                                                                                                     \
+  })
+#else
+#define TA_CTR_SUB_NEG(field, n)                                                          \
+  ({                                                                                      \
+    uint64_t v_ = atomic_load_explicit(&(field), memory_order_relaxed) - (uint64_t)(n); \
+    atomic_store_explicit(&(field), v_, memory_order_relaxed);                            \
+    (int64_t)v_ < 0;                                                                      \
+  })
+#endif
+
+/* Raise a counter set's high-water mark and its headroom by x, keeping
+ * its live bytes (high - headroom): headroom first, so another thread
+ * reading the pair (_ta_ctr_read) never sees live bytes too high. */
+#define TA_CTR_RAISE_MARK(ct, x)                          \
+  do {                                                    \
+    TA_CTR_ADD((ct)->headroom, (x));                      \
+    atomic_signal_fence(memory_order_seq_cst);            \
+    TA_CTR_ADD((ct)->high, (x));                          \
+  } while (0)
+
 /* The fast paths' counts: TA_CTR_ADD on the thread's own counters. The
  * no-counts build measures what they cost (bench: tagalloc-nocounts): it
- * tags every block but keeps no count (never for use). */
+ * tags every block but keeps no count, and so no peak (never for use). */
 #if defined(TA_MEASURE_NO_COUNTS)
 #define TA_BOOK_ADD(field, n) ((void)&(field), (void)(n))
+#define TA_BOOK_SUB_NEG(field, n) ((void)&(field), (void)(n), false)
 #else
 #define TA_BOOK_ADD(field, n) TA_CTR_ADD(field, n)
+#define TA_BOOK_SUB_NEG(field, n) TA_CTR_SUB_NEG(field, n)
 #endif
 
 /* ---- layer entry points ------------------------------------------------------ */
@@ -481,6 +536,9 @@ static uint32_t _ta_current_tag(void);
 static void _ta_count_free(uint32_t tag, size_t bytes, size_t req);
 static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes, size_t old_req, size_t new_req);
 static void _ta_tag_note_peak(uint32_t tag);
+static void _ta_ctr_rise(_ta_ctr_t *ct);
+static void _ta_ctr_cap(_ta_ctr_t *ct);
+static void _ta_ctr_register(_ta_ctr_t *ct);
 
 /* huge.c */
 static _Atomic(size_t) _ta_huge_bytes; /* bytes of live huge blocks (defined in huge.c) */
@@ -517,12 +575,15 @@ static inline size_t _ta_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a
 
 /* The head descriptor of the span holding p, or NULL if p is in no span in
  * use (not ours, or inside a free span). Arena 0 is checked inline. */
+static inline uintptr_t _ta_arena0_off(const void *p) { return (uintptr_t)p - (uintptr_t)_ta_arenas[0].base; }
+/* The head descriptor for off, an offset into arena 0 below its size. */
+static inline _ta_page_t *_ta_arena0_head(uintptr_t off) {
+  _ta_page_t *pg = &_ta_arenas[0].pages[off >> TA_PAGE_SHIFT];
+  return pg - pg->head_off;
+}
 static inline _ta_page_t *_ta_page_of(const void *p) {
-  uintptr_t off = (uintptr_t)p - (uintptr_t)_ta_arenas[0].base;
-  if (ta_likely(off < _ta_arenas[0].size)) {
-    _ta_page_t *pg = &_ta_arenas[0].pages[off >> TA_PAGE_SHIFT];
-    return pg - pg->head_off;
-  }
+  uintptr_t off = _ta_arena0_off(p);
+  if (ta_likely(off < _ta_arenas[0].size)) return _ta_arena0_head(off);
   return _ta_page_of_slow(p);
 }
 
