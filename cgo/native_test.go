@@ -165,6 +165,27 @@ func TestTags(t *testing.T) {
 	})
 }
 
+// Exact peaks (testdata/peaks_test.c): preloaded, against the debug core,
+// and under the thread sanitizer.
+func TestPeaks(t *testing.T) {
+	t.Parallel()
+	t.Run("preload", func(t *testing.T) {
+		r := runProg(t, 2*time.Minute, []string{"LD_PRELOAD=" + lib(t)}, buildC(t, "peaks_test", "plain"))
+		requirePassed(t, "peaks_test", r)
+	})
+	t.Run("core-debug", func(t *testing.T) {
+		r := runProg(t, 2*time.Minute, nil, buildC(t, "peaks_test", "core"))
+		requirePassed(t, "peaks_test (debug core)", r)
+	})
+	t.Run("tsan", func(t *testing.T) {
+		if !tsanAvailable() {
+			t.Skip("the thread sanitizer is not available")
+		}
+		r := runProg(t, 5*time.Minute, []string{"TSAN_OPTIONS=halt_on_error=1"}, buildC(t, "peaks_test", "tsan"))
+		requirePassed(t, "peaks_test under the thread sanitizer", r)
+	})
+}
+
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	r := runProg(t, 2*time.Minute, []string{"LD_PRELOAD=" + lib(t)}, buildC(t, "lifecycle_test", "plain"))
