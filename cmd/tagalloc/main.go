@@ -75,26 +75,29 @@ func run(args []string, stdout, stderr io.Writer) (int, error) {
 }
 
 // collect reads every region in the books directory into a report, with
-// the stacks of the processes that have a profile; the launched process
-// gets its exit status.
-func collect(dir string, ps *os.ProcessState, profiles map[int]*tagtable.Profile) (*reporter.Report, error) {
+// the stacks of the processes that have a profile and their resident
+// memory (res; nil: none); the launched process gets its exit status.
+func collect(dir string, ps *os.ProcessState, profiles map[int]*tagtable.Profile, res residentOf) (*reporter.Report, error) {
 	snaps, err := tagtable.ReadDir(dir)
-	return report(snaps, err, ps, profiles)
+	return report(snaps, err, ps, profiles, res)
 }
 
 // report makes the report of the regions read (err: what could not be
 // read; the others are reported all the same), as collect says.
-func report(snaps []*tagtable.Snapshot, err error, ps *os.ProcessState, profiles map[int]*tagtable.Profile) (*reporter.Report, error) {
-	return reportWith(snaps, err, ps, profiles, newSymbolizer())
+func report(snaps []*tagtable.Snapshot, err error, ps *os.ProcessState, profiles map[int]*tagtable.Profile, res residentOf) (*reporter.Report, error) {
+	return reportWith(snaps, err, ps, profiles, newSymbolizer(), res)
 }
 
 // reportWith is report, naming frames with sym.
-func reportWith(snaps []*tagtable.Snapshot, err error, ps *os.ProcessState, profiles map[int]*tagtable.Profile, sym reporter.Symbolize) (*reporter.Report, error) {
+func reportWith(snaps []*tagtable.Snapshot, err error, ps *os.ProcessState, profiles map[int]*tagtable.Profile, sym reporter.Symbolize, res residentOf) (*reporter.Report, error) {
 	rep := &reporter.Report{Schema: reporter.Schema, Processes: []reporter.Process{}}
 	for _, s := range snaps {
 		p := reporter.FromSnapshot(s)
 		if prof := profiles[s.PID]; prof != nil {
 			p.Stacks = reporter.FromProfile(prof, s.TagNames, sym)
+		}
+		if res != nil {
+			p.Resident = res(s.PID, s.StartNS)
 		}
 		if ps != nil && s.PID == ps.Pid() {
 			if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -235,6 +238,7 @@ func snapshot(pid int, cmd string) (*reporter.Report, error) {
 	if !s.Exited {
 		p.Ended = "running"
 	}
+	p.Resident = residentNow(pid, s.StartNS)
 	return &reporter.Report{Schema: reporter.Schema, Processes: []reporter.Process{p}}, nil
 }
 

@@ -37,9 +37,14 @@ var (
 	descLibLive      = prometheus.NewDesc("tagalloc_library_estimated_live_bytes", "An estimate, from sampled stacks, of the live heap bytes allocated from the library (the first frame outside libc and the allocator); present only when stacks are on.", libLabels, nil)
 	descLibLiveN     = prometheus.NewDesc("tagalloc_library_estimated_live_blocks", "An estimate, from sampled stacks, of the live heap blocks allocated from the library; present only when stacks are on.", libLabels, nil)
 	descLibAlloc     = prometheus.NewDesc("tagalloc_library_estimated_alloc_bytes_total", "An estimate, from sampled stacks, of the bytes ever allocated from the library; present only when stacks are on.", libLabels, nil)
+	descRSS          = prometheus.NewDesc("tagalloc_process_resident_bytes", "The process's resident memory now (VmRSS of /proc/PID/status), as Linux counts it; present only while the process runs and the file can be read.", procLabels, nil)
+	descRSSPeak      = prometheus.NewDesc("tagalloc_process_resident_peak_bytes", "The highest resident memory of the process's program so far (VmHWM; exec resets it); present only while the process runs.", procLabels, nil)
+	descRSSAnon      = prometheus.NewDesc("tagalloc_process_resident_anon_bytes", "The anonymous part of the process's resident memory (RssAnon); present only while the process runs.", procLabels, nil)
+	descRSSUnique    = prometheus.NewDesc("tagalloc_process_resident_unique_bytes", "The process's resident memory no other process maps (Private_Clean + Private_Dirty of /proc/PID/smaps_rollup; read less often than the others); present only while the process runs and the file can be read.", procLabels, nil)
 	metricsDescsList = []*prometheus.Desc{descLive, descLiveBlocks, descLiveReq, descAlloc, descAllocN, descPeak,
 		descHeapLive, descHeapBlocks, descMapped, descFreeCached, descSpanFree, descBookkeeping,
-		descSampleRate, descLibLive, descLibLiveN, descLibAlloc}
+		descSampleRate, descLibLive, descLibLiveN, descLibAlloc,
+		descRSS, descRSSPeak, descRSSAnon, descRSSUnique}
 )
 
 // Describe and Collect make the server a Prometheus collector of the
@@ -107,6 +112,18 @@ func collectReport(rep *reporter.Report, ch chan<- prometheus.Metric) {
 		send(descFreeCached, prometheus.GaugeValue, h.FreeCachedBytes)
 		send(descSpanFree, prometheus.GaugeValue, h.SpanFreeBytes)
 		send(descBookkeeping, prometheus.GaugeValue, h.BookkeepingBytes)
+		// resident memory of running processes only: an ended process's
+		// last reading is not what it holds now (it holds nothing)
+		if r := p.Resident; r != nil && r.Measured == reporter.ResidentRunning {
+			for _, m := range []struct {
+				d *prometheus.Desc
+				v *uint64
+			}{{descRSS, r.RSSBytes}, {descRSSPeak, r.PeakRSSBytes}, {descRSSAnon, r.AnonBytes}, {descRSSUnique, r.UniqueBytes}} {
+				if m.v != nil {
+					send(m.d, prometheus.GaugeValue, *m.v)
+				}
+			}
+		}
 		if st := p.Stacks; st != nil {
 			send(descSampleRate, prometheus.GaugeValue, st.SampleRate)
 			for _, l := range st.Libraries {

@@ -104,12 +104,14 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 	if err := cmd.Start(); err != nil {
 		return 126, fmt.Errorf("run: %w", err)
 	}
+	res := startResidentPoller(books)
+	defer res.finish()
 	var dr *drainer
 	if o.stacks != "off" {
 		dr = startDrainer(books, 20*time.Millisecond, o.historyLimit, newSymbolizer())
 	}
 	if o.serve != "" {
-		stop, err := serveRun(o.serve, books, dr, stderr)
+		stop, err := serveRun(o.serve, books, dr, res, stderr)
 		if err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
@@ -118,9 +120,11 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 		defer close(stop)
 	}
 	code, werr := waitForwarding(cmd, sigs)
+	res.exited(cmd.Process.Pid, time.Now())
+	res.finish()
 	prog := newProgress(stderr, isTerminal(stderr))
 	defer prog.end()
-	rep, err := finalReport(books, cmd.ProcessState, dr, stderr, prog)
+	rep, err := finalReport(books, cmd.ProcessState, dr, res.resident, stderr, prog)
 	prog.clear()
 	if err != nil {
 		return code, fmt.Errorf("run: reading the books: %w", err)
@@ -173,17 +177,17 @@ func hasStacks(rep *reporter.Report) bool {
 	return false
 }
 
-// serveRun serves the live view of the books (and the drainer's stacks)
-// on addr until stop is closed.
-func serveRun(addr, books string, dr *drainer, stderr io.Writer) (stop chan struct{}, err error) {
+// serveRun serves the live view of the books (and the drainer's stacks,
+// and the processes' resident memory) on addr until stop is closed.
+func serveRun(addr, books string, dr *drainer, res *residentPoller, stderr io.Writer) (stop chan struct{}, err error) {
 	stop = make(chan struct{})
 	srv := &server{snap: func() (*reporter.Report, error) {
 		if dr == nil {
-			return collect(books, nil, nil)
+			return collect(books, nil, nil, res.resident)
 		}
 		var rep *reporter.Report
 		var err error
-		dr.with(func(profiles map[int]*tagtable.Profile) { rep, err = collect(books, nil, profiles) })
+		dr.with(func(profiles map[int]*tagtable.Profile) { rep, err = collect(books, nil, profiles, res.resident) })
 		return rep, err
 	}}
 	ready := make(chan error, 1)
@@ -222,13 +226,14 @@ func waitForwarding(cmd *exec.Cmd, sigs <-chan os.Signal) (int, error) {
 	return exitStatus(cmd.ProcessState, err)
 }
 
-// finalReport reads the books of the ended run with the drainer's stacks:
-// the books are read while the rings are drained (the program has ended,
-// and tagalloc has the cores to itself). prog shows how far it got.
-func finalReport(books string, ps *os.ProcessState, dr *drainer, stderr io.Writer, prog *progress) (*reporter.Report, error) {
+// finalReport reads the books of the ended run with the drainer's stacks
+// and the processes' resident memory (res): the books are read while the
+// rings are drained (the program has ended, and tagalloc has the cores to
+// itself). prog shows how far it got.
+func finalReport(books string, ps *os.ProcessState, dr *drainer, res residentOf, stderr io.Writer, prog *progress) (*reporter.Report, error) {
 	if dr == nil {
 		prog.step("reading the books", nil, "")
-		return collect(books, ps, nil)
+		return collect(books, ps, nil, res)
 	}
 	type read struct {
 		snaps []*tagtable.Snapshot
@@ -252,7 +257,7 @@ func finalReport(books string, ps *os.ProcessState, dr *drainer, stderr io.Write
 	return reportWith(r.snaps, r.err, ps, profiles, func(m *tagtable.Module, pc uint64) []symbolizer.Frame {
 		named.Add(1)
 		return sym(m, pc)
-	})
+	}, res)
 }
 
 // printSummary prints the run's tree, saying so when --stacks sampled no

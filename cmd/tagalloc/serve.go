@@ -36,6 +36,9 @@ type historyPoint struct {
 	// Libraries: "pid/library" -> live bytes estimated from the sampled
 	// stacks; absent when no process has stacks.
 	Libraries map[string]uint64 `json:"libraries,omitempty"`
+	// Resident: "pid" -> resident bytes (VmRSS) of each process running
+	// and readable then; absent when none is.
+	Resident map[string]uint64 `json:"resident,omitempty"`
 }
 
 const historyMax = 3600
@@ -50,6 +53,12 @@ func (s *server) sample() {
 	for _, p := range rep.Processes {
 		for _, t := range p.Tags {
 			pt.Live[strconv.Itoa(p.PID)+"/"+t.Name] += t.LiveBytes
+		}
+		if r := p.Resident; r != nil && r.Measured == reporter.ResidentRunning && r.RSSBytes != nil {
+			if pt.Resident == nil {
+				pt.Resident = map[string]uint64{}
+			}
+			pt.Resident[strconv.Itoa(p.PID)] = *r.RSSBytes
 		}
 		if p.Stacks != nil {
 			if pt.Libraries == nil {
@@ -160,6 +169,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			return nil, err
 		}
 		p := reporter.FromSnapshot(snap)
+		p.Resident = residentNow(pid, snap.StartNS)
 		return &reporter.Report{Schema: reporter.Schema, Processes: []reporter.Process{p}}, nil
 	}}
 	stop := make(chan struct{})
