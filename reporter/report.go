@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/tagalloc/tagalloc/internal/atomicfile"
 	"github.com/tagalloc/tagalloc/tagtable"
 )
@@ -71,10 +73,30 @@ type Tag struct {
 	LiveBlocks         uint64  `json:"live_blocks"`
 	AllocBytes         uint64  `json:"alloc_bytes"`
 	AllocBlocks        uint64  `json:"alloc_blocks"`
+	// PeakLiveBytes is the tag's peak of live bytes, PeakLiveBytesUpper
+	// its upper bound: equal, the peak is exact (one thread at a time held
+	// the tag); apart, the true peak lies between them; null, the books
+	// gave no upper bound (package alloc's books, older reports) and
+	// PeakLiveBytes is the highest live total seen, a lower bound.
 	PeakLiveBytes      uint64  `json:"peak_live_bytes"`
+	PeakLiveBytesUpper *uint64 `json:"peak_live_bytes_upper,omitempty"`
 	// ReportedBytes are the tag's heap bytes that memory reporters
 	// measured (tagalloc_report_block) in their last collection.
 	ReportedBytes uint64 `json:"reported_bytes,omitempty"`
+}
+
+// Peak is how the tag's peak reads in text: "16.0 MiB" when exact,
+// "16.0 MiB (+96 KiB)" when the true peak may be up to that much more,
+// "≥ 16.0 MiB" when only a lower bound is known.
+func (t Tag) Peak() string {
+	switch {
+	case t.PeakLiveBytesUpper == nil:
+		return "≥ " + humanize.IBytes(t.PeakLiveBytes)
+	case *t.PeakLiveBytesUpper <= t.PeakLiveBytes:
+		return humanize.IBytes(t.PeakLiveBytes)
+	default:
+		return fmt.Sprintf("%s (+%s)", humanize.IBytes(t.PeakLiveBytes), humanize.IBytes(*t.PeakLiveBytesUpper-t.PeakLiveBytes))
+	}
 }
 
 // Heap totals. Live and alloc figures are the sum over tags (the allocator
@@ -118,8 +140,13 @@ func FromSnapshot(s *tagtable.Snapshot) Process {
 		p.Ended = "exited"
 	}
 	for _, t := range s.Tags {
-		p.Tags = append(p.Tags, Tag{Name: t.Name, LiveBytes: t.LiveBytes, LiveRequestedBytes: t.LiveRequestedBytes, LiveBlocks: t.LiveBlocks,
-			AllocBytes: t.AllocBytes, AllocBlocks: t.AllocBlocks, PeakLiveBytes: t.PeakLiveBytes, ReportedBytes: t.ReportedBytes})
+		tg := Tag{Name: t.Name, LiveBytes: t.LiveBytes, LiveRequestedBytes: t.LiveRequestedBytes, LiveBlocks: t.LiveBlocks,
+			AllocBytes: t.AllocBytes, AllocBlocks: t.AllocBlocks, PeakLiveBytes: t.PeakLiveBytes, ReportedBytes: t.ReportedBytes}
+		if t.PeakBounded {
+			up := t.PeakUpperBytes
+			tg.PeakLiveBytesUpper = &up
+		}
+		p.Tags = append(p.Tags, tg)
 		p.Heap.LiveBytes += t.LiveBytes
 		p.Heap.LiveBlocks += t.LiveBlocks
 		p.Heap.AllocBytes += t.AllocBytes

@@ -128,9 +128,9 @@ func (p Process) WriteTree(w io.Writer) error {
 			req += fmt.Sprintf(", less %s claimed by reporters", humanize.IBytes(c))
 		}
 		shown := t.LiveBytes - claims[t.Name]
-		fmt.Fprintf(w, "├──%s (%s) ── %s  [%s blocks%s; %s allocated in all, peak ≥ %s]\n",
+		fmt.Fprintf(w, "├──%s (%s) ── %s  [%s blocks%s; %s allocated in all, peak %s]\n",
 			humanize.IBytes(shown), pct(shown, total), name,
-			humanize.Comma(int64(t.LiveBlocks)), req, humanize.IBytes(t.AllocBytes), humanize.IBytes(t.PeakLiveBytes))
+			humanize.Comma(int64(t.LiveBlocks)), req, humanize.IBytes(t.AllocBytes), t.Peak())
 	}
 	fmt.Fprintf(w, "└──%s (%s) -- heap-overhead\n", humanize.IBytes(overhead), pct(overhead, total))
 	fmt.Fprintf(w, "   ├──%s (%s) ── free-cached\n", humanize.IBytes(h.FreeCachedBytes), pct(h.FreeCachedBytes, total))
