@@ -50,7 +50,9 @@ func init() {
 				"existing file); the last line on standard error names it and how to open it."},
 		{name: "report", args: "FILE.json", run: reportCmd,
 			summary: "re-render a saved report (tree, json, dmd, dark-matter, pprof, about-memory)",
-			about: "pprof: every process with stacks, merged, each sample labelled with its pid (--pid keeps one).\n" +
+			about: "tree: the first process's tree, then the others grouped by command (how many, their totals, the largest);\n" +
+				"--pid PID shows one process's tree, --command NAME every tree of one command (both keep those processes in any format).\n" +
+				"pprof: every process with stacks, merged, each sample labelled with its pid (--pid keeps one).\n" +
 				"The default sample type is inuse_space, or alloc_space when nothing sampled is live.\n" +
 				"about-memory is gzipped when the -o FILE ends in .gz. --web serves pprof's web UI (a flame graph) instead."},
 		{name: "diff", args: "A.json B.json", run: diffCmd,

@@ -68,7 +68,7 @@ func fixtureReport(t *testing.T, dir string) string {
 // allFlags are every command's flags: each must appear in its usage.
 var allFlags = map[string][]string{
 	"run":      {"-o FILE", "--serve ADDRESS", "--stacks MODE", "--history-limit SIZE", "-q", "--check"},
-	"report":   {"--format FORMAT", "-o FILE", "--pid PID", "--web", "--addr ADDRESS"},
+	"report":   {"--format FORMAT", "-o FILE", "--pid PID", "--command NAME", "--web", "--addr ADDRESS"},
 	"diff":     {"--format FORMAT", "-o FILE"},
 	"snapshot": {"--format FORMAT", "-o FILE"},
 	"top":      {"-n N", "--interval DURATION"},

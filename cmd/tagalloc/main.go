@@ -158,6 +158,7 @@ var reportFormats = []string{"tree", "json", "dmd", "dark-matter", "pprof", "abo
 type reportOptions struct {
 	format, out, addr, file string
 	pid                     int
+	command                 string
 	web                     bool
 }
 
@@ -167,6 +168,7 @@ func parseReport(args []string, stdout io.Writer) (reportOptions, error) {
 	fs.StringVar(&o.format, "format", "tree", "output `FORMAT`: tree, json, dmd (stack records, with --stacks), dark-matter (blocks by what memory reporters said, with --stacks), pprof (with --stacks) or about-memory (Firefox's; also firefox)")
 	fs.StringVar(&o.out, "o", "", "write to `FILE` instead of standard output (- for standard output)")
 	fs.IntVar(&o.pid, "pid", 0, "only process `PID` (default: every process; pprof merges them, each sample labelled pid)")
+	fs.StringVar(&o.command, "command", "", "only the processes of command `NAME` (the base name of their program, as the tree lists them); the tree shows each one's")
 	fs.BoolVar(&o.web, "web", false, "serve pprof's web UI (flame graph, top, source) on the stacks instead, until interrupted")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:0", "with --web: listen on `ADDRESS` (port 0: any free port)")
 	pos, err := parse(fs, args, stdout)
@@ -176,6 +178,8 @@ func parseReport(args []string, stdout io.Writer) (reportOptions, error) {
 		err = wantArgs("report", pos, 1)
 	case o.pid < 0:
 		err = usagef("report", "--pid %d is not a process id", o.pid)
+	case o.pid != 0 && o.command != "":
+		err = usagef("report", "--pid and --command each choose what to show: give one")
 	case o.web && o.out != "":
 		err = usagef("report", "--web serves the profile; it writes no -o FILE")
 	default:
@@ -194,10 +198,21 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return exitFailure, fmt.Errorf("report: %w", err)
 	}
-	if o.pid != 0 {
+	switch {
+	case o.pid != 0:
 		if rep, err = onlyProcess(rep, o.pid, o.file); err != nil {
 			return exitUsage, err
 		}
+	case o.command != "":
+		if rep, err = onlyCommand(rep, o.command, o.file); err != nil {
+			return exitUsage, err
+		}
+	case o.format == "tree" && !o.web:
+		// every process: the first's tree and the others by command
+		if err := writeOut(o.out, stdout, rep.WriteOverview); err != nil {
+			return exitFailure, err
+		}
+		return 0, nil
 	}
 	if o.web {
 		prof, err := rep.Profile(o.pid)
@@ -218,7 +233,37 @@ func onlyProcess(rep *reporter.Report, pid int, file string) (*reporter.Report, 
 		}
 		pids = append(pids, strconv.Itoa(p.PID))
 	}
-	return nil, usagef("report", "--pid %d: no such process in %s (it has %s)", pid, file, strings.Join(pids, ", "))
+	return nil, usagef("report", "--pid %d: no such process in %s (it has %s)", pid, file, someOf(pids, "processes"))
+}
+
+// onlyCommand keeps the processes of command name (the base name of
+// their program, or their argv[0] as it is) of the report read from
+// file.
+func onlyCommand(rep *reporter.Report, name, file string) (*reporter.Report, error) {
+	out := &reporter.Report{Schema: rep.Schema, Processes: []reporter.Process{}}
+	for _, p := range rep.Processes {
+		if p.CommandName() == name || len(p.Command) > 0 && p.Command[0] == name {
+			out.Processes = append(out.Processes, p)
+		}
+	}
+	if len(out.Processes) > 0 {
+		return out, nil
+	}
+	var names []string
+	for _, g := range reporter.GroupByCommand(rep.Processes) {
+		names = append(names, strconv.Quote(g.Command))
+	}
+	return nil, usagef("report", "--command %q: no process of that command in %s (it has %s)", name, file, someOf(names, "commands"))
+}
+
+// someOf lists the first of names for a message: a report of a thousand
+// processes must not make a line of a thousand pids.
+func someOf(names []string, what string) string {
+	const shown = 10
+	if len(names) <= shown {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%d %s: %s, ...", len(names), what, strings.Join(names[:shown], ", "))
 }
 
 // render writes rep in format (a name of formats) to out (see writeOut).
@@ -321,8 +366,8 @@ func topCmd(args []string, stdout, stderr io.Writer) (int, error) {
 }
 
 func writeTop(w io.Writer, p reporter.Process) {
-	fmt.Fprintf(w, "pid %d  %s  live %s in %s blocks  (%s)\n", p.PID, terminalText(strings.Join(p.Command, " ")),
-		humanize.IBytes(p.Heap.LiveBytes), humanize.Comma(int64(p.Heap.LiveBlocks)), time.Now().Format("15:04:05"))
+	fmt.Fprintf(w, "pid %d  %s  live %s in %s blocks%s  (%s)\n", p.PID, terminalText(strings.Join(p.Command, " ")),
+		humanize.IBytes(p.Heap.LiveBytes), humanize.Comma(int64(p.Heap.LiveBlocks)), topResident(p.Resident), time.Now().Format("15:04:05"))
 	fmt.Fprintf(w, "%12s %7s %12s %12s %12s  %s\n", "LIVE", "%", "BLOCKS", "ALLOCATED", "PEAK>=", "TAG")
 	for _, t := range p.Tags {
 		share := 0.0
@@ -332,6 +377,21 @@ func writeTop(w io.Writer, p reporter.Process) {
 		fmt.Fprintf(w, "%12s %6.2f%% %12s %12s %12s  %s\n", humanize.IBytes(t.LiveBytes), share, humanize.Comma(int64(t.LiveBlocks)),
 			humanize.IBytes(t.AllocBytes), humanize.IBytes(t.PeakLiveBytes), terminalText(t.Name))
 	}
+}
+
+// topResident is top's word on the process's resident memory: "" if not
+// recorded, "unknown" for a figure that could not be read.
+func topResident(r *reporter.Resident) string {
+	if r == nil {
+		return ""
+	}
+	fig := func(v *uint64) string {
+		if v == nil {
+			return "unknown"
+		}
+		return humanize.IBytes(*v)
+	}
+	return fmt.Sprintf(", resident %s (peak %s)", fig(r.RSSBytes), fig(r.PeakRSSBytes))
 }
 
 // exitStatus maps the child's end to ours: its exit code, or 128+signal as

@@ -232,6 +232,9 @@ func TestRunRecordsResident(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, tree, "-- resident (VmRSS, read while it ran)")
 	require.Contains(t, tree, "-- resident-peak (VmHWM: the peak so far)")
+	top, _, code := cli(t, "top", "-n", "1", pid)
+	require.Equal(t, 0, code)
+	require.Regexp(t, `blocks, resident [0-9.]+ [KMG]iB \(peak [0-9.]+ [KMG]iB\)`, top)
 
 	time.Sleep(300 * time.Millisecond) // a few polls
 	require.NoError(t, stdin.Close())
