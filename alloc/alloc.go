@@ -37,9 +37,9 @@ func (t *Tag) Malloc(n int) []byte {
 		c := sizeclass.ClassOf(uint32(n))
 		if s := pinned(procPin()); s != nil {
 			raceAcquire(unsafe.Pointer(s))
-			if st := s.tags[t.id].Load(); st != nil {
-				if p, _ := st.bins.Pop(c); p != nil {
-					ctr := st.ctr
+			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
+				if p, _ := s.bins.Pop(c, t.id); p != nil {
+					ctr := ch[t.id%ctrChunkTags]
 					tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
 					tagtable.Add(&ctr.AllocBlocks, 1)
 					tagtable.Add(&ctr.AllocReq, uint64(n))
@@ -63,9 +63,9 @@ func (t *Tag) Calloc(n int) []byte {
 		c := sizeclass.ClassOf(uint32(n))
 		if s := pinned(procPin()); s != nil {
 			raceAcquire(unsafe.Pointer(s))
-			if st := s.tags[t.id].Load(); st != nil {
-				if p, zero := st.bins.Pop(c); p != nil {
-					ctr := st.ctr
+			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
+				if p, zero := s.bins.Pop(c, t.id); p != nil {
+					ctr := ch[t.id%ctrChunkTags]
 					tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
 					tagtable.Add(&ctr.AllocBlocks, 1)
 					tagtable.Add(&ctr.AllocReq, uint64(n))
@@ -139,15 +139,15 @@ func (t *Tag) allocSmall(n int) (unsafe.Pointer, bool) {
 		var p unsafe.Pointer
 		var zero bool
 		if fresh != nil {
-			p, zero = s.cache.Install(fresh)
+			p, zero = s.cache.Install(fresh, t.id)
 			fresh = nil
-		} else if cur := s.cache.Cur(t.id, c); debug {
-			p, zero = arena.PopDebug(cur)
+		} else if cur := s.cache.Cur(c); debug {
+			p, zero = arena.PopDebug(cur, t.id)
 		} else {
-			p, zero = cur.Pop()
+			p, zero = cur.Pop(t.id)
 		}
 		if p == nil {
-			p, zero = s.cache.Refill(t.id, c)
+			p, zero = s.cache.Refill(c, t.id)
 		}
 		if p != nil {
 			tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
@@ -188,11 +188,11 @@ func Free(b []byte) {
 		freeBig(sp, p, uint64(cap(b)))
 		return
 	}
-	id := sp.Tag()
+	id := sp.TagOf(p) // the block's: read before it can be handed out again
 	if s := pinned(procPin()); s != nil {
 		raceAcquire(unsafe.Pointer(s))
-		if st := s.tags[id].Load(); st != nil && s.cache.FreeFast(sp, p, uintptr(cap(b))) {
-			ctr := st.ctr
+		if ch := s.ctrs[id/ctrChunkTags&127].Load(); ch != nil && s.cache.FreeFast(sp, p, uintptr(cap(b))) {
+			ctr := ch[id%ctrChunkTags]
 			tagtable.Add(&ctr.FreeBytes, uint64(sp.BlockSize()))
 			tagtable.Add(&ctr.FreeBlocks, 1)
 			tagtable.Add(&ctr.FreeReq, uint64(cap(b)))
@@ -211,7 +211,7 @@ func Free(b []byte) {
 // of the tag on this shard.
 func freeSmallSlow(sp *arena.Span, p unsafe.Pointer, req uint64) {
 	off := arena.Check(sp, p, uintptr(req))
-	s, ctr := acquireFor(sp.Tag())
+	s, ctr := acquireFor(sp.TagOf(p))
 	ok := s.cache.Free(sp, p, off)
 	if ok {
 		tagtable.Add(&ctr.FreeBytes, uint64(sp.BlockSize()))
@@ -291,7 +291,7 @@ func Realloc(b []byte, n int) []byte {
 			(uintptr(n)+sizeclass.PageSize-1)&^(sizeclass.PageSize-1) == usable
 	} else {
 		arena.Validate(sp, p, old)
-		usable, id = sp.BlockSize(), sp.Tag()
+		usable, id = sp.BlockSize(), sp.TagOf(p)
 		inPlace = n <= sizeclass.MaxSmall && sizeclass.ClassOf(uint32(n)) == sp.Class()
 	}
 	if old > usable {

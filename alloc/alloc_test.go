@@ -133,6 +133,7 @@ func TestTagStatsExact(t *testing.T) {
 	Free(b)
 	models["exact-a"].free(200)
 	checkModel(t, "exact-a", *models["exact-a"])
+	checkWalk(t)
 }
 
 func TestUntaggedAndZero(t *testing.T) {
@@ -332,6 +333,7 @@ func TestStress(t *testing.T) {
 			t.Fatalf("%s allocated nothing?", tg.Name())
 		}
 	}
+	checkWalk(t)
 }
 
 func TestGoHeapDoesNotGrow(t *testing.T) {

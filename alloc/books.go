@@ -22,21 +22,33 @@ const (
 )
 
 // shard is one writer of the books and one cache of spans: a P's (while a
-// goroutine is pinned to it) or the shared one (under its lock).
+// goroutine is pinned to it) or the shared one (under its lock). Its
+// spans are per size class, whatever the tags of their blocks (the arena
+// keeps each block's tag out of line): a tag costs a shard counters, in
+// chunks of ctrChunk tags made at the first use of one of them here.
 type shard struct {
 	cache  *arena.Cache
+	bins   *arena.Bins      // the cache's, for the fast path
 	thread *tagtable.Thread // its record in the region (nil without one)
 	shared bool
-	mu     sync.Mutex                         // the shared shard's exclusivity
-	tags   [tagSlots]atomic.Pointer[shardTag] // per tag id, made at its first use here
+	mu     sync.Mutex                    // the shared shard's exclusivity
+	ctrs   [128]atomic.Pointer[ctrChunk] // per chunk of tag ids (id/ctrChunk; 128 > tagSlots/ctrChunk, so id>>6&127 needs no bounds check)
 }
 
-// shardTag is what a shard needs for one tag, side by side so the fast
-// paths follow few pointers: the tag's counters this shard writes (and
-// no other), and its spans (the bins the shard's cache keeps for it).
-type shardTag struct {
-	ctr  *tagtable.Counters // fixed once published
-	bins arena.Bins         // the cache's (SetBins); used under the shard's exclusivity
+// ctrChunk is a shard's counters of ctrChunk consecutive tag ids: in the
+// region (the thread record's chunk), or private without one. Each is
+// written by this shard only; a tag's figures are the sums over shards.
+type ctrChunk [ctrChunkTags]*tagtable.Counters
+
+const ctrChunkTags = 64
+
+// counters are shard s's counters of tag id, or nil if their chunk is not
+// made yet (prepare).
+func (s *shard) counters(id uint32) *tagtable.Counters {
+	if ch := s.ctrs[id/ctrChunkTags&127].Load(); ch != nil {
+		return ch[id%ctrChunkTags]
+	}
+	return nil
 }
 
 var (
@@ -106,7 +118,8 @@ func initAlloc() {
 
 // newShard makes the shard for cache id (state.mu held, or at init).
 func newShard(id int) *shard {
-	s := &shard{cache: arena.NewCache(id, tagSlots)}
+	s := &shard{cache: arena.NewCache(id)}
+	s.bins = s.cache.Bins()
 	if state.region != nil {
 		s.thread, _ = state.region.NewThread() // nil if the region is full: the counters are then private
 	}
@@ -158,43 +171,55 @@ func (s *shard) release() {
 	procUnpin()
 }
 
-// acquireFor returns the caller's shard, held, ready for tag id: its
-// counters and bins exist. (They are made outside exclusivity: the
-// region's lock and Go allocation are not allowed while pinned.)
+// acquireFor returns the caller's shard, held, with its counters of tag
+// id. (They are made outside exclusivity: the region's lock and Go
+// allocation are not allowed while pinned.)
 func acquireFor(id uint32) (*shard, *tagtable.Counters) {
 	for {
 		s := acquire()
-		if st := s.tags[id].Load(); st != nil {
-			return s, st.ctr
+		if ctr := s.counters(id); ctr != nil {
+			return s, ctr
 		}
 		s.release()
 		s.prepare(id)
 	}
 }
 
-// prepare makes shard s's record for tag id: counters and bins. It needs
-// no exclusivity over s (the record is published by a store, under
-// state.mu so two goroutines cannot both make it), but the region's lock
-// and Go allocation are not allowed while pinned, so callers come here
+// ctrSink takes the counts of ids past the last tag (a chunk's tail): none
+// are ever charged, since no block has such a tag.
+var ctrSink tagtable.Counters
+
+// prepare makes shard s's counters of tag id's chunk. It needs no
+// exclusivity over s (the chunk is published by a store, under state.mu
+// so two goroutines cannot both make it), but the region's lock and Go
+// allocation are not allowed while pinned, so callers come here
 // unpinned.
 func (s *shard) prepare(id uint32) {
 	state.mu.Lock()
 	defer state.mu.Unlock()
-	if s.tags[id].Load() != nil {
+	k := id / ctrChunkTags
+	if s.ctrs[k].Load() != nil {
 		return
 	}
-	st := new(shardTag)
-	if s.thread != nil {
-		st.ctr, _ = s.thread.Counters(id)
+	ch := new(ctrChunk)
+	var private *[ctrChunkTags]tagtable.Counters // without a region, or if it is full
+	for i := range ch {
+		t := k*ctrChunkTags + uint32(i)
+		if t >= tagSlots {
+			ch[i] = &ctrSink
+			continue
+		}
+		if s.thread != nil {
+			ch[i], _ = s.thread.Counters(t)
+		}
+		if ch[i] == nil {
+			if private == nil {
+				private = new([ctrChunkTags]tagtable.Counters) // summed by TagStats all the same
+			}
+			ch[i] = &private[i]
+		}
 	}
-	if st.ctr == nil {
-		st.ctr = new(tagtable.Counters) // no region: private counters, summed by TagStats all the same
-	}
-	st.bins.Init()
-	if s.cache.SetBins(id, &st.bins) != &st.bins {
-		panic("alloc: a shard's cache has bins for a tag the shard has no record of")
-	}
-	s.tags[id].Store(st)
+	s.ctrs[k].Store(ch)
 }
 
 // Tag is a handle on a tag name: the fast way to allocate under it.
@@ -293,8 +318,7 @@ func sum(id uint32) (t TagStat) {
 		if s == nil {
 			return
 		}
-		if st := s.tags[id].Load(); st != nil {
-			c := st.ctr
+		if c := s.counters(id); c != nil {
 			t.AllocBytes += c.AllocBytes.Load()
 			t.AllocBlocks += c.AllocBlocks.Load()
 			fb += c.FreeBytes.Load()

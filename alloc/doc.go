@@ -20,7 +20,8 @@
 //
 // Books: each shard (one per P, found by pinning the goroutine to its P
 // for the fast path; P ids past 255 share a locked shard) writes its own
-// counters per tag, in the books region (tagtable.Create("go"): a file
+// counters per tag (made for 64 tags at a time, at the first use of one
+// of them on the shard), in the books region (tagtable.Create("go"): a file
 // under $TAGALLOC_DIR, else a memfd that tagalloc top/snapshot find). A
 // tag's live figure is the sum over shards of allocations minus frees, so
 // a free on another goroutine debits its own shard. TagStats sums them:
@@ -29,10 +30,16 @@
 // peak. If the region cannot be made, alloc warns once on stderr and keeps
 // the same counters privately.
 //
+// Tags cost counters, not spans: a shard's spans are per size class,
+// shared by every tag. Each block's tag is kept out of line by the arena:
+// in the span's descriptor while all of the span's blocks in use have one
+// tag, else in a uint16 per block (the span is "mixed"); Free reads it to
+// debit the right tag.
+//
 // The allocation path: class of n; pin to the P; pop from the shard's span
-// for (tag, class); add to the shard's counters; unpin. Slow paths
-// (refills, new spans, large and huge blocks, first use of a tag on a
-// shard) unpin before taking any lock.
+// for the class, noting the block's tag; add to the shard's counters for
+// the tag; unpin. Slow paths (refills, new spans, large and huge blocks,
+// first use of a chunk of tags on a shard) unpin before taking any lock.
 //
 // Errors: functions without an error result panic on misuse, with a
 // message naming it: a negative or absurd size, a bad tag name (NewTag

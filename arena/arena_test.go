@@ -152,21 +152,19 @@ func TestDelayedPurge(t *testing.T) {
 }
 
 func TestCacheRemoteFreesComeBack(t *testing.T) {
-	owner, other := NewCache(10, 4), NewCache(11, 4)
-	owner.SetBins(2, NewBins())
-	other.SetBins(2, NewBins())
+	owner, other := NewCache(10), NewCache(11)
 	const class = 20 // 416 B, 157 per span
 	cl := sizeclass.Classes[class]
 	var blocks []unsafe.Pointer
 	for len(blocks) < int(cl.Objects)*2 { // two full spans
-		p, _ := owner.Cur(2, class).Pop()
+		p, _ := owner.Cur(class).Pop(2)
 		if p == nil {
-			if p, _ = owner.Refill(2, class); p == nil {
+			if p, _ = owner.Refill(class, 2); p == nil {
 				s, err := NewSmall(class, 2)
 				if err != nil {
 					t.Fatal(err)
 				}
-				p, _ = owner.Install(s)
+				p, _ = owner.Install(s, 2)
 			}
 		}
 		blocks = append(blocks, p)
@@ -186,12 +184,12 @@ func TestCacheRemoteFreesComeBack(t *testing.T) {
 		t.Fatalf("remote frees: list %d, full %d, reclaim %d", first.remote.Load(), first.full.Load(), owner.reclaim.Load())
 	}
 	// The owner's next refill takes the span back, and releases it: empty.
-	s := owner.Cur(2, class)
+	s := owner.Cur(class)
 	for s.hasFree() {
-		s.Pop()
+		s.Pop(2)
 	}
 	before := ReadStats().SpansInUse
-	owner.Refill(2, class)
+	owner.Refill(class, 2)
 	ReleaseSpans(owner.TakeRelease())
 	if SpanOf(blocks[0]) != nil || ReadStats().SpansInUse != before-uint64(cl.Pages)<<sizeclass.PageShift {
 		t.Fatalf("the emptied span was not released (in use %d -> %d)", before, ReadStats().SpansInUse)
@@ -215,4 +213,162 @@ func mustPanic(t *testing.T, f func()) {
 		}
 	}()
 	f()
+}
+
+// popOrNew pops a block of tag from cache c's class, taking a new span
+// when it must.
+func popOrNew(t *testing.T, c *Cache, class int, tag uint32) unsafe.Pointer {
+	t.Helper()
+	p, _ := c.Cur(class).Pop(tag)
+	if p == nil {
+		if p, _ = c.Refill(class, tag); p == nil {
+			s, err := NewSmall(class, tag)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ = c.Install(s, tag)
+		}
+	}
+	return p
+}
+
+// TestMixedSpanTags: one span takes blocks of several tags; each block
+// keeps its own (TagOf, for the owner and for another cache's Free), the
+// span turns mixed at the second tag and single again once empty, and
+// Walk sees every block's tag.
+func TestMixedSpanTags(t *testing.T) {
+	c, other := NewCache(12), NewCache(13)
+	const class = 3 // 64 B
+	type blk struct {
+		p   unsafe.Pointer
+		tag uint32
+	}
+	var blocks []blk
+	for i := 0; i < 40; i++ {
+		tag := uint32(7)
+		if i >= 10 {
+			tag = uint32(100 + i%5)
+		}
+		blocks = append(blocks, blk{popOrNew(t, c, class, tag), tag})
+	}
+	s := SpanOf(blocks[0].p)
+	for _, b := range blocks {
+		if SpanOf(b.p) != s {
+			t.Fatal("40 blocks of 64 B in more than one span")
+		}
+		if got := s.TagOf(b.p); got != b.tag {
+			t.Fatalf("block %#x: tag %d, want %d", uintptr(b.p), got, b.tag)
+		}
+	}
+	if s.tag != tagMixed || s.flags&flagTags == 0 {
+		t.Fatalf("span of 6 tags: tag field %d, flags %d", s.tag, s.flags)
+	}
+	walk := map[uint32]int{}
+	Walk(func(tag uint32, usable uintptr) {
+		if tag == 7 || tag >= 100 && tag < 105 {
+			walk[tag]++
+		}
+	})
+	if walk[7] != 10 || walk[100] != 6 || walk[104] != 6 {
+		t.Fatalf("Walk: %v, want 10 of tag 7 and 6 of each of 100..104", walk)
+	}
+	// Another cache frees some (remote), the owner the rest; tags are
+	// read before each free.
+	for i, b := range blocks {
+		if got := s.TagOf(b.p); got != b.tag {
+			t.Fatalf("before its free, block %d: tag %d, want %d", i, got, b.tag)
+		}
+		fc := c
+		if i%3 == 0 {
+			fc = other
+		}
+		if !fc.Free(s, b.p, Check(s, b.p, 64)) {
+			t.Fatal(TakeMisuse())
+		}
+	}
+	// The span (current: never released) is empty once the owner
+	// collects: its next block gives it a single tag again.
+	s.collect()
+	if s.used != 0 {
+		t.Fatalf("used %d after every block came back", s.used)
+	}
+	p := popOrNew(t, c, class, 9)
+	if SpanOf(p) != s || s.tag != 9 || s.TagOf(p) != 9 {
+		t.Fatalf("the emptied span's next block: tag field %d, TagOf %d, want 9", s.tag, s.TagOf(p))
+	}
+	q := popOrNew(t, c, class, 9)
+	if s.tag != 9 {
+		t.Fatalf("a second block of the same tag mixed the span (tag field %d)", s.tag)
+	}
+	c.Free(s, q, Check(s, q, 64))
+	c.Free(s, p, Check(s, p, 64))
+}
+
+// TestTagMapPurged: a mixed span's slot of the tag map goes back to the
+// OS with the span's pages.
+func TestTagMapPurged(t *testing.T) {
+	c := NewCache(14)
+	const class = 7 // 128 B, 512 per span
+	cl := sizeclass.Classes[class]
+	var ps []unsafe.Pointer
+	for i := 0; i < int(cl.Objects); i++ { // one whole span: Refill retires it, so its last free releases it
+		ps = append(ps, popOrNew(t, c, class, uint32(1+i%3)))
+	}
+	s := SpanOf(ps[0])
+	if s.tag != tagMixed {
+		t.Fatal("not mixed")
+	}
+	page := s.page
+	slot := unsafe.Slice(s.tagAt(0), cl.Objects)
+	popOrNew(t, c, class, 1) // a new current span; s is full, on no list
+	for _, p := range ps {
+		if !c.Free(s, p, Check(s, p, 1)) {
+			t.Fatal(TakeMisuse())
+		}
+	}
+	ReleaseSpans(c.TakeRelease())
+	if SpanOf(ps[0]) != nil {
+		t.Fatal("the emptied span was not released")
+	}
+	Purge()
+	for i, v := range slot {
+		if v != 0 {
+			t.Fatalf("page %d: tag map entry %d is %d after the purge", page, i, v)
+		}
+	}
+}
+
+// TestInstallTakesARemoteFree: a new span is installed while the current
+// one, full when the cache looked, got a block back from another cache.
+// That block is handed out (the new span waits on the partial list), not
+// leaked.
+func TestInstallTakesARemoteFree(t *testing.T) {
+	owner, other := NewCache(15), NewCache(16)
+	const class = 93 // 229376 B: one block per span
+	p := popOrNew(t, owner, class, 4)
+	cur := owner.Cur(class)
+	if cur.hasFree() {
+		t.Fatal("a one-block span has a free block after its block was taken")
+	}
+	s, err := NewSmall(class, 4) // what alloc does when Pop and Refill found nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !other.Free(cur, p, Check(cur, p, 1)) { // meanwhile, another cache frees the block
+		t.Fatal(TakeMisuse())
+	}
+	q, _ := owner.Install(s, 5)
+	if q != p || owner.Cur(class) != cur || cur.used != 1 || s.state != statePartial || cur.TagOf(q) != 5 {
+		t.Fatalf("Install: got %#x (the freed block is %#x), cur kept %v, used %d, new span state %d", uintptr(q), uintptr(p), owner.Cur(class) == cur, cur.used, s.state)
+	}
+	n := 0
+	Walk(func(tag uint32, usable uintptr) {
+		if tag == 4 || tag == 5 {
+			n++
+		}
+	})
+	if n != 1 {
+		t.Fatalf("Walk: %d blocks of tags 4 and 5 in use, want 1", n)
+	}
+	owner.Free(cur, q, Check(cur, q, 1))
 }

@@ -1,7 +1,8 @@
 // Caches: one per shard of package alloc (a P, or the shared shard). Per
-// tag and size class, a cache owns a current span and a list of partial
-// spans; it allocates and frees their blocks without locks or atomics.
-// Frees from other caches go on the span's lock-free remote list.
+// size class, a cache owns a current span and a list of partial spans,
+// whatever the tags of their blocks (TagOf); it allocates and frees their
+// blocks without locks or atomics. Frees from other caches go on the
+// span's lock-free remote list.
 
 package arena
 
@@ -20,13 +21,13 @@ const MaxCaches = 1024
 // caller's exclusivity over the cache (package alloc: the P it is pinned
 // to, or the shared shard's lock).
 type Cache struct {
+	bins    Bins
 	id      int32
-	tags    []atomic.Pointer[Bins] // per tag; nil until the tag is first used here (SetBins)
-	release uint32                 // spans to give back to the arena, linked by next (TakeRelease)
-	reclaim atomic.Uint32          // full spans other caches freed into, linked by rnext (any writer)
+	release uint32        // spans to give back to the arena, linked by next (TakeRelease)
+	reclaim atomic.Uint32 // full spans other caches freed into, linked by rnext (any writer)
 }
 
-// Bins are one tag's spans in one cache, per class.
+// Bins are a cache's spans, per class.
 type Bins [sizeclass.NumClasses]bin
 
 type bin struct {
@@ -36,53 +37,29 @@ type bin struct {
 
 var caches [MaxCaches]atomic.Pointer[Cache]
 
-// NewCache makes cache id (0 <= id < MaxCaches, each id once) for tag ids
-// below ntags.
-func NewCache(id int, ntags int) *Cache {
-	c := &Cache{id: int32(id), tags: make([]atomic.Pointer[Bins], ntags)}
+// NewCache makes cache id (0 <= id < MaxCaches, each id once).
+func NewCache(id int) *Cache {
+	c := &Cache{id: int32(id)}
+	for i := range c.bins {
+		c.bins[i].cur = &emptySpan
+	}
 	if !caches[id].CompareAndSwap(nil, c) {
 		panic("arena: cache id used twice")
 	}
 	return c
 }
 
-// NewBins makes a tag's bins (Go memory: call it outside exclusivity,
-// then SetBins, which needs no exclusivity).
-func NewBins() *Bins {
-	b := new(Bins)
-	b.Init()
-	return b
-}
+// Bins are the cache's spans, for the fast path's Pop.
+func (c *Cache) Bins() *Bins { return &c.bins }
 
-// Init readies bins embedded in a caller's structure (before SetBins).
-func (b *Bins) Init() {
-	for i := range b {
-		b[i].cur = &emptySpan
-	}
-}
+// Cur is the span class's blocks are popped from (&emptySpan, which has
+// none, before the first).
+func (c *Cache) Cur(class int) *Span { return c.bins[class].cur }
 
-// HasBins reports whether tag has bins here.
-func (c *Cache) HasBins(tag uint32) bool { return c.tags[tag].Load() != nil }
-
-// SetBins installs bins for tag if it has none, and returns the tag's.
-func (c *Cache) SetBins(tag uint32, b *Bins) *Bins {
-	c.tags[tag].CompareAndSwap(nil, b)
-	return c.tags[tag].Load()
-}
-
-// Cur is the span tag's blocks of class are popped from (&emptySpan, which
-// has none, if the tag has no bins here yet).
-func (c *Cache) Cur(tag uint32, class int) *Span {
-	if b := c.tags[tag].Load(); b != nil {
-		return b[class].cur
-	}
-	return &emptySpan
-}
-
-// Pop is the allocation fast path: the current span's Pop in one call,
-// on the bins the cache has for a tag (SetBins). nil: call the cache's
-// Refill. Not for debug mode (PopDebug). The caller holds the cache.
-func (b *Bins) Pop(class int) (unsafe.Pointer, bool) {
+// Pop is the allocation fast path: the current span's Pop in one call.
+// nil: call the cache's Refill. Not for debug mode (PopDebug). The caller
+// holds the cache.
+func (b *Bins) Pop(class int, tag uint32) (unsafe.Pointer, bool) {
 	s := b[class].cur
 	if f := s.free; f != 0 {
 		p := unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(f-1))
@@ -93,9 +70,12 @@ func (b *Bins) Pop(class int) (unsafe.Pointer, bool) {
 		s.free = next
 		s.used++
 		*(*uint64)(unsafe.Add(p, 8)) = 0 // no longer free: wipe the key
+		if s.tag != tag {
+			s.noteTag(p, tag)
+		}
 		return p, false
 	}
-	return s.carve()
+	return s.carve(tag)
 }
 
 // FreeFast is the free fast path: a small block of a span c owns, that
@@ -118,20 +98,20 @@ func (c *Cache) FreeFast(s *Span, p unsafe.Pointer, capBytes uintptr) bool {
 	return true
 }
 
-// Refill finds a block when Cur's span has none, without the arena:
-// blocks other caches freed into the current span, spans they freed
-// full spans into, then the partial list. nil means a new span is needed
-// (NewSmall, then Install). The tag must have bins (SetBins).
-func (c *Cache) Refill(tag uint32, class int) (p unsafe.Pointer, zero bool) {
-	b := &c.tags[tag].Load()[class]
+// Refill finds a block of tag when Cur's span has none, without the
+// arena: blocks other caches freed into the current span, spans they
+// freed full spans into, then the partial list. nil means a new span is
+// needed (NewSmall, then Install).
+func (c *Cache) Refill(class int, tag uint32) (p unsafe.Pointer, zero bool) {
+	b := &c.bins[class]
 	if cur := b.cur; cur != &emptySpan {
 		if cur.collect(); cur.hasFree() {
-			return c.pop(cur)
+			return c.pop(cur, tag)
 		}
 	}
 	c.drainReclaim()
 	if cur := b.cur; cur != &emptySpan {
-		if p, zero = c.retire(cur); p != nil {
+		if p, zero = c.retire(cur, tag); p != nil {
 			return p, zero
 		}
 	}
@@ -143,7 +123,7 @@ func (c *Cache) Refill(tag uint32, class int) (p unsafe.Pointer, zero bool) {
 		s.state = stateCur
 		b.cur = s
 		if s.hasFree() { // always, for a span on the partial list
-			return c.pop(s)
+			return c.pop(s, tag)
 		}
 	}
 	return nil, false
@@ -151,13 +131,13 @@ func (c *Cache) Refill(tag uint32, class int) (p unsafe.Pointer, zero bool) {
 
 // retire files the exhausted current span as full (on no list: a free
 // brings it back). If a remote free raced in, it keeps the span and pops.
-func (c *Cache) retire(s *Span) (unsafe.Pointer, bool) {
+func (c *Cache) retire(s *Span, tag uint32) (unsafe.Pointer, bool) {
 	s.state = stateFull
 	s.full.Store(fullYes)
 	if s.remote.Load() != 0 && s.full.CompareAndSwap(fullYes, fullNo) {
 		s.state = stateCur
 		if s.collect(); s.hasFree() {
-			return c.pop(s)
+			return c.pop(s, tag)
 		}
 		s.state = stateFull
 		s.full.Store(fullYes) // (a double free panicked in collect otherwise)
@@ -165,18 +145,18 @@ func (c *Cache) retire(s *Span) (unsafe.Pointer, bool) {
 	return nil, false
 }
 
-func (c *Cache) pop(s *Span) (unsafe.Pointer, bool) {
+func (c *Cache) pop(s *Span, tag uint32) (unsafe.Pointer, bool) {
 	if a.bits != nil {
-		return PopDebug(s)
+		return PopDebug(s, tag)
 	}
-	return s.Pop()
+	return s.Pop(tag)
 }
 
 // PopDebug is Pop in debug mode: it records the block in the bitmap and
 // checks the poison of a block from the free list.
-func PopDebug(s *Span) (unsafe.Pointer, bool) {
+func PopDebug(s *Span, tag uint32) (unsafe.Pointer, bool) {
 	reused := s.free != 0
-	p, z := s.Pop()
+	p, z := s.Pop(tag)
 	if p != nil {
 		markAlloc(s, p, reused)
 	}
@@ -196,26 +176,34 @@ func (c *Cache) drainReclaim() {
 			continue
 		}
 		s.state = statePartial
-		listPush(&c.tags[s.tag].Load()[s.class].partial, s)
+		listPush(&c.bins[s.class].partial, s)
 	}
 }
 
-// Install gives the cache a new span (from NewSmall) for tag and class and
-// pops a block from the class's spans.
-func (c *Cache) Install(s *Span) (unsafe.Pointer, bool) {
+// Install gives the cache a new span (from NewSmall) and pops a block of
+// tag from the span's class.
+func (c *Cache) Install(s *Span, tag uint32) (unsafe.Pointer, bool) {
 	s.owner = c.id
-	b := &c.tags[s.tag].Load()[s.class]
+	b := &c.bins[s.class]
 	if b.cur.hasFree() { // the cache found blocks meanwhile: keep the span for later
 		s.state = statePartial
 		listPush(&b.partial, s)
-		return c.pop(b.cur)
+		return c.pop(b.cur, tag)
 	}
 	if cur := b.cur; cur != &emptySpan {
-		c.retire(cur) // has no free block, so retire only files it
+		// cur had no free block, but another cache may have freed one
+		// into it meanwhile: then retire keeps it current and pops that
+		// block, and the new span waits on the partial list. (Ignoring
+		// that block leaked it, and the span with it.)
+		if p, zero := c.retire(cur, tag); p != nil {
+			s.state = statePartial
+			listPush(&b.partial, s)
+			return p, zero
+		}
 	}
 	s.state = stateCur
 	b.cur = s
-	return c.pop(s)
+	return c.pop(s, tag)
 }
 
 // Check validates a small block before Free (outside exclusivity: it may
@@ -297,10 +285,10 @@ func (c *Cache) Free(s *Span, p unsafe.Pointer, off uint32) bool {
 			return true
 		}
 		s.state = statePartial
-		listPush(&c.tags[s.tag].Load()[s.class].partial, s)
+		listPush(&c.bins[s.class].partial, s)
 	case statePartial:
 		if s.used == 0 {
-			listRemove(&c.tags[s.tag].Load()[s.class].partial, s)
+			listRemove(&c.bins[s.class].partial, s)
 			c.toRelease(s)
 		}
 	}
@@ -338,7 +326,8 @@ func ReleaseSpans(list uint32) {
 	a.mu.Unlock()
 }
 
-// NewSmall takes a span for blocks of class, charged to tag, for Install.
+// NewSmall takes a span for blocks of class, for Install; its first
+// block will be tag's (the span takes other tags' blocks too).
 func NewSmall(class int, tag uint32) (*Span, error) {
 	cl := &sizeclass.Classes[class]
 	a.mu.Lock()

@@ -1,7 +1,7 @@
 // Package arena is the memory of package alloc (docs/ARCHITECTURE.md, D2): pure Go, no
 // cgo, from mmap, off the Go heap, in the size classes of package
 // sizeclass shared with the native allocator. It knows nothing of tags
-// beyond an opaque number per span; alloc keeps the books.
+// beyond an opaque number per block (TagOf); alloc keeps the books.
 //
 // Glossary
 //
@@ -14,24 +14,32 @@
 //	span       a run of pages; its first page's descriptor is the head,
 //	           the others point back to it, so any address finds it.
 //	small      a block of one of the 104 classes (16 B .. 512 KiB); a
-//	           small span holds blocks of one class and one tag, carved
-//	           lazily.
+//	           small span holds blocks of one class, carved lazily, of
+//	           any tags.
+//	tag        each block's opaque tag: the span's tag field while all
+//	           its blocks in use have one; else the span is mixed and
+//	           the tags are in the tag map (a uint16 per block, out of
+//	           line: 8 KiB per page reserved, touched only by mixed
+//	           spans, purged with their pages). A span that empties takes
+//	           the tag of its next block.
 //	large      512 KiB < size < 32 MiB: a span of whole pages.
 //	huge       32 MiB and up: its own mapping, found in a table.
-//	cache      one per shard of alloc (a P): per tag and class, a current
-//	           span and a list of partial spans. The caller guarantees
-//	           exclusivity (pinned to the P), so no locks or atomics.
+//	cache      one per shard of alloc (a P): per class, a current span
+//	           and a list of partial spans, whatever the tags (so a tag
+//	           costs no spans). The caller guarantees exclusivity (pinned
+//	           to the P), so no locks or atomics.
 //
 // The allocation path
-//  1. Cache.Cur(tag, class).Pop(): the span's free list (LIFO), else its
-//     next uncarved block.                                        (fast)
+//  1. Cache.Cur(class).Pop(tag): the span's free list (LIFO), else its
+//     next uncarved block; a tag other than the span's is noted. (fast)
 //  2. Cache.Refill: blocks other caches freed into the current span, full
 //     spans they freed into (the reclaim stack), the partial list.
 //  3. NewSmall (arena lock): a span from the free bins or fresh pages,
 //     then Cache.Install on whichever cache the caller is on by then.
 //
 // The free path
-//  1. SpanOf(p): one subtraction and an index (a huge block: the table).
+//  1. SpanOf(p): one subtraction and an index (a huge block: the table);
+//     TagOf(p): the block's tag, read before the block can be reused.
 //  2. Check: p is a block start, cap fits (debug: the block is in use).
 //  3. The owner cache pushes on the span's free list; another cache pushes
 //     on its remote list (lock-free; the owner takes it whole). A full

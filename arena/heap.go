@@ -37,9 +37,11 @@ var a struct {
 	mem   []byte         // the reservation
 	base  unsafe.Pointer // &mem[0]
 	size  uintptr
-	descs []Span // one per page, in a mapping of their own
-	bits  []byte // Debug: 512 bytes (4096 bits) per page: blocks in use
-	top   uint32 // pages ever handed out; [top, len(descs)) is fresh
+	descs []Span         // one per page, in a mapping of their own
+	tags  unsafe.Pointer // the tag map: tagSlotBytes per page, touched by mixed spans only (span.go)
+	tmem  []byte         // its mapping
+	bits  []byte         // Debug: 512 bytes (4096 bits) per page: blocks in use
+	top   uint32         // pages ever handed out; [top, len(descs)) is fresh
 	bins  [nBins]uint32
 	dirty uint32 // dirty free spans (any order)
 	start time.Time
@@ -102,6 +104,10 @@ func initArena(opt Options) error {
 		return fmt.Errorf("%w: reserving descriptors: %v", ErrOutOfMemory, err)
 	}
 	a.descs = unsafe.Slice((*Span)(unsafe.Pointer(&dm[0])), npages)
+	if a.tmem, err = osReserve(npages*tagSlotBytes, "tagalloc-go block tags"); err != nil {
+		return fmt.Errorf("%w: reserving the tag map: %v", ErrOutOfMemory, err)
+	}
+	a.tags = unsafe.Pointer(&a.tmem[0])
 	if opt.Debug {
 		if a.bits, err = osReserve(npages*512, "tagalloc-go debug bitmap"); err != nil {
 			return fmt.Errorf("%w: reserving the debug bitmap: %v", ErrOutOfMemory, err)
@@ -258,7 +264,7 @@ func allocSpanLocked(n uint32, kind uint8) (*Span, error) {
 		a.touched.Store(uint64(a.top) << sizeclass.PageShift)
 	}
 	s = spanAt(page)
-	*s = Span{kind: kind, npages: n, page: page, flags: flags & flagZero, owner: -1}
+	*s = Span{kind: kind, npages: n, page: page, flags: flags & (flagZero | flagTags), owner: -1}
 	for i := uint32(1); i < n; i++ {
 		d := spanAt(page + i)
 		d.kind, d.headOff = kindInner, i
@@ -275,9 +281,10 @@ func freeSpanLocked(s *Span) {
 	for i := uint32(1); i < n; i++ {
 		spanAt(page + i).kind = kindNone
 	}
-	flags := uint8(flagDirty)
+	flags := flagDirty | s.flags&flagTags
 	if page+n < a.top { // the neighbour after
 		if r := spanAt(page + n); r.kind == kindFree {
+			flags |= r.flags & flagTags
 			unfileLocked(r)
 			n += r.npages
 		}
@@ -288,6 +295,7 @@ func freeSpanLocked(s *Span) {
 			l = spanAt(page - 1 - l.headOff)
 		}
 		if l.kind == kindFree && l.page+l.npages == page {
+			flags |= l.flags & flagTags
 			unfileLocked(l)
 			page, n = l.page, n+l.npages
 		}
@@ -310,6 +318,9 @@ func purgeLocked(all bool) {
 		if all || now-s.freedAt >= delay || a.dirtyBytes.Load() > uint64(a.opt.RetainBytes) {
 			dirtyRemove(s)
 			osPurge(a.mem[uintptr(s.page)<<sizeclass.PageShift:][:s.Bytes()])
+			if s.flags&flagTags != 0 {
+				osPurge(a.tmem[uintptr(s.page)*tagSlotBytes:][:uintptr(s.npages)*tagSlotBytes])
+			}
 			s.flags = flagZero
 		}
 	}
@@ -379,4 +390,52 @@ func ReadStats() Stats {
 		Bookkeeping:  t / sizeclass.PageSize * uint64(unsafe.Sizeof(Span{})),
 		HugeBlocks:   a.hugeCount.Load(),
 	}
+}
+
+// Walk calls fn for every block in use: its tag and usable size (small:
+// its class's size; large: the span; huge: the mapping). It is a check
+// of the books (they must equal a walk), for tests and tools: it is exact
+// only while no goroutine allocates or frees, and it takes the arena's
+// lock (fn must not allocate from the arena).
+func Walk(fn func(tag uint32, usable uintptr)) {
+	a.mu.Lock()
+	var inFree []bool
+	for i := uint32(1); i < a.top; {
+		s := spanAt(i)
+		switch s.kind {
+		case kindLarge:
+			fn(s.tag, s.Bytes())
+		case kindSmall:
+			// Blocks on the free list and the remote list are not in use.
+			inFree = append(inFree[:0], make([]bool, s.carved)...)
+			mark := func(off uint32) {
+				for ; off != 0 && off <= s.npages<<sizeclass.PageShift; off = *(*uint32)(unsafe.Add(s.Start(), off-1)) {
+					idx := (uint64(off-1) * s.magic) >> sizeclass.MagicShift
+					if idx >= uint64(s.carved) || inFree[idx] {
+						return // corrupt: the owner will say so
+					}
+					inFree[idx] = true
+				}
+			}
+			mark(s.free)
+			mark(uint32(s.remote.Load()))
+			for idx, free := range inFree {
+				if free {
+					continue
+				}
+				tag := s.tag
+				if tag == tagMixed {
+					tag = uint32(*s.tagAt(uint64(idx)))
+				}
+				fn(tag, uintptr(s.size))
+			}
+		}
+		i += max(s.npages, 1)
+	}
+	a.mu.Unlock()
+	huge.mu.Lock()
+	for _, b := range huge.blocks {
+		fn(b.tag, uintptr(len(b.mem)))
+	}
+	huge.mu.Unlock()
 }

@@ -21,10 +21,11 @@ const (
 	kindInner           // a page inside a span in use (headOff back to the head)
 )
 
-// Span flags (free spans, and spans in use for the zero flag).
+// Span flags (free spans, and spans in use for the zero and tags flags).
 const (
 	flagDirty = 1 // free span: resident, not yet purged
 	flagZero  = 2 // every byte of the span is zero (fresh or purged)
+	flagTags  = 4 // the span's slots of the tag map may be resident (a span was mixed there): purge them too
 )
 
 // Owner states of a small span (Span.state), kept by its owning cache.
@@ -52,8 +53,10 @@ const (
 //	free, used, carved, state, next/prev (in use): the owning cache, under
 //	    its exclusivity (a pinned P or the shared cache's lock).
 //	remote, full, rnext: any freeing goroutine (atomic, lock-free).
+//	tag of a small span, and its blocks' entries in the tag map: the
+//	    owning cache; any freeing goroutine reads them (TagOf).
 //	everything else: the arena lock holder, or the owner while it holds
-//	    the span (tag, class, owner are set before the span is published).
+//	    the span (class, owner are set before the span is published).
 //
 // Invariant (small span in use): used == carved - |free list|, and
 // |remote list| <= used (blocks freed by other caches count as used
@@ -67,7 +70,7 @@ type Span struct {
 	npages  uint32 // span length in pages (heads)
 	headOff uint32 // pages back to the head (inner and tail pages)
 	page    uint32 // index of the first page (heads)
-	tag     uint32 // opaque to the arena: whose blocks these are (package alloc's tag id)
+	tag     uint32 // opaque to the arena: the tag of every block in use, or tagMixed (small: see TagOf)
 	owner   int32  // cache id owning a small span, -1 if none
 	next    uint32 // free-span bin list, or the owner's partial list
 	prev    uint32
@@ -107,8 +110,68 @@ func (s *Span) Start() unsafe.Pointer {
 	return unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift)
 }
 
-// Tag is the opaque tag the span was allocated for.
+// Tag is the opaque tag of a large span's block. (A small span's blocks
+// may have tags of their own: TagOf.)
 func (s *Span) Tag() uint32 { return s.tag }
+
+// Block tags. A small span is shared by every tag its cache allocates
+// under; a tag costs the caller counters, never spans. While every block
+// in use has one tag, the span's tag field says it (one load on Free).
+// When a block of a second tag is handed out, the span turns mixed: the
+// tags of its carved blocks are written to its slot of the tag map (a
+// uint16 per block, out of line, in a reservation of its own that costs
+// memory only where touched), and the field says tagMixed. A span whose
+// blocks have all come back takes the tag of the next block handed out,
+// unmixed again. Tags of small blocks must fit in 16 bits (alloc's ids
+// are below 4098).
+const tagMixed = ^uint32(0)
+
+// tagSlotBytes is the tag map's slot per page: a uint16 for each of the
+// most blocks a page can hold (the smallest class, 16 B). A span of n
+// pages owns the n slots of its pages, so its blocks' tags never overlap
+// another span's.
+const tagSlotBytes = sizeclass.PageSize / sizeclass.MinAlign * 2
+
+// tagAt is the entry of block idx in the span's slot of the tag map.
+func (s *Span) tagAt(idx uint64) *uint16 {
+	return (*uint16)(unsafe.Add(a.tags, uintptr(s.page)*tagSlotBytes+uintptr(idx)*2))
+}
+
+// TagOf is the tag of the block at p, a block of the small span s that
+// the caller holds (so its tag cannot change meanwhile). p need not have
+// been checked: any address inside s reads an entry of its own slot.
+func (s *Span) TagOf(p unsafe.Pointer) uint32 {
+	if t := atomic.LoadUint32(&s.tag); t != tagMixed {
+		return t
+	}
+	return s.mixedTag(p)
+}
+
+func (s *Span) mixedTag(p unsafe.Pointer) uint32 {
+	off := uint64(uintptr(p) - uintptr(s.Start()))
+	if off >= uint64(s.npages)<<sizeclass.PageShift {
+		return 0 // not in s: the caller's checks will say so
+	}
+	return uint32(*s.tagAt((off * s.magic) >> sizeclass.MagicShift))
+}
+
+// noteTag records that p, just handed out by the owner, has tag (the
+// span's tag field said otherwise).
+func (s *Span) noteTag(p unsafe.Pointer, tag uint32) {
+	if s.used == 1 { // p is the only block in use (blocks freed by other caches count until collected)
+		atomic.StoreUint32(&s.tag, tag)
+		return
+	}
+	if old := s.tag; old != tagMixed {
+		slot := unsafe.Slice(s.tagAt(0), s.carved)
+		for i := range slot {
+			slot[i] = uint16(old)
+		}
+		s.flags |= flagTags
+		atomic.StoreUint32(&s.tag, tagMixed) // after the slot: a Free that sees mixed reads it whole
+	}
+	*s.tagAt((uint64(uintptr(p)-uintptr(s.Start())) * s.magic) >> sizeclass.MagicShift) = uint16(tag)
+}
 
 // Large reports whether the span holds one large block (else blocks of a
 // class).
@@ -126,11 +189,11 @@ func (s *Span) BlockSize() uintptr {
 	return uintptr(s.size)
 }
 
-// Pop takes a block for the owner: the free list first (LIFO: the block
-// freed last is warm in cache), else the next uncarved block. zero is
-// true for a never-used block of a span that was zero. nil if the span
-// is exhausted.
-func (s *Span) Pop() (p unsafe.Pointer, zero bool) {
+// Pop takes a block of tag for the owner: the free list first (LIFO: the
+// block freed last is warm in cache), else the next uncarved block. zero
+// is true for a never-used block of a span that was zero. nil if the
+// span is exhausted.
+func (s *Span) Pop(tag uint32) (p unsafe.Pointer, zero bool) {
 	if f := s.free; f != 0 {
 		p = unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(f-1))
 		next := *(*uint32)(p)
@@ -140,20 +203,26 @@ func (s *Span) Pop() (p unsafe.Pointer, zero bool) {
 		s.free = next
 		s.used++
 		*(*uint64)(unsafe.Add(p, 8)) = 0 // no longer free: wipe the key
+		if s.tag != tag {
+			s.noteTag(p, tag)
+		}
 		return p, false
 	}
-	return s.carve()
+	return s.carve(tag)
 }
 
 // carve hands out the next never-used block (Pop's second half, out of
-// line so that Pop inlines).
-func (s *Span) carve() (unsafe.Pointer, bool) {
+// line so that Pop stays small).
+func (s *Span) carve(tag uint32) (unsafe.Pointer, bool) {
 	if s.carved >= s.objects {
 		return nil, false
 	}
 	p := unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(s.carved)*uintptr(s.size))
 	s.carved++
 	s.used++
+	if s.tag != tag {
+		s.noteTag(p, tag)
+	}
 	if s.flags&flagZero != 0 {
 		return p, true
 	}
