@@ -43,8 +43,11 @@
 //     the frame is "module+0xVADDR" with Stale set and an error wrapping
 //     ErrBuildIDMismatch.
 //  3. DWARF first: the compile unit holding the address gets, on first
-//     use, a sorted line table and its tree of functions
-//     (DW_TAG_subprogram) and inlined calls (DW_TAG_inlined_subroutine).
+//     use, a sorted line table and an index of its functions
+//     (DW_TAG_subprogram), and the function holding the address, on
+//     first use, its tree of inlined calls (DW_TAG_inlined_subroutine)
+//     (the whole unit's tree only for an address in none of the index's
+//     functions: a GNU C nested function's).
 //     The address gives one frame per inlined call, innermost first (its
 //     line from the line table; each caller's line is the call's
 //     DW_AT_call_file/DW_AT_call_line), then the function itself. Names
@@ -113,10 +116,13 @@
 //
 // A lookup in a loaded object costs about 0.5 µs (binary searches and a
 // cached name); the first address of a compile unit pays for its line
-// table and function tree, the first of an object for reading it
-// (BenchmarkFrames: 10k addresses of a 1000-function program in 5 ms warm,
+// table and function index, the first of a function for its tree of
+// inlined calls, the first of an object for reading it (BenchmarkFrames: 10k addresses of a 1000-function program in 5 ms warm,
 // 20 ms from nothing; libc through its 4 MB debug file, every unit
 // touched, 5 ms warm, 0.4 s from nothing, 0.15 s of it decompressing the
 // DWARF). What is loaded stays in memory until the object leaves the
-// cache: the symbols, and the DWARF sections of files with DWARF.
+// cache: the symbols, and the DWARF sections of files with DWARF, which
+// lie in a read-only mapping of the file (a regular file, uncompressed
+// sections) rather than on the heap; a file truncated meanwhile makes the
+// lookups that read it give the symbol table's frame or the fallback.
 package symbolizer

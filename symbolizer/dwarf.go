@@ -37,7 +37,11 @@ type unit struct {
 	err   error
 	lines []lineRow
 	files []string     // the line program's file table, by DWARF file index: names made absolute (fileNames)
-	top   []scopeRange // the unit's functions, sorted by lo
+	top   []scopeRange // the unit's functions at its top level, sorted by lo; their trees read on first use
+
+	allOnce sync.Once
+	allErr  error
+	all     []scopeRange // every function of the unit with its tree (loadAll), sorted by lo
 }
 
 // lineRow is one row of a line program: from addr to the next row's addr
@@ -57,7 +61,8 @@ type scope struct {
 	die      dwarf.Offset // where the name is found (directly or through abstract_origin/specification)
 	callFile int          // for an inlined call: where, in the caller, the call was
 	callLine int
-	children []*scope // inlined calls inside it
+	children []*scope  // inlined calls inside it (of a function of unit.top: once lazy is loaded)
+	lazy     *lazyTree // of a function of unit.top: its children, read on first use
 }
 
 type scopeRange struct {
@@ -303,6 +308,11 @@ func (u *unit) fileName(i int) string {
 	return u.files[i]
 }
 
+// loadScopes indexes the unit's functions: the subprograms with code at
+// its top level (and in namespaces and modules), without reading their
+// children, which hold most of a unit's entries (parameters, variables,
+// blocks, inlined calls, call sites). A function's tree of inlined calls
+// is read the first time an address in it is looked up (scope.load).
 func (x *dwarfIndex) loadScopes(u *unit) error {
 	r := x.d.Reader()
 	r.Seek(u.entry.Offset)
@@ -310,9 +320,66 @@ func (x *dwarfIndex) loadScopes(u *unit) error {
 	if err != nil || cu == nil || !cu.Children {
 		return err
 	}
+	depth := 1 // of the next entry: 1 is the unit's children
+	for depth > 0 {
+		e, err := r.Next()
+		if err != nil {
+			return err
+		}
+		if e == nil {
+			break
+		}
+		if e.Tag == 0 {
+			depth--
+			continue
+		}
+		if e.Tag == dwarf.TagCompileUnit || e.Tag == dwarf.TagPartialUnit || e.Tag == dwarf.TagTypeUnit {
+			break // the next unit: this one's last terminator was left out
+		}
+		if e.Tag == dwarf.TagSubprogram || e.Tag == dwarf.TagInlinedSubroutine {
+			if rs, err := x.d.Ranges(e); err == nil && len(rs) > 0 {
+				s := &scope{ranges: rs, die: e.Offset, lazy: &lazyTree{}}
+				for _, rg := range rs {
+					if rg[1] > rg[0] {
+						u.top = append(u.top, scopeRange{rg[0], rg[1], s})
+					}
+				}
+			}
+			// Its children are read with it (scope.load); those of a
+			// subprogram without code (a declaration, an abstract
+			// instance) hold none, save a nested function's, which the
+			// walk of the whole unit finds (unit.scopes).
+			r.SkipChildren()
+			continue
+		}
+		if e.Children {
+			if !holdsCode[e.Tag] || depth >= maxScopeDepth {
+				r.SkipChildren()
+				continue
+			}
+			depth++
+		}
+	}
+	sort.Slice(u.top, func(i, j int) bool { return u.top[i].lo < u.top[j].lo })
+	return nil
+}
+
+// lazyTree is a function's tree of inlined calls and nested functions,
+// read on first use.
+type lazyTree struct {
+	once   sync.Once
+	err    error
+	nested []scopeRange // functions defined inside it (GNU C), sorted by lo
+}
+
+// walkTree reads the entries from r (positioned after an entry that has
+// children) to the end of that entry's children, adding the inlined calls
+// of root (or of its descendants) to their parents' children and the
+// functions met to *funcs. root is nil at a unit's top level.
+func (x *dwarfIndex) walkTree(r *dwarf.Reader, root *scope, funcs *[]scopeRange) error {
 	// stack[i] is the innermost scope enclosing the entries at depth i+1
 	// (nil outside any function).
-	stack := []*scope{nil}
+	stack := []*scope{root}
 	for len(stack) > 0 {
 		e, err := r.Next()
 		if err != nil {
@@ -347,7 +414,7 @@ func (x *dwarfIndex) loadScopes(u *unit) error {
 				// allows) is a frame of its own.
 				for _, rg := range rs {
 					if rg[1] > rg[0] {
-						u.top = append(u.top, scopeRange{rg[0], rg[1], s})
+						*funcs = append(*funcs, scopeRange{rg[0], rg[1], s})
 					}
 				}
 			}
@@ -363,20 +430,69 @@ func (x *dwarfIndex) loadScopes(u *unit) error {
 			stack = append(stack, s)
 		}
 	}
-	sort.Slice(u.top, func(i, j int) bool { return u.top[i].lo < u.top[j].lo })
+	sort.Slice(*funcs, func(i, j int) bool { return (*funcs)[i].lo < (*funcs)[j].lo })
+	return nil
+}
+
+// load reads the tree of a function found by loadScopes, once.
+func (x *dwarfIndex) loadTree(s *scope) error {
+	t := s.lazy
+	t.once.Do(func() {
+		defer recoverInto(&t.err)
+		r := x.d.Reader()
+		r.Seek(s.die)
+		e, err := r.Next()
+		if err != nil || e == nil || !e.Children {
+			t.err = err
+			return
+		}
+		t.err = x.walkTree(r, s, &t.nested)
+	})
+	return t.err
+}
+
+// loadAll reads the whole unit's tree, once: for an address no function
+// of the index holds (a nested function's, found only inside another).
+func (x *dwarfIndex) loadAll(u *unit) error {
+	u.allOnce.Do(func() {
+		defer recoverInto(&u.allErr)
+		r := x.d.Reader()
+		r.Seek(u.entry.Offset)
+		cu, err := r.Next()
+		if err != nil || cu == nil || !cu.Children {
+			u.allErr = err
+			return
+		}
+		u.allErr = x.walkTree(r, nil, &u.all)
+	})
+	return u.allErr
+}
+
+// findScope returns the function whose range holds pc among rs (sorted by
+// lo), the one starting last when several do.
+func findScope(rs []scopeRange, pc uint64) *scope {
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].lo > pc }) - 1
+	for j := i; j >= 0 && j > i-maxOverlapScan; j-- {
+		if pc < rs[j].hi {
+			return rs[j].s
+		}
+	}
 	return nil
 }
 
 // scopes returns the chain of scopes holding pc, outermost (the function)
 // first, then each inlined call inside it.
-func (u *unit) scopes(pc uint64) []*scope {
-	i := sort.Search(len(u.top), func(i int) bool { return u.top[i].lo > pc }) - 1
-	var s *scope
-	for j := i; j >= 0 && j > i-maxOverlapScan; j-- {
-		if pc < u.top[j].hi {
-			s = u.top[j].s
-			break
+func (x *dwarfIndex) scopes(u *unit, pc uint64) []*scope {
+	s := findScope(u.top, pc)
+	if s != nil {
+		if x.loadTree(s) != nil {
+			return nil
 		}
+		if n := findScope(s.lazy.nested, pc); n != nil {
+			s = n
+		}
+	} else if x.loadAll(u) == nil {
+		s = findScope(u.all, pc)
 	}
 	var chain []*scope
 	for s != nil && len(chain) < maxScopeDepth {

@@ -46,7 +46,9 @@ func FuzzELF(f *testing.F) {
 			loadBias(ef, 0x7f0000000000, 0x7f0000000000+p.Memsz, p.Off)
 			pcs = append(pcs, p.Vaddr, p.Vaddr+p.Memsz/2, p.Vaddr+p.Memsz-1)
 		}
-		o, err := newObject(ef, nil, strings.ToUpper)
+		// The image as if mapped: DWARF sliced from data (retained: it
+		// is not a mapping to unmap).
+		o, err := newObject(&image{File: ef, m: &fileMap{data: data, retained: true}}, nil, strings.ToUpper)
 		if err != nil {
 			return
 		}

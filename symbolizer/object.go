@@ -24,6 +24,7 @@ import (
 type object struct {
 	syms symtab
 	dw   *dwarfIndex // nil without usable DWARF
+	mem  *fileMap    // the mapped file dw's sections lie in (nil: on the heap); kept while the object is
 
 	demangle func(string) string
 	demMu    sync.Mutex
@@ -32,11 +33,20 @@ type object struct {
 
 // newObject loads the symbols and DWARF of exe and of its separate debug
 // file dbg. Either may be nil (not both); a stripped exe with no dbg has
-// only .dynsym. A parser panic on a malformed file becomes an error.
-func newObject(exe, dbg *elf.File, demangle func(string) string) (o *object, err error) {
+// only .dynsym. A parser panic on a malformed file becomes an error. The
+// DWARF of a mapped image is used where it lies: the object retains that
+// image's mapping.
+func newObject(exeImg, dbgImg *image, demangle func(string) string) (o *object, err error) {
 	defer recoverInto(&err)
-	if exe == nil && dbg == nil {
+	if exeImg == nil && dbgImg == nil {
 		return nil, errors.New("symbolizer: no file to load")
+	}
+	var exe, dbg *elf.File
+	if exeImg != nil {
+		exe = exeImg.File
+	}
+	if dbgImg != nil {
+		dbg = dbgImg.File
 	}
 	o = &object{demangle: demangle, dem: map[string]string{}}
 	var syms []symbol
@@ -64,11 +74,11 @@ func newObject(exe, dbg *elf.File, demangle func(string) string) (o *object, err
 		syms = addSymbols(syms, exe, s, OriginDynsym)
 	}
 	o.syms = finishSymtab(syms, layout)
-	for _, f := range []*elf.File{dbg, exe} {
-		if f == nil || (f.Section(".debug_info") == nil && f.Section(".zdebug_info") == nil) {
+	for _, im := range []*image{dbgImg, exeImg} {
+		if im == nil || (im.Section(".debug_info") == nil && im.Section(".zdebug_info") == nil) {
 			continue
 		}
-		d, err := f.DWARF()
+		d, mapped, err := dwarfOf(im.File, im.bytes())
 		note(err)
 		if err != nil {
 			continue
@@ -77,6 +87,10 @@ func newObject(exe, dbg *elf.File, demangle func(string) string) (o *object, err
 		note(err)
 		if x != nil {
 			o.dw = x
+			if mapped {
+				o.mem = im.m
+				o.mem.retain()
+			}
 			break
 		}
 	}
@@ -99,7 +113,7 @@ func (o *object) frames(pc uint64) (out []Frame) {
 	if o.dw != nil {
 		if u := o.dw.unitFor(pc); u != nil && o.dw.load(u) == nil {
 			file, line, _ = u.line(pc)
-			if chain := u.scopes(pc); len(chain) > 0 {
+			if chain := o.dw.scopes(u, pc); len(chain) > 0 {
 				return o.inlineFrames(u, chain, file, line, pc)
 			}
 		}
@@ -180,14 +194,14 @@ func recoverInto(err *error) {
 
 // openDebugByID opens the separate debug file of build id under each of
 // dirs (DIR/.build-id/ab/cdef....debug), checking its build-id.
-func openDebugByID(dirs []string, id string) *elf.File {
+func openDebugByID(dirs []string, id string) *image {
 	if len(id) < 3 {
 		return nil
 	}
 	for _, dir := range dirs {
 		p := filepath.Join(dir, ".build-id", id[:2], id[2:]+".debug")
 		if f := openDebug(p); f != nil {
-			if got, _ := buildIDOf(f); got == id {
+			if got, _ := buildIDOf(f.File); got == id {
 				return f
 			}
 			f.Close()
@@ -201,7 +215,7 @@ func openDebugByID(dirs []string, id string) *elf.File {
 // DEBUGDIR/ORIG/name, where DIR is the directory of path (where exe was
 // opened) and ORIG that of the path the process had, taking the first
 // whose CRC matches.
-func openDebugLink(dirs []string, exe *elf.File, path, orig string) *elf.File {
+func openDebugLink(dirs []string, exe *elf.File, path, orig string) *image {
 	sec := exe.Section(".gnu_debuglink")
 	if sec == nil || sec.Size > 4096 {
 		return nil
@@ -245,11 +259,11 @@ func openDebugLink(dirs []string, exe *elf.File, path, orig string) *elf.File {
 	return nil
 }
 
-func openDebug(p string) *elf.File {
+func openDebug(p string) *image {
 	if _, err := os.Stat(p); err != nil {
 		return nil
 	}
-	f, err := elf.Open(p)
+	f, err := openImage(p)
 	if err != nil {
 		return nil
 	}

@@ -4,10 +4,10 @@
 package symbolizer
 
 import (
-	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync"
 
 	"github.com/ianlancetaylor/demangle"
@@ -193,6 +193,9 @@ func (s *Symbolizer) frames(m *Module, pc, addr uint64) ([]Frame, error) {
 	if m == nil {
 		return []Frame{{Function: fmt.Sprintf("0x%x", addr)}}, ErrNoModule
 	}
+	// Objects are read from mapped files: a file truncated meanwhile
+	// faults, which becomes a panic the loader and lookups recover (image).
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	// With a disk cache, the frames of a build-id's address found by an
 	// earlier run (or earlier in this one) are used without the object.
 	var rec *diskRecord
@@ -321,17 +324,17 @@ func (s *Symbolizer) evictLocked(keep *entry) {
 func (s *Symbolizer) load(m *Module) (obj *object, standIn, stale bool, err error) {
 	defer recoverInto(&err)
 	path := cleanPath(s.cfg.root, m.Path)
-	exe, openErr := elf.Open(path)
+	exe, openErr := openImage(path)
 	if openErr != nil {
 		exe = nil
 	} else {
-		defer exe.Close()
+		defer exe.Close() // unmapped unless the object keeps its DWARF
 	}
 	var fileID string
 	if exe != nil {
-		fileID, _ = buildIDOf(exe)
+		fileID, _ = buildIDOf(exe.File)
 	}
-	var dbg *elf.File
+	var dbg *image
 	switch {
 	case m.BuildID != "" && (exe == nil || fileID != m.BuildID):
 		if dbg = openDebugByID(s.cfg.debugDirs, m.BuildID); dbg == nil {
@@ -353,7 +356,7 @@ func (s *Symbolizer) load(m *Module) (obj *object, standIn, stale bool, err erro
 			dbg = openDebugByID(s.cfg.debugDirs, fileID)
 		}
 		if dbg == nil {
-			dbg = openDebugLink(s.cfg.debugDirs, exe, path, m.Path)
+			dbg = openDebugLink(s.cfg.debugDirs, exe.File, path, m.Path)
 		}
 	}
 	if dbg != nil {
