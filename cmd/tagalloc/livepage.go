@@ -50,8 +50,11 @@ type liveTag struct {
 	LiveBytes  uint64 `json:"live_bytes"`
 	LiveBlocks uint64 `json:"live_blocks"`
 	AllocBytes uint64 `json:"alloc_bytes"`
-	// the library samples the peak: a lower bound (tagalloc_tag_peak_live_bytes_lower_bound)
-	PeakLowerBound uint64 `json:"peak_live_bytes_lower_bound"`
+	// the peak as the report has it: exact when the upper bound equals
+	// it, else a lower bound; Peak is how the page shows it
+	PeakLiveBytes      uint64  `json:"peak_live_bytes"`
+	PeakLiveBytesUpper *uint64 `json:"peak_live_bytes_upper,omitempty"`
+	Peak               string  `json:"peak"`
 }
 
 // liveStacks: estimates from the sampled stacks.
@@ -94,7 +97,7 @@ func newLiveView(rep *reporter.Report, now time.Time) *liveView {
 			lp.Command = []string{}
 		}
 		for _, t := range p.Tags {
-			lp.Tags = append(lp.Tags, liveTag{t.Name, t.LiveBytes, t.LiveBlocks, t.AllocBytes, t.PeakLiveBytes})
+			lp.Tags = append(lp.Tags, liveTag{t.Name, t.LiveBytes, t.LiveBlocks, t.AllocBytes, t.PeakLiveBytes, t.PeakLiveBytesUpper, t.Peak()})
 		}
 		if st := p.Stacks; st != nil {
 			ls := &liveStacks{Mode: st.Mode, SampleRate: st.SampleRate, Libraries: []liveLibrary{}, Top: []liveStack{}, Records: len(st.Records)}
@@ -204,7 +207,7 @@ View: <button type="button" id="view-tag" aria-pressed="true">per tag</button><b
 <div id="chartbox"><svg id="chart" width="900" height="340" role="img" aria-label="live bytes over time"></svg><div id="hover" role="tooltip" hidden></div></div>
 <ul id="legend"></ul>
 <h2 id="tags-title">Tags (exact)</h2>
-<table id="tags"><thead><tr><th class="name">pid/tag</th><th>live</th><th>live blocks</th><th>peak (at least)</th><th>allocated in all</th></tr></thead><tbody></tbody></table>
+<table id="tags"><thead><tr><th class="name">pid/tag</th><th>live</th><th>live blocks</th><th>peak</th><th>allocated in all</th></tr></thead><tbody></tbody></table>
 <h2>Heap</h2>
 <table id="heap"><thead><tr><th class="name">pid</th><th>live</th><th>mapped</th><th>free, cached</th><th>bookkeeping</th></tr></thead><tbody></tbody></table>
 <section id="stacks-section">
@@ -406,7 +409,7 @@ function tables() {
   for (const p of procs) for (const t of p.tags) tagRows.push([p.pid + "/" + t.name, t]);
   tagRows.sort((a, b) => b[1].live_bytes - a[1].live_bytes);
   document.querySelector("#tags tbody").replaceChildren(...tagRows.map(([k, t]) =>
-    row([nameCell(k, colorOf.tag.get(k)), human(t.live_bytes), String(t.live_blocks), human(t.peak_live_bytes_lower_bound), human(t.alloc_bytes)])));
+    row([nameCell(k, colorOf.tag.get(k)), human(t.live_bytes), String(t.live_blocks), t.peak, human(t.alloc_bytes)])));
   document.querySelector("#heap tbody").replaceChildren(...procs.map(p =>
     row([nameCell(String(p.pid)), human(p.heap.live_bytes), human(p.heap.mapped_bytes), human(p.heap.free_cached_bytes), human(p.heap.bookkeeping_bytes)])));
   const withStacks = procs.filter(p => p.stacks);
