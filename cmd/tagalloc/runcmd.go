@@ -81,16 +81,16 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 127, fmt.Errorf("run: %w", err)
 	}
-	books, err := os.MkdirTemp("", "tagalloc-run-") // 0700: the books are the user's alone
+	dir, err := newRunDir(lib) // the library every user can load, and the books directory (rundir.go)
 	if err != nil {
 		return exitFailure, fmt.Errorf("run: %w", err)
 	}
-	defer os.RemoveAll(books)
+	defer dir.remove()
 	cmd := exec.Command(path, o.prog[1:]...)
 	cmd.Args[0] = o.prog[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(preloadEnv(os.Environ(), lib), "TAGALLOC_DIR="+books, "TAGALLOC_STACKS="+o.stacks)
-	return supervise(cmd, o, books, stdout, stderr)
+	cmd.Env = append(preloadEnv(os.Environ(), dir.lib), "TAGALLOC_DIR="+dir.books, "TAGALLOC_STACKS="+o.stacks)
+	return supervise(cmd, o, dir.books, stdout, stderr)
 }
 
 // supervise starts cmd, serves while it runs (--serve), waits for it

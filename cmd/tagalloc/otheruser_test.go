@@ -1,0 +1,123 @@
+// A child of tagalloc run that becomes another user still loads the
+// library and records its books.
+
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tagalloc/tagalloc/reporter"
+)
+
+// publicDir is a new directory every user can read and search, with the
+// programs given (built from testdata) copied in, mode 0755.
+func publicDir(t *testing.T, progs map[string]string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "tagalloc-other-user-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	for name, src := range progs {
+		copyFile(t, src, filepath.Join(dir, name), 0o755)
+	}
+	return dir
+}
+
+// buildC compiles testdata/NAME.c with cc and flags.
+func buildC(t *testing.T, name string, flags ...string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name)
+	args := append(append([]string{"-O1", "-o", out}, flags...), filepath.Join("testdata", name+".c"))
+	b, err := exec.Command("cc", args...).CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	return out
+}
+
+// A program that switches to uid and gid 65534 (nobody) and execs a
+// program that allocates under known tags is in the report with exact
+// books: the program it becomes (same pid) directly, or a forked child
+// (-f), under every stacks mode. The process allocated as root before the
+// switch, so its books file was root's: the new program replaced it.
+func TestRunChildAsAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only a process with the right to set user ids can start a child as another user (a set-user-ID program runs without LD_PRELOAD)")
+	}
+	dir := publicDir(t, map[string]string{"setuid_exec": buildC(t, "setuid_exec"), "tagged": buildTagged(t)})
+	for _, tc := range []struct {
+		name   string
+		stacks string
+		fork   bool
+	}{
+		{"exec", "off", false},
+		{"exec-stacks", "sampled", false},
+		{"fork-exec", "off", true},
+		{"fork-exec-stacks", "full", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "r.json")
+			args := []string{"run", "--stacks", tc.stacks, "-o", out, "--", filepath.Join(dir, "setuid_exec")}
+			if tc.fork {
+				args = append(args, "-f")
+			}
+			args = append(args, "65534", "65534", filepath.Join(dir, "tagged"), "exit")
+			so, se, code := cli(t, args...)
+			require.Equal(t, 7, code, "stdout %q stderr %s", so, se)
+			require.NotContains(t, se, "cannot be preloaded", "the loader found the library")
+			require.NotContains(t, se, "TAGALLOC_DIR", "the library made its books")
+			require.NotContains(t, se, "ran without tagalloc's books")
+			want := parseBooks(t, so)
+			require.Len(t, want, 2, "tagged printed its books: %q", so)
+
+			rep, err := reporter.ReadFile(out)
+			require.NoError(t, err)
+			var p *reporter.Process
+			for i := range rep.Processes {
+				if c := rep.Processes[i].Command; len(c) == 2 && filepath.Base(c[0]) == "tagged" {
+					require.Nil(t, p, "one process ran tagged: %+v", rep.Processes)
+					p = &rep.Processes[i]
+				}
+			}
+			require.NotNil(t, p, "the program run as nobody is in the report: %+v", rep.Processes)
+			requireTags(t, *p, want)
+			require.Equal(t, p.Heap.LiveBytes, sumLive(*p))
+			if tc.stacks == "full" {
+				require.NotNil(t, p.Stacks, "its events were drained")
+			}
+		})
+	}
+}
+
+// The run's directory: the library every user can read (0644 in a 0711
+// directory, unless the cache already is), the books directory 0733 when
+// children can switch users (root) and 0700 otherwise; all of it removed
+// when the run ends.
+func TestRunDirModes(t *testing.T) {
+	out, se, code := cli(t, "run", "-q", "--stacks", "off", "-o", filepath.Join(t.TempDir(), "r.json"), "--",
+		"sh", "-c", `lib=${LD_PRELOAD%%:*}; echo "$TAGALLOC_DIR"; echo "$lib"; stat -c '%a' "$TAGALLOC_DIR" "$(dirname "$TAGALLOC_DIR")" "$lib"`)
+	require.Equal(t, 0, code, se)
+	f := strings.Fields(out)
+	require.Len(t, f, 5, "%q", out)
+	books, lib, booksMode, rootMode, libMode := f[0], f[1], f[2], f[3], f[4]
+	root := filepath.Dir(books)
+	require.True(t, strings.HasPrefix(filepath.Base(root), "tagalloc-run-"), root)
+	require.Regexp(t, `^books-[0-9a-f]{32}$`, filepath.Base(books), "a name no one can guess")
+	if os.Geteuid() == 0 {
+		require.Equal(t, "733", booksMode)
+	} else {
+		require.Equal(t, "700", booksMode)
+	}
+	if filepath.Dir(lib) == root {
+		require.Equal(t, "644", libMode)
+		require.Equal(t, "711", rootMode, "others pass through, never list")
+	} else {
+		require.True(t, everyoneCanRead(lib), "the cached library %s, readable by all", lib)
+	}
+	_, err := os.Stat(root)
+	require.True(t, os.IsNotExist(err), "the run's directory is removed: %v", err)
+}

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package main
+
+import "os"
+
+// childrenMaySwitchUser: root may.
+func childrenMaySwitchUser() bool { return os.Geteuid() == 0 }
+
+// noExec: not known off Linux.
+func noExec(dir string) bool { return false }
