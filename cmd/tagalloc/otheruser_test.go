@@ -1,5 +1,6 @@
 // A child of tagalloc run that becomes another user still loads the
-// library and records its books.
+// library and records its books; a child that runs without the library is
+// named in the tree.
 
 package main
 
@@ -7,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -120,4 +122,32 @@ func TestRunDirModes(t *testing.T) {
 	}
 	_, err := os.Stat(root)
 	require.True(t, os.IsNotExist(err), "the run's directory is removed: %v", err)
+}
+
+// A child that runs without the library (LD_PRELOAD removed) is named in
+// the tree, with why; so is one whose library could not make its books in
+// the run's directory, and a static program, when cc can build one (here
+// setuid_exec, forking and waiting for a sleep that is preloaded again).
+// The shell, which made its books, is not.
+func TestRunNamesChildrenWithoutBooks(t *testing.T) {
+	script := `env -u LD_PRELOAD sleep 1; TAGALLOC_DIR=/nonexistent sleep 1.01; true`
+	args := []string{"sh"}
+	static := filepath.Join(publicDir(t, nil), "static_exec") // a short path: the tree cuts commands at 70 bytes
+	b, err := exec.Command("cc", "-O1", "-static", "-o", static, filepath.Join("testdata", "setuid_exec.c")).CombinedOutput()
+	if err == nil {
+		script = `env -u LD_PRELOAD sleep 1; TAGALLOC_DIR=/nonexistent sleep 1.01; "$0" -f "$1" "$2" /bin/sleep 1; true`
+		args = []string{static, strconv.Itoa(os.Getuid()), strconv.Itoa(os.Getgid())}
+	} else {
+		t.Logf("no static program (cc -static: %s)", b)
+	}
+	_, se, code := cli(t, append([]string{"run", "--stacks", "off", "-o", filepath.Join(t.TempDir(), "r.json"), "--", "sh", "-c", script}, args...)...)
+	require.Equal(t, 0, code, se)
+	require.Contains(t, se, "ran without tagalloc's books (their memory is not in this report):")
+	require.Regexp(t, `pid \d+ +\S+ \(uid \d+\): the library was not loaded \(LD_PRELOAD removed, or the library unreadable for its user\)\n    sleep 1\n`, se)
+	require.Regexp(t, `pid \d+ +\S+ \(uid \d+\): the library could not make its books in the run's directory \(it kept them in its memory\)\n    sleep 1\.01\n`, se)
+	if err == nil {
+		require.Regexp(t, `: no dynamic loader \(a static program\): LD_PRELOAD does not reach it\n    \S*static_exec -f \d+ \d+ /bin/sleep 1\n`, se)
+	}
+	require.NotContains(t, se, "    sh -c", "the shell made its books")
+	require.NotContains(t, se, "    /bin/sleep", "the sleep under the static program made its books")
 }

@@ -106,6 +106,7 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 	}
 	res := startResidentPoller(books)
 	defer res.finish()
+	watch := startProcWatch(cmd.Process.Pid, books)
 	var dr *drainer
 	if o.stacks != "off" {
 		dr = startDrainer(books, 20*time.Millisecond, o.historyLimit, newSymbolizer())
@@ -115,6 +116,7 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 		if err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
+			watch.stop()
 			return exitFailure, fmt.Errorf("run: --serve: %w", err)
 		}
 		defer close(stop)
@@ -122,6 +124,7 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 	code, werr := waitForwarding(cmd, sigs)
 	res.exited(cmd.Process.Pid, time.Now())
 	res.finish()
+	seen := watch.stop()
 	prog := newProgress(stderr, isTerminal(stderr))
 	defer prog.end()
 	rep, err := finalReport(books, cmd.ProcessState, dr, res.resident, stderr, prog)
@@ -131,6 +134,7 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 	}
 	if !o.quiet {
 		printSummary(stderr, rep, dr != nil, o.stacks)
+		writeWithoutBooks(stderr, withoutBooks(seen, rep))
 	}
 	prog.step("writing the report", nil, "")
 	saved, err := saveReport(o, cmd.Process.Pid, rep, stdout)
