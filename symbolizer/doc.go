@@ -117,8 +117,9 @@
 // A lookup in a loaded object costs about 0.5 µs (binary searches and a
 // cached name); the first address of a compile unit pays for its line
 // table and function index, the first of a function for its tree of
-// inlined calls, the first of an object for reading it (BenchmarkFrames: 10k addresses of a 1000-function program in 5 ms warm,
-// 20 ms from nothing; libc through its 4 MB debug file, every unit
+// inlined calls, the first of an object for reading it
+// (BenchmarkFrames: 10k addresses of a 1000-function program in 5 ms
+// warm, 20 ms from nothing; libc through its 4 MB debug file, every unit
 // touched, 5 ms warm, 0.4 s from nothing, 0.15 s of it decompressing the
 // DWARF). What is loaded stays in memory until the object leaves the
 // cache: the symbols, and the DWARF sections of files with DWARF, which

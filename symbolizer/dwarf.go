@@ -1,6 +1,7 @@
-// DWARF: which compile unit holds an address (indexed once per object),
-// and per unit, built the first time one of its addresses is asked for, a
-// sorted line table and the tree of functions and their inlined calls.
+// DWARF: which compile unit holds an address (indexed once per object);
+// per unit, built the first time one of its addresses is asked for, a
+// sorted line table and an index of its functions; per function, the
+// first time, the tree of its inlined calls.
 
 package symbolizer
 
@@ -434,7 +435,7 @@ func (x *dwarfIndex) walkTree(r *dwarf.Reader, root *scope, funcs *[]scopeRange)
 	return nil
 }
 
-// load reads the tree of a function found by loadScopes, once.
+// loadTree reads the tree of a function found by loadScopes, once.
 func (x *dwarfIndex) loadTree(s *scope) error {
 	t := s.lazy
 	t.once.Do(func() {
