@@ -36,6 +36,24 @@ func BenchmarkMallocFree64(b *testing.B) {
 	})
 }
 
+// BenchmarkManyTagsPairs: 64-byte Malloc+Free pairs, one goroutine, the
+// tag changing at every pair among 256, 64 blocks live (a ring): blocks
+// of many tags share spans, so their tags are kept per block.
+func BenchmarkManyTagsPairs(b *testing.B) {
+	tags := make([]*Tag, 256)
+	for i := range tags {
+		tags[i] = MustTag(fmt.Sprintf("bench-tags-%d", i))
+	}
+	var ring [64][]byte
+	for i := 0; i < b.N; i++ {
+		Free(ring[i%64])
+		ring[i%64] = tags[i%256].Malloc(64)
+	}
+	for _, r := range ring {
+		Free(r)
+	}
+}
+
 // BenchmarkParallel: Malloc+Free pairs of 64 B on every P; ns/op falls
 // with -cpu if nothing is shared.
 func BenchmarkParallel(b *testing.B) {

@@ -302,6 +302,27 @@ func TestMixedSpanTags(t *testing.T) {
 	}
 	c.Free(s, q, Check(s, q, 64))
 	c.Free(s, p, Check(s, p, 64))
+
+	// A span that carved more than unmixMax blocks stays mixed when it
+	// empties; its blocks still read their own tags.
+	var many []blk
+	for i := 0; i <= unmixMax; i++ {
+		many = append(many, blk{popOrNew(t, c, class, 20), 20})
+	}
+	many = append(many, blk{popOrNew(t, c, class, 21), 21})
+	if SpanOf(many[0].p) != s || s.carved <= unmixMax || s.tag != tagMixed {
+		t.Fatalf("span: carved %d, tag field %d", s.carved, s.tag)
+	}
+	for _, b := range many {
+		c.Free(s, b.p, Check(s, b.p, 64))
+	}
+	p = popOrNew(t, c, class, 22)
+	q = popOrNew(t, c, class, 23)
+	if s.tag != tagMixed || s.TagOf(p) != 22 || s.TagOf(q) != 23 {
+		t.Fatalf("emptied span past unmixMax: tag field %d, tags %d %d, want mixed, 22, 23", s.tag, s.TagOf(p), s.TagOf(q))
+	}
+	c.Free(s, q, Check(s, q, 64))
+	c.Free(s, p, Check(s, p, 64))
 }
 
 // TestTagMapPurged: a mixed span's slot of the tag map goes back to the

@@ -155,10 +155,19 @@ func (s *Span) mixedTag(p unsafe.Pointer) uint32 {
 	return uint32(*s.tagAt((off * s.magic) >> sizeclass.MagicShift))
 }
 
+// unmixMax bounds the blocks a mixed span may have carved to become
+// single-tag again when it empties: mixing it again writes the tags of
+// every carved block, and two tags alternating on a span that empties
+// between them would pay that each time. A span past it stays mixed (a
+// store per Pop, a load per Free) until it goes back to the arena.
+const unmixMax = 256
+
 // noteTag records that p, just handed out by the owner, has tag (the
 // span's tag field said otherwise).
 func (s *Span) noteTag(p unsafe.Pointer, tag uint32) {
-	if s.used == 1 { // p is the only block in use (blocks freed by other caches count until collected)
+	// p is the only block in use (blocks freed by other caches count
+	// until collected): the span takes its tag.
+	if s.used == 1 && (s.tag != tagMixed || s.carved <= unmixMax) {
 		atomic.StoreUint32(&s.tag, tag)
 		return
 	}
