@@ -368,14 +368,14 @@ func topCmd(args []string, stdout, stderr io.Writer) (int, error) {
 func writeTop(w io.Writer, p reporter.Process) {
 	fmt.Fprintf(w, "pid %d  %s  live %s in %s blocks%s  (%s)\n", p.PID, terminalText(strings.Join(p.Command, " ")),
 		humanize.IBytes(p.Heap.LiveBytes), humanize.Comma(int64(p.Heap.LiveBlocks)), topResident(p.Resident), time.Now().Format("15:04:05"))
-	fmt.Fprintf(w, "%12s %7s %12s %12s %12s  %s\n", "LIVE", "%", "BLOCKS", "ALLOCATED", "PEAK>=", "TAG")
+	fmt.Fprintf(w, "%12s %7s %12s %12s %20s  %s\n", "LIVE", "%", "BLOCKS", "ALLOCATED", "PEAK", "TAG")
 	for _, t := range p.Tags {
 		share := 0.0
 		if p.Heap.LiveBytes > 0 {
 			share = 100 * float64(t.LiveBytes) / float64(p.Heap.LiveBytes)
 		}
-		fmt.Fprintf(w, "%12s %6.2f%% %12s %12s %12s  %s\n", humanize.IBytes(t.LiveBytes), share, humanize.Comma(int64(t.LiveBlocks)),
-			humanize.IBytes(t.AllocBytes), humanize.IBytes(t.PeakLiveBytes), terminalText(t.Name))
+		fmt.Fprintf(w, "%12s %6.2f%% %12s %12s %20s  %s\n", humanize.IBytes(t.LiveBytes), share, humanize.Comma(int64(t.LiveBlocks)),
+			humanize.IBytes(t.AllocBytes), t.Peak(), terminalText(t.Name))
 	}
 }
 

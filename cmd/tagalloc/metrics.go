@@ -25,7 +25,9 @@ var (
 	descAlloc      = prometheus.NewDesc("tagalloc_tag_alloc_bytes_total", "Usable bytes ever allocated under the tag (exact).", tagLabels, nil)
 	descAllocN     = prometheus.NewDesc("tagalloc_tag_alloc_blocks_total", "Blocks ever allocated under the tag (exact).", tagLabels, nil)
 	descPeak       = prometheus.NewDesc("tagalloc_tag_peak_live_bytes_lower_bound",
-		"A lower bound of the tag's highest live bytes so far: the library notes the peak at stats queries, every 1024th slow path and thread exits, so a peak between those points is missed. (Where one process keeps two allocators' books, C and Go, their peaks are summed.)", tagLabels, nil)
+		"A lower bound of the tag's highest live bytes so far; the peak is exact when tagalloc_tag_peak_live_bytes_upper_bound equals it. Without that series (Go's package alloc), the highest live total seen at queries and slow paths.", tagLabels, nil)
+	descPeakUpper = prometheus.NewDesc("tagalloc_tag_peak_live_bytes_upper_bound",
+		"An upper bound of the tag's highest live bytes so far (the native library's books: equal to the lower bound while one thread at a time held the tag, about 64 KiB per holding thread above it otherwise).", tagLabels, nil)
 
 	descHeapLive     = prometheus.NewDesc("tagalloc_heap_live_bytes", "Usable bytes of all live heap blocks (the sum over tags).", procLabels, nil)
 	descHeapBlocks   = prometheus.NewDesc("tagalloc_heap_live_blocks", "All live heap blocks.", procLabels, nil)
@@ -41,7 +43,7 @@ var (
 	descRSSPeak      = prometheus.NewDesc("tagalloc_process_resident_peak_bytes", "The highest resident memory of the process's program so far (VmHWM; exec resets it); present only while the process runs.", procLabels, nil)
 	descRSSAnon      = prometheus.NewDesc("tagalloc_process_resident_anon_bytes", "The anonymous part of the process's resident memory (RssAnon); present only while the process runs.", procLabels, nil)
 	descRSSUnique    = prometheus.NewDesc("tagalloc_process_resident_unique_bytes", "The process's resident memory no other process maps (Private_Clean + Private_Dirty of /proc/PID/smaps_rollup; read less often than the others); present only while the process runs and the file can be read.", procLabels, nil)
-	metricsDescsList = []*prometheus.Desc{descLive, descLiveBlocks, descLiveReq, descAlloc, descAllocN, descPeak,
+	metricsDescsList = []*prometheus.Desc{descLive, descLiveBlocks, descLiveReq, descAlloc, descAllocN, descPeak, descPeakUpper,
 		descHeapLive, descHeapBlocks, descMapped, descFreeCached, descSpanFree, descBookkeeping,
 		descSampleRate, descLibLive, descLibLiveN, descLibAlloc,
 		descRSS, descRSSPeak, descRSSAnon, descRSSUnique}
@@ -104,6 +106,9 @@ func collectReport(rep *reporter.Report, ch chan<- prometheus.Metric) {
 			send(descAlloc, prometheus.CounterValue, t.AllocBytes, t.Name)
 			send(descAllocN, prometheus.CounterValue, t.AllocBlocks, t.Name)
 			send(descPeak, prometheus.GaugeValue, t.PeakLiveBytes, t.Name)
+			if t.PeakLiveBytesUpper != nil {
+				send(descPeakUpper, prometheus.GaugeValue, *t.PeakLiveBytesUpper, t.Name)
+			}
 		}
 		h := p.Heap
 		send(descHeapLive, prometheus.GaugeValue, h.LiveBytes)
