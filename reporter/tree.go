@@ -5,6 +5,7 @@ package reporter
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -114,24 +115,7 @@ func (p Process) WriteTree(w io.Writer) error {
 	for _, it := range explicit {
 		fmt.Fprintf(w, "├──%s (%s) ── %s\n", humanize.IBytes(it.Amount), pct(it.Amount, total), termtext.Clean(strings.TrimPrefix(it.Path, "explicit/")))
 	}
-	claims := p.heapClaims()
-	for _, t := range p.Tags {
-		name := "heap/" + termtext.Clean(t.Name)
-		if t.Name == DefaultTag {
-			name = "heap-unclassified"
-		}
-		req := ""
-		if t.LiveRequestedBytes != nil {
-			req = fmt.Sprintf(", %s requested", humanize.IBytes(*t.LiveRequestedBytes))
-		}
-		if c := claims[t.Name]; c > 0 {
-			req += fmt.Sprintf(", less %s claimed by reporters", humanize.IBytes(c))
-		}
-		shown := t.LiveBytes - claims[t.Name]
-		fmt.Fprintf(w, "├──%s (%s) ── %s  [%s blocks%s; %s allocated in all, peak %s]\n",
-			humanize.IBytes(shown), pct(shown, total), name,
-			humanize.Comma(int64(t.LiveBlocks)), req, humanize.IBytes(t.AllocBytes), t.Peak())
-	}
+	p.writeHeapLevels(w, total)
 	fmt.Fprintf(w, "└──%s (%s) -- heap-overhead\n", humanize.IBytes(overhead), pct(overhead, total))
 	fmt.Fprintf(w, "   ├──%s (%s) ── free-cached\n", humanize.IBytes(h.FreeCachedBytes), pct(h.FreeCachedBytes, total))
 	fmt.Fprintf(w, "   └──%s (%s) ── bookkeeping\n", humanize.IBytes(h.BookkeepingBytes), pct(h.BookkeepingBytes, total))
@@ -150,4 +134,103 @@ func (p Process) WriteTree(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// writeHeapLevels writes the tags' lines of the explicit tree: the
+// untagged bytes as heap-unclassified, and the other tags nested by path
+// under heap/ (docs/tag-trees.md), each level with the exact sums of the
+// tags under it, and a peak for a tag alone.
+func (p Process) writeHeapLevels(w io.Writer, total uint64) {
+	claims := p.heapClaims()
+	untagged := -1
+	for i, t := range p.Tags {
+		if t.Name == DefaultTag && untagged < 0 {
+			untagged = i
+		}
+	}
+	levels := buildTagTree(tagNames(p.Tags), func(i int) bool { return i == untagged }, true)
+	tw := treeWriter{w: w, p: &p, claims: claims, total: total}
+	for k := 0; k <= len(levels); k++ {
+		// heap-unclassified where the untagged tag is in the books' order
+		if untagged >= 0 && (k == len(levels) || levels[k].first > untagged) {
+			tw.tag(untagged, "│  ", "├──", "heap-unclassified")
+			untagged = -1
+		}
+		if k < len(levels) {
+			tw.level(levels[k], "│  ", "├──", "heap/"+termtext.Clean(levels[k].Name))
+		}
+	}
+}
+
+// treeWriter writes a process's tag levels.
+type treeWriter struct {
+	w      io.Writer
+	p      *Process
+	claims map[string]uint64
+	total  uint64
+}
+
+// tag writes the line of one tag, as a leaf; indent is what the lines
+// under it would start with (none).
+func (tw treeWriter) tag(i int, _, branch, name string) {
+	t := tw.p.Tags[i]
+	req := ""
+	if t.LiveRequestedBytes != nil {
+		req = fmt.Sprintf(", %s requested", humanize.IBytes(*t.LiveRequestedBytes))
+	}
+	c := tw.claims[t.Name]
+	if c > 0 {
+		req += fmt.Sprintf(", less %s claimed by reporters", humanize.IBytes(c))
+	}
+	shown := t.LiveBytes - c
+	fmt.Fprintf(tw.w, "%s%s (%s) ── %s  [%s blocks%s; %s allocated in all, peak %s]\n",
+		branch, humanize.IBytes(shown), pct(shown, tw.total), name,
+		humanize.Comma(int64(t.LiveBlocks)), req, humanize.IBytes(t.AllocBytes), t.Peak())
+}
+
+// level writes a level and, under it, its children. A level that is one
+// tag is that tag's line; a level of several tags (above others, or one
+// name given twice) has their sums and no peak: the peak of a sum is not
+// the sum of the peaks.
+func (tw treeWriter) level(l *TagLevel, indent, branch, name string) {
+	if i, ok := l.Tag(); ok {
+		tw.tag(i, indent, branch, name)
+		return
+	}
+	var shown, blocks, alloc, claimed, req uint64
+	reqKnown := true
+	l.Each(func(i int) {
+		t := &tw.p.Tags[i]
+		c := min(tw.claims[t.Name], t.LiveBytes)
+		shown = addSat64(shown, t.LiveBytes-c)
+		claimed = addSat64(claimed, c)
+		blocks = addSat64(blocks, t.LiveBlocks)
+		alloc = addSat64(alloc, t.AllocBytes)
+		if t.LiveRequestedBytes == nil {
+			reqKnown = false
+		} else {
+			req = addSat64(req, *t.LiveRequestedBytes)
+		}
+	})
+	note := ""
+	if reqKnown {
+		note = fmt.Sprintf(", %s requested", humanize.IBytes(req))
+	}
+	if claimed > 0 {
+		note += fmt.Sprintf(", less %s claimed by reporters", humanize.IBytes(claimed))
+	}
+	sep, peak := "--", ""
+	if l.Leaf() { // one name, several tags (a report that repeats a name)
+		sep, peak = "──", fmt.Sprintf(", %d tags of this name: no peak", len(l.Tags))
+	}
+	fmt.Fprintf(tw.w, "%s%s (%s) %s %s  [%s blocks%s; %s allocated in all%s]\n",
+		branch, humanize.IBytes(shown), pct(shown, tw.total), sep, name,
+		humanize.Comma(int64(min(blocks, math.MaxInt64))), note, humanize.IBytes(alloc), peak)
+	for k, c := range l.Children {
+		b, next := "├──", "│  "
+		if k == len(l.Children)-1 {
+			b, next = "└──", "   "
+		}
+		tw.level(c, indent+next, indent+b, termtext.Clean(c.Name))
+	}
 }

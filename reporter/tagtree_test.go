@@ -1,0 +1,245 @@
+package reporter
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/dustin/go-humanize"
+	"github.com/stretchr/testify/require"
+)
+
+func TestTagPath(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{
+		{"gfx", []string{"gfx"}},
+		{"gfx/webgl/textures", []string{"gfx", "webgl", "textures"}},
+		{"a.b/c..d/...", []string{"a.b", "c..d", "..."}},
+		{"a//b", nil},
+		{"/a", nil},
+		{"a/", nil},
+		{"/", nil},
+		{"", nil},
+		{"a/../b", nil},
+		{"..", nil},
+		{"a/./b", nil},
+	} {
+		got, ok := TagPath(tc.name)
+		require.Equal(t, tc.want != nil, ok, "%q", tc.name)
+		require.Equal(t, tc.want, got, "%q", tc.name)
+	}
+	require.Equal(t, 32, MaxTagDepth, "a 63-byte name has at most 32 components")
+	deepest := strings.Repeat("a/", MaxTagDepth-1) + "a"
+	require.Len(t, deepest, MaxTagLen)
+	c, ok := TagPath(deepest)
+	require.True(t, ok)
+	require.Len(t, c, MaxTagDepth)
+}
+
+// nestedTags: a tag that is both a leaf and a level above others (gfx), a
+// chain of single children (gfx/webgl/textures), a name given twice, the
+// untagged bytes, and names that are not paths (flat).
+func nestedTags() []Tag {
+	u := func(n uint64) *uint64 { return &n }
+	tag := func(name string, live, blocks, alloc uint64) Tag {
+		return Tag{Name: name, LiveBytes: live, LiveBlocks: blocks, AllocBytes: alloc, AllocBlocks: blocks * 2,
+			PeakLiveBytes: live + 7, PeakLiveBytesUpper: u(live + 7), LiveRequestedBytes: u(live - blocks)}
+	}
+	return []Tag{
+		tag("gfx/webgl/textures", 4<<20, 40, 9<<20),
+		tag("untagged", 1<<20, 100, 5<<20),
+		tag("gfx", 1<<20, 10, 2<<20),
+		tag("net/cache", 3<<20, 30, 3<<20),
+		tag("gfx/webgl/buffers", 2<<20, 20, 2<<20),
+		tag("gfx/layers", 512<<10, 5, 1<<20),
+		tag("net/socket", 256<<10, 3, 300<<10),
+		tag("a//b", 1000, 1, 1000),
+		tag("/lead", 2000, 2, 2000),
+		tag("trail/", 3000, 3, 3000),
+		tag("x/../y", 4000, 4, 4000),
+		tag("net/cache", 10, 1, 20), // a second tag of that name
+	}
+}
+
+// levelsText is a tree as "depth name path tags", one level a line.
+func levelsText(levels []*TagLevel) string {
+	var b strings.Builder
+	for _, top := range levels {
+		top.Walk(func(l *TagLevel, d int) {
+			fmt.Fprintf(&b, "%s%s [%s] %v\n", strings.Repeat("  ", d), l.Name, l.Path, l.Tags)
+		})
+	}
+	return b.String()
+}
+
+func TestTagTreeShape(t *testing.T) {
+	tags := nestedTags()
+	names := tagNames(tags)
+	require.Equal(t, `gfx [gfx] []
+  webgl [gfx/webgl] []
+    textures [gfx/webgl/textures] [0]
+    buffers [gfx/webgl/buffers] [4]
+  (own) [gfx] [2]
+  layers [gfx/layers] [5]
+untagged [untagged] [1]
+net [net] []
+  cache [net/cache] [3 11]
+  socket [net/socket] [6]
+a//b [a//b] [7]
+/lead [/lead] [8]
+trail/ [trail/] [9]
+x/../y [x/../y] [10]
+`, levelsText(buildTagTree(names, nil, false)), "every level, siblings in the order their first tag appears")
+
+	// merged, as about:memory shows a level with one child
+	require.Equal(t, "x [x] []\n  y/z [x/y/z] [0]\n  w [x/w] [1]\n", levelsText(TagTree([]string{"x/y/z", "x/w"})))
+	require.Equal(t, "a/b/c [a/b/c] [0]\n", levelsText(TagTree([]string{"a/b/c"})))
+	require.Equal(t, "a [a] []\n  (own) [a] [0]\n  b/c [a/b/c] [1]\n", levelsText(TagTree([]string{"a", "a/b/c"})))
+	// a real component named like the own child
+	require.Equal(t, "a [a] []\n  (own) [a/(own)] [0]\n  (own 2) [a] [1]\n", levelsText(TagTree([]string{"a/(own)", "a"})))
+}
+
+// Every level's figures are the exact sums of the tags at and under it,
+// on random trees; a level of one tag is that tag.
+func TestTagTreeSumsExact(t *testing.T) {
+	rnd := rand.New(rand.NewSource(1))
+	comps := []string{"a", "b", "c", "(own)", "a b"}
+	for round := 0; round < 200; round++ {
+		var tags []Tag
+		for i := rnd.Intn(30); i >= 0; i-- {
+			var parts []string
+			for d := rnd.Intn(5); d >= 0; d-- {
+				parts = append(parts, comps[rnd.Intn(len(comps))])
+			}
+			name := strings.Join(parts, "/")
+			if rnd.Intn(10) == 0 {
+				name += "/" // not a path: flat
+			}
+			live := uint64(rnd.Intn(1 << 20))
+			tags = append(tags, Tag{Name: name, LiveBytes: live, LiveBlocks: uint64(rnd.Intn(100)), AllocBytes: live + uint64(rnd.Intn(1<<20)), AllocBlocks: uint64(rnd.Intn(1000))})
+		}
+		for _, merge := range []bool{false, true} {
+			levels := buildTagTree(tagNames(tags), nil, merge)
+			seen := map[int]int{}
+			for _, top := range levels {
+				top.Walk(func(l *TagLevel, _ int) {
+					for _, i := range l.Tags {
+						seen[i]++
+					}
+					// the level's sums, from the tags whose names it covers
+					var want TagTotals
+					for _, tg := range tags {
+						under := tg.Name == l.Path // a leaf: the tags of its name
+						if !l.Leaf() {             // a level: every path at or under its own
+							_, ok := TagPath(tg.Name)
+							under = ok && (tg.Name == l.Path || strings.HasPrefix(tg.Name, l.Path+"/"))
+						}
+						if under {
+							want.Tags++
+							want.LiveBytes += tg.LiveBytes
+							want.LiveBlocks += tg.LiveBlocks
+							want.AllocBytes += tg.AllocBytes
+							want.AllocBlocks += tg.AllocBlocks
+						}
+					}
+					got := l.Totals(tags)
+					require.Equal(t, want.Tags, got.Tags, "tags under %q", l.Path)
+					require.Equal(t, want.LiveBytes, got.LiveBytes, "live bytes of %q", l.Path)
+					require.Equal(t, want.LiveBlocks, got.LiveBlocks, "live blocks of %q", l.Path)
+					require.Equal(t, want.AllocBytes, got.AllocBytes, "allocated bytes of %q", l.Path)
+					require.Equal(t, want.AllocBlocks, got.AllocBlocks, "allocated blocks of %q", l.Path)
+					// and the children's sums add up to the level's
+					if !l.Leaf() {
+						var sum uint64
+						for _, c := range l.Children {
+							sum += c.Totals(tags).LiveBytes
+						}
+						require.Equal(t, got.LiveBytes, sum, "children of %q", l.Path)
+						require.Empty(t, l.Tags, "a level above tags holds none itself")
+					}
+				})
+			}
+			for i := range tags {
+				require.Equal(t, 1, seen[i], "tag %d (%q) is in the tree once", i, tags[i].Name)
+			}
+		}
+	}
+}
+
+func nestedProcess() Process {
+	p := Process{PID: 7, Command: []string{"game"}, Ended: "exited", Tags: nestedTags(),
+		Heap: Heap{FreeCachedBytes: 1 << 20, BookkeepingBytes: 256 << 10, MappedBytes: 64 << 20}}
+	for _, t := range p.Tags {
+		p.Heap.LiveBytes += t.LiveBytes
+		p.Heap.LiveBlocks += t.LiveBlocks
+		p.Heap.AllocBytes += t.AllocBytes
+		p.Heap.AllocBlocks += t.AllocBlocks
+	}
+	p.Reports = items(p)
+	return p
+}
+
+// The tree nests tags by path under heap/: each level's line has the
+// exact sums of the tags under it and no peak; a tag alone has its peak;
+// a tag that is also a level shows its own bytes as "(own)"; names that
+// are not paths stay flat.
+func TestTreeNestsTags(t *testing.T) {
+	p := nestedProcess()
+	var b bytes.Buffer
+	require.NoError(t, p.WriteTree(&b))
+	tree := b.String()
+	golden(t, "tree-nested.golden", b.Bytes())
+
+	line := func(re string) string {
+		t.Helper()
+		m := regexp.MustCompile(`(?m)^` + re + `$`).FindString(tree)
+		require.NotEmpty(t, m, "no line matches %s in\n%s", re, tree)
+		return m
+	}
+	gfx := uint64(4<<20 + 1<<20 + 2<<20 + 512<<10)
+	line(`├──` + regexp.QuoteMeta(humanize.IBytes(gfx)) + ` \(\d+\.\d\d%\) -- heap/gfx  \[75 blocks, [^;]+ requested; 14 MiB allocated in all\]`)
+	line(`│  ├──6\.0 MiB \(\d+\.\d\d%\) -- webgl  \[60 blocks, .*; 11 MiB allocated in all\]`)
+	line(`│  │  ├──4\.0 MiB \(\d+\.\d\d%\) ── textures  \[40 blocks, .*; 9\.0 MiB allocated in all, peak 4\.0 MiB\]`)
+	line(`│  │  └──2\.0 MiB \(\d+\.\d\d%\) ── buffers  \[.*peak 2\.0 MiB\]`)
+	line(`│  ├──1\.0 MiB \(\d+\.\d\d%\) ── \(own\)  \[10 blocks.*peak 1\.0 MiB\]`)
+	line(`│  └──512 KiB \(\d+\.\d\d%\) ── layers  \[5 blocks.*peak 512 KiB\]`)
+	line(`├──1\.0 MiB \(\d+\.\d\d%\) ── heap-unclassified  \[100 blocks.*peak 1\.0 MiB\]`)
+	line(`├──3\.3 MiB \(\d+\.\d\d%\) -- heap/net  \[34 blocks.*\]`)
+	line(`│  ├──3\.0 MiB \(\d+\.\d\d%\) ── cache  \[31 blocks.*2 tags of this name: no peak\]`)
+	line(`├──1000 B \(\d+\.\d\d%\) ── heap/a//b  \[1 blocks.*peak 1007 B\]`)
+	line(`├──2.0 KiB \(\d+\.\d\d%\) ── heap//lead  \[.*\]`)
+	line(`├──2.9 KiB \(\d+\.\d\d%\) ── heap/trail/  \[.*\]`)
+	line(`├──3.9 KiB \(\d+\.\d\d%\) ── heap/x/../y  \[.*\]`)
+	for _, l := range strings.Split(tree, "\n") {
+		if strings.Contains(l, " -- heap/") || strings.Contains(l, " -- webgl") {
+			require.NotContains(t, l, "peak", "a level's line shows no peak: %s", l)
+		}
+	}
+	// the explicit total is unchanged by the nesting
+	require.Contains(t, tree, humanize.IBytes(p.Heap.LiveBytes+p.Heap.FreeCachedBytes+p.Heap.BookkeepingBytes)+" (100.00%) -- explicit")
+}
+
+// Hostile names in the tree: control characters and bidi overrides print
+// as '?', at every level.
+func TestTreeHostileNestedNames(t *testing.T) {
+	p := Process{PID: 1, Command: []string{"x"}, Tags: []Tag{
+		{Name: "\x1b[2J/\u202eevil/x", LiveBytes: 10, AllocBytes: 10},
+		{Name: "\x1b[2J/b\x07", LiveBytes: 20, AllocBytes: 20},
+		{Name: "bad\xff//\n", LiveBytes: 30, AllocBytes: 30},
+	}}
+	var b bytes.Buffer
+	require.NoError(t, p.WriteTree(&b))
+	out := b.String()
+	for _, bad := range []string{"\x1b", "\u202e", "\x07", "\xff", "\n\n"} {
+		require.NotContains(t, out, bad)
+	}
+	require.Contains(t, out, "-- heap/?[2J  [")
+	require.Contains(t, out, "── ?evil/x  [")
+	require.Contains(t, out, "── b?  [")
+	require.Contains(t, out, "── heap/bad?//?  [")
+}
