@@ -72,7 +72,6 @@ func TestRunChildAsAnotherUser(t *testing.T) {
 			require.Equal(t, 7, code, "stdout %q stderr %s", so, se)
 			require.NotContains(t, se, "cannot be preloaded", "the loader found the library")
 			require.NotContains(t, se, "TAGALLOC_DIR", "the library made its books")
-			require.NotContains(t, se, "ran without tagalloc's books")
 			want := parseBooks(t, so)
 			require.Len(t, want, 2, "tagged printed its books: %q", so)
 

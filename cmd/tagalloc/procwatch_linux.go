@@ -193,6 +193,8 @@ func (w *procWatch) look(img *progImage) {
 		return
 	case m.files == 0:
 		return // no file mapped, not even the program: exiting (its memory gone) or in its exec; no look
+	case m.inherited:
+		return // another process's books: a child of vfork, or of fork before it made its own; no look
 	}
 	command := img.command
 	if command == nil {
@@ -227,6 +229,7 @@ func (w *procWatch) look(img *progImage) {
 type mapsSeen struct {
 	files                      int  // file mappings
 	books, lib, loader, others bool // as progImage's
+	inherited                  bool // the books file of another process of the run
 }
 
 // scanMaps reads the map of pid.
@@ -253,6 +256,8 @@ func (w *procWatch) scanMaps(pid int) (mapsSeen, error) {
 		case strings.HasPrefix(path, prefix) && strings.Contains(path[len(prefix)-1:], ".tagalloc"): // PID.tagalloc, PID.go.tagalloc, and .new while it is made
 			m.books = true
 			return m, nil
+		case strings.HasPrefix(path, w.books+"/") && strings.Contains(path, ".tagalloc"):
+			m.inherited = true
 		case strings.HasPrefix(base, "libtagalloc.so"):
 			m.lib = true
 		case strings.HasPrefix(base, "ld-linux") || strings.HasPrefix(base, "ld-musl") || strings.HasPrefix(base, "ld.so"):
