@@ -38,8 +38,8 @@ func (t *Tag) Malloc(n int) []byte {
 		if s := pinned(procPin()); s != nil {
 			raceAcquire(unsafe.Pointer(s))
 			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
+				ctr := &ch[t.id%ctrChunkTags]
 				if p, _ := s.bins.Pop(c, t.id); p != nil {
-					ctr := ch[t.id%ctrChunkTags]
 					tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
 					tagtable.Add(&ctr.AllocBlocks, 1)
 					tagtable.Add(&ctr.AllocReq, uint64(n))
@@ -64,8 +64,8 @@ func (t *Tag) Calloc(n int) []byte {
 		if s := pinned(procPin()); s != nil {
 			raceAcquire(unsafe.Pointer(s))
 			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
+				ctr := &ch[t.id%ctrChunkTags]
 				if p, zero := s.bins.Pop(c, t.id); p != nil {
-					ctr := ch[t.id%ctrChunkTags]
 					tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
 					tagtable.Add(&ctr.AllocBlocks, 1)
 					tagtable.Add(&ctr.AllocReq, uint64(n))
@@ -188,16 +188,24 @@ func Free(b []byte) {
 		freeBig(sp, p, uint64(cap(b)))
 		return
 	}
-	id := sp.TagOf(p) // the block's: read before it can be handed out again
 	if s := pinned(procPin()); s != nil {
 		raceAcquire(unsafe.Pointer(s))
-		if ch := s.ctrs[id/ctrChunkTags&127].Load(); ch != nil && s.cache.FreeFast(sp, p, uintptr(cap(b))) {
-			ctr := ch[id%ctrChunkTags]
-			tagtable.Add(&ctr.FreeBytes, uint64(sp.BlockSize()))
-			tagtable.Add(&ctr.FreeBlocks, 1)
-			tagtable.Add(&ctr.FreeReq, uint64(cap(b)))
+		if s.cache.FreeFast(sp, p, uintptr(cap(b))) {
+			// The block is on this P's free list now, and only this P
+			// (pinned here) hands it out again: its tag still reads.
+			id := sp.TagOf(p)
+			if ch := s.ctrs[id/ctrChunkTags&127].Load(); ch != nil {
+				ctr := &ch[id%ctrChunkTags]
+				tagtable.Add(&ctr.FreeBytes, uint64(sp.BlockSize()))
+				tagtable.Add(&ctr.FreeBlocks, 1)
+				tagtable.Add(&ctr.FreeReq, uint64(cap(b)))
+				raceRelease(unsafe.Pointer(s))
+				procUnpin()
+				return
+			}
 			raceRelease(unsafe.Pointer(s))
 			procUnpin()
+			countFree(id, uint64(sp.BlockSize()), uint64(cap(b))) // the tag's first use on this shard
 			return
 		}
 		raceRelease(unsafe.Pointer(s))
@@ -206,12 +214,23 @@ func Free(b []byte) {
 	freeSmallSlow(sp, p, uint64(cap(b)))
 }
 
+// countFree debits a freed block from tag id's books, on whichever shard
+// the caller is on (Free's fast path when the shard had no counters for
+// the tag yet).
+func countFree(id uint32, usable, req uint64) {
+	s, ctr := acquireFor(id)
+	tagtable.Add(&ctr.FreeBytes, usable)
+	tagtable.Add(&ctr.FreeBlocks, 1)
+	tagtable.Add(&ctr.FreeReq, req)
+	s.release()
+}
+
 // freeSmallSlow is Free's slow path for small blocks: misuse checks
 // (which panic), debug mode, lists to update, spans to release, first use
 // of the tag on this shard.
 func freeSmallSlow(sp *arena.Span, p unsafe.Pointer, req uint64) {
 	off := arena.Check(sp, p, uintptr(req))
-	s, ctr := acquireFor(sp.TagOf(p))
+	s, ctr := acquireFor(sp.TagOf(p)) // the block's tag, read before it can be handed out again
 	ok := s.cache.Free(sp, p, off)
 	if ok {
 		tagtable.Add(&ctr.FreeBytes, uint64(sp.BlockSize()))

@@ -25,20 +25,22 @@ const (
 // goroutine is pinned to it) or the shared one (under its lock). Its
 // spans are per size class, whatever the tags of their blocks (the arena
 // keeps each block's tag out of line): a tag costs a shard counters, in
-// chunks of ctrChunk tags made at the first use of one of them here.
+// chunks of ctrChunkTags tags made at the first use of one of them here.
 type shard struct {
 	cache  *arena.Cache
-	bins   *arena.Bins      // the cache's, for the fast path
-	thread *tagtable.Thread // its record in the region (nil without one)
+	bins   *arena.Bins                   // the cache's, for the fast path
+	ctrs   [128]atomic.Pointer[ctrChunk] // per chunk of tag ids (id/ctrChunkTags; 128 chunks > tagSlots, so id/64&127 needs no bounds check)
+	thread *tagtable.Thread              // its record in the region (nil without one)
 	shared bool
-	mu     sync.Mutex                    // the shared shard's exclusivity
-	ctrs   [128]atomic.Pointer[ctrChunk] // per chunk of tag ids (id/ctrChunk; 128 > tagSlots/ctrChunk, so id>>6&127 needs no bounds check)
+	mu     sync.Mutex // the shared shard's exclusivity
 }
 
-// ctrChunk is a shard's counters of ctrChunk consecutive tag ids: in the
-// region (the thread record's chunk), or private without one. Each is
-// written by this shard only; a tag's figures are the sums over shards.
-type ctrChunk [ctrChunkTags]*tagtable.Counters
+// ctrChunk is a shard's counters of ctrChunkTags consecutive tag ids,
+// written by this shard only (a tag's figures are the sums over shards):
+// the region thread record's chunk, which has this layout, or private
+// ones without a region. The fast paths find a tag's counters by address
+// arithmetic, without loading a pointer.
+type ctrChunk [ctrChunkTags]tagtable.Counters
 
 const ctrChunkTags = 64
 
@@ -46,7 +48,7 @@ const ctrChunkTags = 64
 // made yet (prepare).
 func (s *shard) counters(id uint32) *tagtable.Counters {
 	if ch := s.ctrs[id/ctrChunkTags&127].Load(); ch != nil {
-		return ch[id%ctrChunkTags]
+		return &ch[id%ctrChunkTags]
 	}
 	return nil
 }
@@ -185,10 +187,6 @@ func acquireFor(id uint32) (*shard, *tagtable.Counters) {
 	}
 }
 
-// ctrSink takes the counts of ids past the last tag (a chunk's tail): none
-// are ever charged, since no block has such a tag.
-var ctrSink tagtable.Counters
-
 // prepare makes shard s's counters of tag id's chunk. It needs no
 // exclusivity over s (the chunk is published by a store, under state.mu
 // so two goroutines cannot both make it), but the region's lock and Go
@@ -201,23 +199,22 @@ func (s *shard) prepare(id uint32) {
 	if s.ctrs[k].Load() != nil {
 		return
 	}
-	ch := new(ctrChunk)
-	var private *[ctrChunkTags]tagtable.Counters // without a region, or if it is full
-	for i := range ch {
-		t := k*ctrChunkTags + uint32(i)
-		if t >= tagSlots {
-			ch[i] = &ctrSink
-			continue
-		}
-		if s.thread != nil {
-			ch[i], _ = s.thread.Counters(t)
-		}
-		if ch[i] == nil {
-			if private == nil {
-				private = new([ctrChunkTags]tagtable.Counters) // summed by TagStats all the same
+	var ch *ctrChunk
+	if s.thread != nil {
+		// The record's chunk: the counters of its first and last tag
+		// (past tagSlots, the tail of the last chunk is never charged)
+		// must be where the layout puts them.
+		first, err1 := s.thread.Counters(k * ctrChunkTags)
+		last, err2 := s.thread.Counters(min(k*ctrChunkTags+ctrChunkTags-1, tagSlots-1))
+		if err1 == nil && err2 == nil {
+			ch = (*ctrChunk)(unsafe.Pointer(first))
+			if i := min(ctrChunkTags-1, tagSlots-1-k*ctrChunkTags); &ch[i] != last {
+				panic("alloc: the books region's counter chunks are not laid out as alloc expects")
 			}
-			ch[i] = &private[i]
 		}
+	}
+	if ch == nil {
+		ch = new(ctrChunk) // no region, or it is full: private, summed by TagStats all the same
 	}
 	s.ctrs[k].Store(ch)
 }

@@ -166,9 +166,11 @@ const unmixMax = 256
 // span's tag field said otherwise).
 func (s *Span) noteTag(p unsafe.Pointer, tag uint32) {
 	// p is the only block in use (blocks freed by other caches count
-	// until collected): the span takes its tag.
+	// until collected): the span takes its tag. No Free reads the field
+	// meanwhile (none holds a block of s), so a plain store will do: p's
+	// Free sees it through whatever handed p over.
 	if s.used == 1 && (s.tag != tagMixed || s.carved <= unmixMax) {
-		atomic.StoreUint32(&s.tag, tag)
+		s.tag = tag
 		return
 	}
 	if old := s.tag; old != tagMixed {
