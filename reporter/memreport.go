@@ -72,10 +72,47 @@ const (
 	memRequested  = "tagalloc-requested-bytes/"
 )
 
-// memName makes a tag name one node of a path: about:memory splits paths
-// at '/', and shows '\' as '/', so Firefox writes a URL's '/' as '\'; so
-// do we. (A tag holding a '\' of its own shows with a '/'.)
-func memName(tag string) string { return strings.ReplaceAll(tag, "/", `\`) }
+// memPaths are the tags' paths in an about:memory tree, by tag index:
+// a tag's name nests by path (gfx/webgl/textures, docs/tag-trees.md),
+// since about:memory makes its trees from a path's '/'. A tag that is
+// also a level above others reports its own bytes as the child OwnLevel:
+// about:memory refuses a report that is both a leaf and a node. A name
+// that is not a path (TagPath) is one node, its '/' written '\' as
+// Firefox writes a URL's (about:memory shows '\' as '/'). Two siblings
+// that would write the same name (a flat "a/" and a tag "a\", which
+// about:memory would both show as a/; names that differ only in invalid
+// UTF-8, which JSON writes as U+FFFD) are told apart by " (2)", " (3)",
+// ...; each report's description has the tag's real name. Tags for
+// which skip is true have no path.
+func memPaths(tags []Tag, skip func(i int) bool) map[int]string {
+	out := map[int]string{}
+	var walk func(l *TagLevel, prefix string, used map[string]bool)
+	walk = func(l *TagLevel, prefix string, used map[string]bool) {
+		// as JSON will write it: invalid UTF-8 becomes U+FFFD
+		base := strings.ToValidUTF8(strings.ReplaceAll(l.Name, "/", `\`), "\uFFFD")
+		if base == "" {
+			base = "(empty)" // no report has one (Read refuses it); about:memory refuses an empty name
+		}
+		name := base
+		for n := 2; used[name]; n++ {
+			name = fmt.Sprintf("%s (%d)", base, n)
+		}
+		used[name] = true
+		path := prefix + name
+		for _, i := range l.Tags {
+			out[i] = path
+		}
+		kids := map[string]bool{}
+		for _, c := range l.Children {
+			walk(c, path+"/", kids)
+		}
+	}
+	top := map[string]bool{}
+	for _, l := range buildTagTree(tagNames(tags), skip, false) {
+		walk(l, "", top)
+	}
+	return out
+}
 
 // memProcess names a process as Firefox does ("web (pid 1234)"): its
 // program and pid. about:memory's diff matches processes by this name with
@@ -90,7 +127,8 @@ func memProcess(p Process) string {
 
 // MemoryReport maps the report to about:memory's form. Per process:
 //
-//	explicit/heap/TAG                   heap     bytes  live bytes of each tag but untagged
+//	explicit/heap/TAG                   heap     bytes  live bytes of each tag but untagged, nested
+//	                                                    by path (memPaths): explicit/heap/gfx/webgl
 //	heap-allocated                      other    bytes  live bytes over all tags; about:memory shows
 //	                                                    heap-allocated - (the heap reports above) as
 //	                                                    explicit/heap-unclassified: the untagged bytes
@@ -133,13 +171,14 @@ func memReports(p Process) ([]MemReport, error) {
 	}
 	var heapAllocated uint64
 	claims := p.heapClaims() // reporters' heap items come out of the tags' lines
-	for _, t := range p.Tags {
+	heapPaths := memPaths(p.Tags, func(i int) bool { return p.Tags[i].Name == DefaultTag })
+	for i, t := range p.Tags {
 		if heapAllocated+t.LiveBytes < heapAllocated {
 			return nil, errors.New("live bytes over all tags overflow")
 		}
 		heapAllocated += t.LiveBytes
 		if t.Name != DefaultTag {
-			add("explicit/heap/"+memName(t.Name), MemKindHeap, MemUnitsBytes, t.LiveBytes-claims[t.Name],
+			add("explicit/heap/"+heapPaths[i], MemKindHeap, MemUnitsBytes, t.LiveBytes-claims[t.Name],
 				fmt.Sprintf("Live heap blocks tagged %q (usable bytes).", t.Name))
 		}
 	}
@@ -163,8 +202,9 @@ func memReports(p Process) ([]MemReport, error) {
 			add(r.Path, r.Kind, r.Units, uint64(r.Amount), r.Description)
 		}
 	}
-	for _, t := range p.Tags {
-		name := memName(t.Name)
+	tagPaths := memPaths(p.Tags, nil) // the trees of every tag, untagged's too
+	for i, t := range p.Tags {
+		name := tagPaths[i]
 		of := fmt.Sprintf("tagged %q", t.Name)
 		if t.Name == DefaultTag {
 			of = "allocated while no tag was set"

@@ -118,7 +118,7 @@ func TestMemoryReportAsAboutMemoryReadsIt(t *testing.T) {
 	require.Equal(t, float64(1024), procs["helper (pid 43)"].heapAllocated)
 	require.Zero(t, procs["helper (pid 43)"].heapTotal, "all of the helper is unclassified")
 
-	require.True(t, leaves[`app (pid 42) explicit/heap/img\decode`], "a '/' in a tag name is written '\\', as Firefox writes URLs")
+	require.True(t, leaves["app (pid 42) explicit/heap/img/decode"], "a tag's path nests: img/decode is decode under img")
 	require.True(t, leaves["app (pid 42) explicit/go/heap/objects"], "the reporters' items as they are")
 	require.False(t, leaves["app (pid 42) explicit/heap-unclassified"], "about:memory computes it")
 	require.True(t, leaves["app (pid 42) tagalloc-requested-bytes/webgl-contexts"])

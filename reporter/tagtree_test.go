@@ -243,3 +243,182 @@ func TestTreeHostileNestedNames(t *testing.T) {
 	require.Contains(t, out, "── b?  [")
 	require.Contains(t, out, "── heap/bad?//?  [")
 }
+
+// memTree sums a memory-report's reports per node, as aboutMemory.js
+// builds its trees from the paths: path -> amount, for every node (each
+// prefix of a report's path).
+func memTree(f *MemReportFile, proc string) map[string]int64 {
+	sums := map[string]int64{}
+	for _, r := range f.Reports {
+		if r.Process != proc {
+			continue
+		}
+		for i := range r.Path {
+			if r.Path[i] == '/' {
+				sums[r.Path[:i]] += r.Amount
+			}
+		}
+		sums[r.Path] += r.Amount
+	}
+	return sums
+}
+
+// about:memory's export nests tags by path (explicit/heap/gfx/webgl/...),
+// a tag that is also a level reports its own bytes as (own), names that
+// are not paths stay one node with '\' for '/', and every node's amount,
+// summed as about:memory sums it, is the level's exact total.
+func TestMemoryReportNestsTags(t *testing.T) {
+	p := nestedProcess()
+	r := &Report{Schema: Schema, Processes: []Process{p}}
+	f, err := r.MemoryReport()
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, r.WriteMemoryReport(&buf))
+	require.NoError(t, CheckMemoryReport(buf.Bytes()), "about:memory loads it")
+
+	paths := map[string]bool{}
+	for _, rep := range f.Reports {
+		paths[rep.Path] = true
+	}
+	for _, want := range []string{
+		"explicit/heap/gfx/webgl/textures", "explicit/heap/gfx/webgl/buffers", "explicit/heap/gfx/(own)", "explicit/heap/gfx/layers",
+		"explicit/heap/net/cache", "explicit/heap/net/socket",
+		`explicit/heap/a\\b`, `explicit/heap/\lead`, `explicit/heap/trail\`, `explicit/heap/x\..\y`,
+		"tagalloc-live-blocks/gfx/(own)", "tagalloc-alloc-bytes/gfx/webgl/textures", "tagalloc-live-blocks/untagged",
+		"tagalloc-requested-bytes/net/cache", "tagalloc-alloc-blocks/x\\..\\y",
+	} {
+		require.True(t, paths[want], "no report at %s", want)
+	}
+	require.False(t, paths["explicit/heap/gfx"], "gfx is a node, its own bytes a child")
+	require.False(t, paths["explicit/heap/untagged"], "about:memory works out heap-unclassified")
+
+	sums := memTree(f, memProcess(p))
+	levels := buildTagTree(tagNames(p.Tags), nil, false)
+	for _, top := range levels {
+		top.Walk(func(l *TagLevel, _ int) {
+			if _, ok := TagPath(l.Path); !ok {
+				return // a flat name: its node is the escaped name (above)
+			}
+			tot := l.Totals(p.Tags)
+			node := l.Path
+			if l.Name == OwnLevel {
+				node += "/" + OwnLevel
+			}
+			require.Equal(t, int64(tot.LiveBlocks), sums["tagalloc-live-blocks/"+node], "live blocks of %s", node)
+			require.Equal(t, int64(tot.AllocBlocks), sums["tagalloc-alloc-blocks/"+node], "allocated blocks of %s", node)
+			require.Equal(t, int64(tot.AllocBytes), sums["tagalloc-alloc-bytes/"+node], "allocated bytes of %s", node)
+			require.Equal(t, int64(*tot.LiveRequestedBytes), sums["tagalloc-requested-bytes/"+node], "requested bytes of %s", node)
+			if l.Path != DefaultTag {
+				require.Equal(t, int64(tot.LiveBytes), sums["explicit/heap/"+node], "live bytes of %s", node)
+			}
+		})
+	}
+	require.Equal(t, int64(4<<20+2<<20+1<<20+512<<10), sums["explicit/heap/gfx"])
+	require.Equal(t, int64(p.Heap.LiveBytes-1<<20), sums["explicit/heap"], "every tag but the untagged")
+}
+
+// Names about:memory would misread or that would collide once written
+// (a flat "a/" is a\ as a tag "a\" is) are told apart; a real component
+// named (own) beside an own child too; hostile names stay data; the file
+// always passes about:memory's rules.
+func TestMemoryReportHostileNestedNames(t *testing.T) {
+	tags := []Tag{
+		{Name: "a/", LiveBytes: 1, AllocBytes: 1},
+		{Name: `a\`, LiveBytes: 2, AllocBytes: 2},
+		{Name: `a\/x`, LiveBytes: 3, AllocBytes: 3},
+		{Name: "b/(own)", LiveBytes: 4, AllocBytes: 4},
+		{Name: "b", LiveBytes: 5, AllocBytes: 5},
+		{Name: "<script>/\u202e\"q\"", LiveBytes: 6, AllocBytes: 6},
+		{Name: "untagged/x", LiveBytes: 7, AllocBytes: 7},
+		{Name: "untagged", LiveBytes: 8, AllocBytes: 8},
+		{Name: "..", LiveBytes: 9, AllocBytes: 9},
+		{Name: "c//d", LiveBytes: 10, AllocBytes: 10},
+		{Name: "c", LiveBytes: 11, AllocBytes: 11},
+	}
+	p := Process{PID: 3, Command: []string{"h"}, Tags: tags}
+	for _, t := range tags {
+		p.Heap.LiveBytes += t.LiveBytes
+		p.Heap.AllocBytes += t.AllocBytes
+	}
+	p.Reports = items(p)
+	r := &Report{Schema: Schema, Processes: []Process{p}}
+	var buf bytes.Buffer
+	require.NoError(t, r.WriteMemoryReport(&buf))
+	require.NoError(t, CheckMemoryReport(buf.Bytes()))
+	f, err := ReadMemoryReport(buf.Bytes())
+	require.NoError(t, err)
+	got := map[string]string{} // path -> description
+	for _, rep := range f.Reports {
+		if strings.HasPrefix(rep.Path, "explicit/heap/") {
+			got[rep.Path] = rep.Description
+		}
+	}
+	require.Equal(t, map[string]string{
+		`explicit/heap/a\`:                   "Live heap blocks tagged \"a/\" (usable bytes).",
+		`explicit/heap/a\ (2)/(own)`:         "Live heap blocks tagged \"a\\\\\" (usable bytes).",
+		`explicit/heap/a\ (2)/x`:             "Live heap blocks tagged \"a\\\\/x\" (usable bytes).",
+		"explicit/heap/b/(own)":              "Live heap blocks tagged \"b/(own)\" (usable bytes).",
+		"explicit/heap/b/(own 2)":            "Live heap blocks tagged \"b\" (usable bytes).",
+		"explicit/heap/<script>/\u202e\"q\"": "Live heap blocks tagged \"<script>/\\u202e\\\"q\\\"\" (usable bytes).",
+		"explicit/heap/untagged/x":           "Live heap blocks tagged \"untagged/x\" (usable bytes).",
+		"explicit/heap/..":                   "Live heap blocks tagged \"..\" (usable bytes).",
+		`explicit/heap/c\\d`:                 "Live heap blocks tagged \"c//d\" (usable bytes).",
+		"explicit/heap/c":                    "Live heap blocks tagged \"c\" (usable bytes).",
+	}, got)
+	require.Contains(t, buf.String(), `"tagalloc-live-blocks/untagged/(own)"`, "untagged, beside untagged/x, in the trees of every tag")
+	require.Contains(t, buf.String(), `\u003cscript\u003e`, "JSON escapes markup")
+}
+
+// FuzzTagTree: any tag names (split at NUL) nest into a tree that holds
+// every tag once, whose levels sum exactly, that the text tree prints
+// with no control character, and that about:memory loads.
+func FuzzTagTree(f *testing.F) {
+	f.Add([]byte("gfx\x00gfx/webgl/textures\x00gfx/webgl\x00a//b\x00/x\x00x/\x00untagged\x00untagged/y\x00a\\\x00a/"))
+	f.Add([]byte("b/(own)\x00b\x00b/(own 2)\x00..\x00.\x00a/./b"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var tags []Tag
+		for i, name := range strings.Split(string(data), "\x00") {
+			if name == "" || len(name) > MaxTagLen || len(tags) == 64 {
+				continue // Read refuses them
+			}
+			tags = append(tags, Tag{Name: name, LiveBytes: uint64(i + 1), LiveBlocks: 1, AllocBytes: uint64(i + 1), AllocBlocks: 1})
+		}
+		p := Process{PID: 1, Command: []string{"f"}, Tags: tags}
+		for _, t := range tags {
+			p.Heap.LiveBytes += t.LiveBytes
+			p.Heap.LiveBlocks += t.LiveBlocks
+			p.Heap.AllocBytes += t.AllocBytes
+			p.Heap.AllocBlocks += t.AllocBlocks
+		}
+		p.Reports = items(p)
+		seen := map[int]bool{}
+		var total uint64
+		for _, top := range TagTree(tagNames(tags)) {
+			total += top.Totals(tags).LiveBytes
+			top.Walk(func(l *TagLevel, _ int) {
+				for _, i := range l.Tags {
+					require.False(t, seen[i])
+					seen[i] = true
+				}
+				if !l.Leaf() {
+					var sum uint64
+					for _, c := range l.Children {
+						sum += c.Totals(tags).LiveBytes
+					}
+					require.Equal(t, l.Totals(tags).LiveBytes, sum)
+				}
+			})
+		}
+		require.Len(t, seen, len(tags))
+		require.Equal(t, p.Heap.LiveBytes, total)
+		var b bytes.Buffer
+		require.NoError(t, p.WriteTree(&b))
+		for _, r := range b.String() {
+			require.False(t, r < 0x20 && r != '\n', "a control character in the tree")
+		}
+		rep := &Report{Schema: Schema, Processes: []Process{p}}
+		b.Reset()
+		require.NoError(t, rep.WriteMemoryReport(&b))
+		require.NoError(t, CheckMemoryReport(b.Bytes()))
+	})
+}
