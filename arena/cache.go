@@ -70,8 +70,12 @@ func (b *Bins) Pop(class int, tag uint32) (unsafe.Pointer, bool) {
 		s.free = next
 		s.used++
 		*(*uint64)(unsafe.Add(p, 8)) = 0 // no longer free: wipe the key
-		if s.tag != tag {
-			s.noteTag(p, tag)
+		if t := s.tag; t != tag {
+			if t == tagMixed && s.used > 1 { // a mixed span's common case, inline
+				*s.tagAt((uint64(f-1) * s.magic) >> sizeclass.MagicShift) = uint16(tag)
+			} else {
+				s.noteTag(p, tag)
+			}
 		}
 		return p, false
 	}
