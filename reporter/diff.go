@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/tagalloc/tagalloc/internal/termtext"
 )
 
 // DiffSchema names the diff's JSON.
@@ -41,6 +43,12 @@ type ProcessDiff struct {
 	// Tags: largest change of live bytes first; tags that did not change
 	// at all are left out.
 	Tags []TagDiff `json:"tags"`
+	// Levels: the change of every level of the tag tree
+	// (docs/tag-trees.md) above the changed tags: a path's prefix with a
+	// changed tag under it ("gfx", "gfx/webgl" for gfx/webgl/textures),
+	// summing the changes of the tags at and under it; largest change of
+	// live bytes first. Left out when no tag nests.
+	Levels []LevelDiff `json:"levels,omitempty"`
 	// Reports: every other measurement (heap overhead, heap-mapped, the
 	// process's reporters') by path, largest change first; those that did
 	// not change are left out.
@@ -54,6 +62,18 @@ type TagDiff struct {
 	LiveBlocks  int64  `json:"live_blocks"`
 	AllocBytes  int64  `json:"alloc_bytes"`
 	AllocBlocks int64  `json:"alloc_blocks"`
+}
+
+// LevelDiff is B - A for one level of the tag tree: the sums of TagDiff
+// over the changed tags at and under Path (the tag named Path itself, if
+// it changed, and those named Path/...), the untagged bytes aside.
+type LevelDiff struct {
+	Path        string `json:"path"`
+	LiveBytes   int64  `json:"live_bytes"`
+	LiveBlocks  int64  `json:"live_blocks"`
+	AllocBytes  int64  `json:"alloc_bytes"`
+	AllocBlocks int64  `json:"alloc_blocks"`
+	Tags        int    `json:"tags"` // changed tags summed
 }
 
 // ItemDiff is B - A for one measurement (Item, with a signed amount).
@@ -164,6 +184,7 @@ func diffProcess(pa, pb *Process) ProcessDiff {
 		pd.Command, pd.PIDA, pd.PIDB = b.Command, a.PID, b.PID
 	}
 	pd.Tags = diffTags(a.Tags, b.Tags)
+	pd.Levels = diffLevels(pd.Tags)
 	if pa != nil {
 		a.Reports = append(heapItems(a.Heap), a.reporterItems()...)
 	}
@@ -192,11 +213,22 @@ func absInt(v int64) uint64 {
 	return uint64(v)
 }
 
+// diffTags is B - A per tag name; a name a report gives twice counts
+// once, with the sums of its tags (as about:memory sums a duplicate path).
 func diffTags(a, b []Tag) []TagDiff {
-	old := map[string]Tag{}
-	for _, t := range a {
-		old[t.Name] = t
+	sums := func(tags []Tag) map[string]Tag {
+		m := map[string]Tag{}
+		for _, t := range tags {
+			s := m[t.Name]
+			s.LiveBytes = addSat64(s.LiveBytes, t.LiveBytes)
+			s.LiveBlocks = addSat64(s.LiveBlocks, t.LiveBlocks)
+			s.AllocBytes = addSat64(s.AllocBytes, t.AllocBytes)
+			s.AllocBlocks = addSat64(s.AllocBlocks, t.AllocBlocks)
+			m[t.Name] = s
+		}
+		return m
 	}
+	old, now := sums(a), sums(b)
 	out := []TagDiff{}
 	seen := map[string]bool{}
 	add := func(ta, tb Tag, name string) {
@@ -209,13 +241,13 @@ func diffTags(a, b []Tag) []TagDiff {
 	for _, tb := range b {
 		if !seen[tb.Name] {
 			seen[tb.Name] = true
-			add(old[tb.Name], tb, tb.Name)
+			add(old[tb.Name], now[tb.Name], tb.Name)
 		}
 	}
 	for _, ta := range a {
 		if !seen[ta.Name] {
 			seen[ta.Name] = true
-			add(ta, Tag{}, ta.Name)
+			add(old[ta.Name], Tag{}, ta.Name)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -227,6 +259,54 @@ func diffTags(a, b []Tag) []TagDiff {
 			return x > y
 		}
 		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// heapLevels nests tag changes by path, the untagged bytes left out (they
+// are heap-unclassified); merged as the tree shows them, or every level.
+func heapLevels(tags []TagDiff, merge bool) []*TagLevel {
+	names := make([]string, len(tags))
+	for i, t := range tags {
+		names[i] = t.Name
+	}
+	return buildTagTree(names, func(i int) bool { return tags[i].Name == DefaultTag }, merge)
+}
+
+// sumDiff is the level's change: the sums of its tags'.
+func (l *TagLevel) sumDiff(tags []TagDiff) LevelDiff {
+	d := LevelDiff{Path: l.Path}
+	l.Each(func(i int) {
+		t := &tags[i]
+		d.LiveBytes = addClamped(d.LiveBytes, t.LiveBytes)
+		d.LiveBlocks = addClamped(d.LiveBlocks, t.LiveBlocks)
+		d.AllocBytes = addClamped(d.AllocBytes, t.AllocBytes)
+		d.AllocBlocks = addClamped(d.AllocBlocks, t.AllocBlocks)
+		d.Tags++
+	})
+	return d
+}
+
+// diffLevels is the change of every level above a changed tag; nil when
+// no tag nests.
+func diffLevels(tags []TagDiff) []LevelDiff {
+	var out []LevelDiff
+	for _, top := range heapLevels(tags, false) {
+		top.Walk(func(l *TagLevel, _ int) {
+			if !l.Leaf() {
+				out = append(out, l.sumDiff(tags))
+			}
+		})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		x, y := absInt(out[i].LiveBytes), absInt(out[j].LiveBytes)
+		if x != y {
+			return x > y
+		}
+		if x, y := absInt(out[i].AllocBytes), absInt(out[j].AllocBytes); x != y {
+			return x > y
+		}
+		return out[i].Path < out[j].Path
 	})
 	return out
 }
@@ -321,7 +401,7 @@ func (it ItemDiff) signedAmount() string {
 func (d *Diff) WriteText(w io.Writer) error {
 	var b strings.Builder
 	for _, p := range d.Processes {
-		fmt.Fprintf(&b, "%s -- ", strings.Join(p.Command, " "))
+		fmt.Fprintf(&b, "%s -- ", termtext.Clean(strings.Join(p.Command, " "))) // the program's: hostile
 		switch p.Status {
 		case "added":
 			fmt.Fprintf(&b, "added (pid %d)\n", p.PIDB)
@@ -334,25 +414,29 @@ func (d *Diff) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "pid %d -> %d\n", p.PIDA, p.PIDB)
 		}
 		type line struct {
-			size uint64 // |change|, for the order
-			text string
+			size uint64   // |change|, for the order
+			text string   // the line
+			kids []string // the lines under it, without the branch before them
 		}
 		var explicit, other []line
 		for _, t := range p.Tags {
-			path := "heap/" + t.Name
-			if t.Name == DefaultTag {
-				path = "heap-unclassified"
+			if t.Name == DefaultTag { // the tree below leaves it out
+				explicit = append(explicit, line{absInt(t.LiveBytes), tagDiffText(t, "heap-unclassified"), nil})
 			}
-			explicit = append(explicit, line{absInt(t.LiveBytes), fmt.Sprintf("%10s ── %s  [%s blocks; %s allocated in all]",
-				signed(t.LiveBytes), path, signedCount(t.LiveBlocks), signed(t.AllocBytes))})
+		}
+		for _, l := range heapLevels(p.Tags, true) {
+			sum := l.sumDiff(p.Tags)
+			text, kids := levelDiffText(l, p.Tags, "heap/"+termtext.Clean(l.Name))
+			explicit = append(explicit, line{absInt(sum.LiveBytes), text, kids})
 		}
 		for _, it := range p.Reports {
+			path := termtext.Clean(it.Path)
 			if it.explicit() {
-				explicit = append(explicit, line{absInt(it.Amount), fmt.Sprintf("%10s ── %s", signed(it.Amount), strings.TrimPrefix(it.Path, "explicit/"))})
+				explicit = append(explicit, line{absInt(it.Amount), fmt.Sprintf("%10s ── %s", signed(it.Amount), strings.TrimPrefix(path, "explicit/")), nil})
 			} else if it.Units == "bytes" || it.Units == "percentage" {
-				other = append(other, line{text: fmt.Sprintf("%10s -- %s", it.signedAmount(), it.Path)})
+				other = append(other, line{text: fmt.Sprintf("%10s -- %s", it.signedAmount(), path)})
 			} else {
-				other = append(other, line{text: fmt.Sprintf("%10s -- %s (%s)", it.signedAmount(), it.Path, it.Units)})
+				other = append(other, line{text: fmt.Sprintf("%10s -- %s (%s)", it.signedAmount(), path, termtext.Clean(it.Units))})
 			}
 		}
 		sort.SliceStable(explicit, func(i, j int) bool { return explicit[i].size > explicit[j].size })
@@ -363,11 +447,14 @@ func (d *Diff) WriteText(w io.Writer) error {
 		b.WriteString("Explicit Allocations\n")
 		fmt.Fprintf(&b, "%s -- explicit\n", signed(p.ExplicitBytes))
 		for i, l := range explicit {
-			branch := "├──"
+			branch, under := "├──", "│  "
 			if i == len(explicit)-1 {
-				branch = "└──"
+				branch, under = "└──", "   "
 			}
 			b.WriteString(branch + l.text + "\n")
+			for _, k := range l.kids {
+				b.WriteString(under + k + "\n")
+			}
 		}
 		if len(other) > 0 {
 			b.WriteString("Other Measurements\n")
@@ -382,6 +469,51 @@ func (d *Diff) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// tagDiffText is one tag's change, as a line of the diff's tree.
+func tagDiffText(t TagDiff, name string) string {
+	return fmt.Sprintf("%10s ── %s  [%s blocks; %s allocated in all]", signed(t.LiveBytes), name, signedCount(t.LiveBlocks), signed(t.AllocBytes))
+}
+
+// levelDiffText is a level's change (its own line, the sums of its tags'
+// changes) and the lines of its children under it, largest change first,
+// each with its branch.
+func levelDiffText(l *TagLevel, tags []TagDiff, name string) (string, []string) {
+	if i, ok := l.Tag(); ok {
+		return tagDiffText(tags[i], name), nil
+	}
+	sum := l.sumDiff(tags)
+	sep := "--"
+	if l.Leaf() {
+		sep = "──" // one name, several tags
+	}
+	text := fmt.Sprintf("%10s %s %s  [%s blocks; %s allocated in all]", signed(sum.LiveBytes), sep, name, signedCount(sum.LiveBlocks), signed(sum.AllocBytes))
+	kids := append([]*TagLevel(nil), l.Children...)
+	sums := make(map[*TagLevel]LevelDiff, len(kids))
+	for _, c := range kids {
+		sums[c] = c.sumDiff(tags)
+	}
+	sort.SliceStable(kids, func(i, j int) bool {
+		x, y := sums[kids[i]], sums[kids[j]]
+		if a, b := absInt(x.LiveBytes), absInt(y.LiveBytes); a != b {
+			return a > b
+		}
+		return absInt(x.AllocBytes) > absInt(y.AllocBytes)
+	})
+	var lines []string
+	for i, c := range kids {
+		branch, under := "├──", "│  "
+		if i == len(kids)-1 {
+			branch, under = "└──", "   "
+		}
+		t, sub := levelDiffText(c, tags, termtext.Clean(c.Name))
+		lines = append(lines, branch+t)
+		for _, s := range sub {
+			lines = append(lines, under+s)
+		}
+	}
+	return text, lines
 }
 
 // WriteJSON writes the diff as JSON.

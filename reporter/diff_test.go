@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -141,4 +142,105 @@ func TestDiffClamps(t *testing.T) {
 	require.Equal(t, int64(math.MinInt64), d.Processes[0].Tags[0].LiveBytes)
 	var txt bytes.Buffer
 	require.NoError(t, d.WriteText(&txt))
+}
+
+// nestedPair: nestedProcess before, and after its textures grew, its
+// buffers went, its own gfx tag shrank, and a new net level came.
+func nestedPair() (*Report, *Report) {
+	a := nestedProcess()
+	b := nestedProcess()
+	b.PID = 8
+	var kept []Tag
+	for _, t := range b.Tags {
+		switch t.Name {
+		case "gfx/webgl/textures":
+			t.LiveBytes += 3 << 20
+			t.LiveBlocks += 3
+			t.AllocBytes += 3 << 20
+		case "gfx/webgl/buffers":
+			continue
+		case "gfx":
+			t.LiveBytes -= 256 << 10
+			t.LiveBlocks--
+		}
+		kept = append(kept, t)
+	}
+	b.Tags = append(kept, Tag{Name: "net/dns/cache", LiveBytes: 4096, LiveBlocks: 2, AllocBytes: 8192, AllocBlocks: 4})
+	b.Reports = items(b)
+	return &Report{Schema: Schema, Processes: []Process{a}}, &Report{Schema: Schema, Processes: []Process{b}}
+}
+
+// The diff nests by path: every level's change is the exact sum of its
+// tags' changes, in the JSON (levels) and the text (a line per level with
+// its children under it).
+func TestDiffPerLevel(t *testing.T) {
+	a, b := nestedPair()
+	d := Compare(a, b)
+	require.Len(t, d.Processes, 1)
+	p := d.Processes[0]
+	levels := map[string]LevelDiff{}
+	for _, l := range p.Levels {
+		levels[l.Path] = l
+	}
+	require.Equal(t, LevelDiff{Path: "gfx", LiveBytes: 3<<20 - 2<<20 - 256<<10, LiveBlocks: 3 - 20 - 1, AllocBytes: 3<<20 - 2<<20, AllocBlocks: -40, Tags: 3}, levels["gfx"])
+	require.Equal(t, LevelDiff{Path: "gfx/webgl", LiveBytes: 3<<20 - 2<<20, LiveBlocks: 3 - 20, AllocBytes: 3<<20 - 2<<20, AllocBlocks: -40, Tags: 2}, levels["gfx/webgl"])
+	require.Equal(t, LevelDiff{Path: "net", LiveBytes: 4096, LiveBlocks: 2, AllocBytes: 8192, AllocBlocks: 4, Tags: 1}, levels["net"])
+	require.Equal(t, LevelDiff{Path: "net/dns", LiveBytes: 4096, LiveBlocks: 2, AllocBytes: 8192, AllocBlocks: 4, Tags: 1}, levels["net/dns"])
+	require.Len(t, levels, 4, "levels above changed tags only: %v", p.Levels)
+	// each level is the sum of the tags under it, from the tags' own changes
+	for _, l := range p.Levels {
+		var live, blocks int64
+		for _, tg := range p.Tags {
+			if tg.Name == l.Path || strings.HasPrefix(tg.Name, l.Path+"/") {
+				live += tg.LiveBytes
+				blocks += tg.LiveBlocks
+			}
+		}
+		require.Equal(t, live, l.LiveBytes, "%s", l.Path)
+		require.Equal(t, blocks, l.LiveBlocks, "%s", l.Path)
+	}
+
+	var txt bytes.Buffer
+	require.NoError(t, d.WriteText(&txt))
+	out := txt.String()
+	for _, want := range []string{
+		"├──  +768 KiB -- heap/gfx  [-18 blocks; +1.0 MiB allocated in all]\n" +
+			"│  ├──  +1.0 MiB -- webgl  [-17 blocks; +1.0 MiB allocated in all]\n" +
+			"│  │  ├──  +3.0 MiB ── textures  [+3 blocks; +3.0 MiB allocated in all]\n" +
+			"│  │  └──  -2.0 MiB ── buffers  [-20 blocks; -2.0 MiB allocated in all]\n" +
+			"│  └──  -256 KiB ── (own)  [-1 blocks; 0 B allocated in all]\n",
+		"──  +4.0 KiB ── heap/net/dns/cache  [+2 blocks; +8.0 KiB allocated in all]\n",
+	} {
+		require.Contains(t, out, want)
+	}
+	require.NotContains(t, out, "peak")
+	var js bytes.Buffer
+	require.NoError(t, d.WriteJSON(&js))
+	require.Contains(t, js.String(), `"path": "gfx/webgl"`)
+}
+
+// Hostile names in the diff's text: control characters and bidi
+// overrides print as '?' (commands, tags at every level, items).
+func TestDiffTextHostileNames(t *testing.T) {
+	mk := func(live uint64) *Report {
+		p := Process{PID: 1, Command: []string{"\x1b]0;title\x07prog"}, Tags: []Tag{
+			{Name: "\x1b[2J/\u202eevil", LiveBytes: live, AllocBytes: live},
+			{Name: "\x1b[2J/x\ny", LiveBytes: live, AllocBytes: live},
+			{Name: "bad//\xff", LiveBytes: live, AllocBytes: live},
+		}}
+		p.Reports = append(items(p), Item{Path: "explicit/\x1b[31m", Kind: "nonheap", Units: "bytes", Amount: live, Description: "d"},
+			Item{Path: "other\u2066", Kind: "other", Units: "\x1b", Amount: live, Description: "d"})
+		return &Report{Schema: Schema, Processes: []Process{p}}
+	}
+	var txt bytes.Buffer
+	require.NoError(t, Compare(mk(1), mk(100)).WriteText(&txt))
+	out := txt.String()
+	for _, bad := range []string{"\x1b", "\x07", "\u202e", "\u2066", "\xff", "x\ny"} {
+		require.NotContains(t, out, bad)
+	}
+	require.Contains(t, out, "?]0;title?prog -- pid 1 -> 1")
+	require.Contains(t, out, "-- heap/?[2J  [")
+	require.Contains(t, out, "── ?evil  [")
+	require.Contains(t, out, "── x?y  [")
+	require.Contains(t, out, "── heap/bad//?  [")
 }
