@@ -30,12 +30,54 @@ type liveView struct {
 }
 
 type liveProcess struct {
-	PID     int         `json:"pid"`
-	Command []string    `json:"command"`
-	Ended   string      `json:"ended"`
-	Heap    liveHeap    `json:"heap"`
-	Tags    []liveTag   `json:"tags"`
-	Stacks  *liveStacks `json:"stacks"` // null when stacks are off
+	PID     int       `json:"pid"`
+	Command []string  `json:"command"`
+	Ended   string    `json:"ended"`
+	Heap    liveHeap  `json:"heap"`
+	Tags    []liveTag `json:"tags"`
+	// Levels: the tags nested by path (docs/tag-trees.md), what the
+	// page's table shows; largest live bytes first at every level.
+	Levels []liveLevel `json:"levels"`
+	Stacks *liveStacks `json:"stacks"` // null when stacks are off
+}
+
+// liveLevel is one level of a process's tag tree: one tag (Tag true: its
+// own figures and its peak) or a level above tags (the exact sums of the
+// tags under it, and no peak: the peak of a sum is not the sum of the
+// peaks).
+type liveLevel struct {
+	Name       string      `json:"name"` // under its parent (tagalloc.TagLevel's Name)
+	Path       string      `json:"path"` // the full path; a tag's name
+	Tag        bool        `json:"tag"`
+	LiveBytes  uint64      `json:"live_bytes"`
+	LiveBlocks uint64      `json:"live_blocks"`
+	AllocBytes uint64      `json:"alloc_bytes"`
+	Peak       string      `json:"peak,omitempty"` // a tag's only, as Tag.Peak
+	Children   []liveLevel `json:"children,omitempty"`
+}
+
+// newLiveLevels nests a process's tags for the page.
+func newLiveLevels(tags []reporter.Tag, levels []*reporter.TagLevel) []liveLevel {
+	out := make([]liveLevel, 0, len(levels))
+	for _, l := range levels {
+		sum := l.Totals(tags)
+		ll := liveLevel{Name: l.Name, Path: l.Path, LiveBytes: sum.LiveBytes, LiveBlocks: sum.LiveBlocks, AllocBytes: sum.AllocBytes}
+		if i, ok := l.Tag(); ok {
+			ll.Tag, ll.Peak = true, tags[i].Peak()
+		}
+		ll.Children = newLiveLevels(tags, l.Children)
+		if len(ll.Children) == 0 {
+			ll.Children = nil
+		}
+		out = append(out, ll)
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		if out[a].LiveBytes != out[b].LiveBytes {
+			return out[a].LiveBytes > out[b].LiveBytes
+		}
+		return out[a].Path < out[b].Path
+	})
+	return out
 }
 
 type liveHeap struct {
@@ -96,9 +138,12 @@ func newLiveView(rep *reporter.Report, now time.Time) *liveView {
 		if lp.Command == nil {
 			lp.Command = []string{}
 		}
-		for _, t := range p.Tags {
+		names := make([]string, len(p.Tags))
+		for i, t := range p.Tags {
 			lp.Tags = append(lp.Tags, liveTag{t.Name, t.LiveBytes, t.LiveBlocks, t.AllocBytes, t.PeakLiveBytes, t.PeakLiveBytesUpper, t.Peak()})
+			names[i] = t.Name
 		}
+		lp.Levels = newLiveLevels(p.Tags, reporter.TagTree(names))
 		if st := p.Stacks; st != nil {
 			ls := &liveStacks{Mode: st.Mode, SampleRate: st.SampleRate, Libraries: []liveLibrary{}, Top: []liveStack{}, Records: len(st.Records)}
 			for _, l := range st.Libraries {
@@ -190,6 +235,8 @@ button[aria-pressed="true"] { font-weight: bold; }
 #legend { list-style: none; padding: 0; margin: 6px 0; display: flex; flex-wrap: wrap; gap: 4px 18px; max-width: 900px; }
 table { border-collapse: collapse; margin-top: 4px; } td, th { padding: 2px 10px; text-align: right; vertical-align: top; white-space: nowrap; }
 td.name, th.name { text-align: left; } .note { color: #666; }
+button.fold { border: none; background: none; padding: 0 4px 0 0; cursor: pointer; font: inherit; }
+tr.level > td.name { font-weight: bold; }
 ol.frames { margin: 0; padding-left: 22px; text-align: left; font: 12px monospace; white-space: normal; }
 </style></head>
 <body>
@@ -207,6 +254,7 @@ View: <button type="button" id="view-tag" aria-pressed="true">per tag</button><b
 <div id="chartbox"><svg id="chart" width="900" height="340" role="img" aria-label="live bytes over time"></svg><div id="hover" role="tooltip" hidden></div></div>
 <ul id="legend"></ul>
 <h2 id="tags-title">Tags (exact)</h2>
+<p id="tags-note" class="note">Tags nest by path (gfx/webgl/textures): a level in bold holds the sums of the tags under it and has no peak of its own (-); (own) is a tag's own bytes beside the tags under it.</p>
 <table id="tags"><thead><tr><th class="name">pid/tag</th><th>live</th><th>live blocks</th><th>peak</th><th>allocated in all</th></tr></thead><tbody></tbody></table>
 <h2>Heap</h2>
 <table id="heap"><thead><tr><th class="name">pid</th><th>live</th><th>mapped</th><th>free, cached</th><th>bookkeeping</th></tr></thead><tbody></tbody></table>
@@ -233,6 +281,7 @@ const MAXSERIES = 10;
 const units = ["B","KiB","MiB","GiB","TiB","PiB"];
 let view = new URLSearchParams(location.search).get("view") === "library" ? "library" : "tag";
 let hist = [], live = null, hoverT = null, drawn = null;
+const folded = new Set(); // "pid\npath" of the levels folded by a click
 const colorOf = {tag: new Map(), library: new Map()};
 
 function h(tag, attrs, text) {
@@ -400,16 +449,41 @@ function nameCell(text, color) {
   return td;
 }
 
+// levelRows adds a level of the tag tree to rows, then (unless folded)
+// its children, indented: a tag's row has its series' colour and peak; a
+// level's has a fold button, the sums of the tags under it and no peak.
+function levelRows(rows, pid, l, depth) {
+  const td = h("td", {class: "name"});
+  if (depth) td.style.paddingLeft = (10 + 18 * depth) + "px";
+  const key = pid + "\n" + l.path;
+  if (l.children) {
+    const open = !folded.has(key);
+    const b = h("button", {type: "button", class: "fold", "aria-expanded": String(open), title: open ? "fold" : "unfold"}, open ? "\u25be" : "\u25b8");
+    b.addEventListener("click", () => { if (open) folded.add(key); else folded.delete(key); tables(); });
+    td.appendChild(b);
+  }
+  const series = pid + "/" + l.path;
+  if (l.tag && colorOf.tag.get(series)) td.appendChild(swatch(colorOf.tag.get(series)));
+  td.appendChild(document.createTextNode(depth ? l.name : pid + "/" + l.name));
+  const tr = row([td, human(l.live_bytes), String(l.live_blocks), l.tag ? l.peak : "-", human(l.alloc_bytes)]);
+  tr.setAttribute("class", l.tag ? "tag" : "level");
+  tr.setAttribute("data-depth", String(depth));
+  tr.setAttribute("title", pid + "/" + l.path);
+  rows.push(tr);
+  if (l.children && !folded.has(key)) for (const c of l.children) levelRows(rows, pid, c, depth + 1);
+}
+
 function tables() {
   const procs = live ? live.processes : [];
   const pd = document.getElementById("procs");
   pd.replaceChildren();
   for (const p of procs) pd.appendChild(h("div", {class: "proc"}, "pid " + p.pid + ": " + p.command.join(" ") + " (" + p.ended + ")"));
+  const tops = [];
+  for (const p of procs) for (const l of p.levels || []) tops.push([p.pid, l]);
+  tops.sort((a, b) => b[1].live_bytes - a[1].live_bytes);
   const tagRows = [];
-  for (const p of procs) for (const t of p.tags) tagRows.push([p.pid + "/" + t.name, t]);
-  tagRows.sort((a, b) => b[1].live_bytes - a[1].live_bytes);
-  document.querySelector("#tags tbody").replaceChildren(...tagRows.map(([k, t]) =>
-    row([nameCell(k, colorOf.tag.get(k)), human(t.live_bytes), String(t.live_blocks), t.peak, human(t.alloc_bytes)])));
+  for (const [pid, l] of tops) levelRows(tagRows, pid, l, 0);
+  document.querySelector("#tags tbody").replaceChildren(...tagRows);
   document.querySelector("#heap tbody").replaceChildren(...procs.map(p =>
     row([nameCell(String(p.pid)), human(p.heap.live_bytes), human(p.heap.mapped_bytes), human(p.heap.free_cached_bytes), human(p.heap.bookkeeping_bytes)])));
   const withStacks = procs.filter(p => p.stacks);

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -317,6 +318,7 @@ type topOptions struct {
 	n        int
 	interval time.Duration
 	pid      int
+	flat     bool
 }
 
 func parseTop(args []string, stdout io.Writer) (topOptions, error) {
@@ -324,6 +326,7 @@ func parseTop(args []string, stdout io.Writer) (topOptions, error) {
 	fs := newFlags("top")
 	fs.IntVar(&o.n, "n", 0, "refresh `N` times, then stop (default 0: until interrupted)")
 	fs.DurationVar(&o.interval, "interval", time.Second, "`DURATION` between refreshes (e.g. 500ms, 2s)")
+	fs.BoolVar(&o.flat, "flat", false, "one line per tag, by its full name, instead of tags nested by path with a total per level")
 	pos, err := parseN(fs, args, stdout, 1)
 	switch {
 	case err != nil:
@@ -360,23 +363,64 @@ func topCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		if o.n == 0 {
 			fmt.Fprint(stdout, "\x1b[H\x1b[2J") // clear the screen between refreshes
 		}
-		writeTop(stdout, rep.Processes[0])
+		if o.flat {
+			writeTop(stdout, rep.Processes[0])
+		} else {
+			writeTopTree(stdout, rep.Processes[0])
+		}
 	}
 	return 0, nil
 }
 
+// writeTop writes top's flat view: a line per tag, by its full name.
 func writeTop(w io.Writer, p reporter.Process) {
+	writeTopHeading(w, p)
+	for _, t := range p.Tags {
+		writeTopLine(w, p, t.LiveBytes, t.LiveBlocks, t.AllocBytes, t.Peak(), terminalText(t.Name))
+	}
+}
+
+// writeTopTree writes top's default view: tags nested by path
+// (docs/tag-trees.md), a level's line above its children's, indented by
+// depth, with the exact sums of the tags under it and no peak ("-": the
+// peak of a sum is not the sum of the peaks); a tag alone has its own.
+func writeTopTree(w io.Writer, p reporter.Process) {
+	writeTopHeading(w, p)
+	for _, top := range reporter.TagTree(topTagNames(p)) {
+		top.Walk(func(l *reporter.TagLevel, depth int) {
+			name := strings.Repeat("  ", depth) + terminalText(l.Name)
+			if i, ok := l.Tag(); ok {
+				t := p.Tags[i]
+				writeTopLine(w, p, t.LiveBytes, t.LiveBlocks, t.AllocBytes, t.Peak(), name)
+				return
+			}
+			sum := l.Totals(p.Tags)
+			writeTopLine(w, p, sum.LiveBytes, sum.LiveBlocks, sum.AllocBytes, "-", name)
+		})
+	}
+}
+
+func topTagNames(p reporter.Process) []string {
+	names := make([]string, len(p.Tags))
+	for i, t := range p.Tags {
+		names[i] = t.Name
+	}
+	return names
+}
+
+func writeTopHeading(w io.Writer, p reporter.Process) {
 	fmt.Fprintf(w, "pid %d  %s  live %s in %s blocks%s  (%s)\n", p.PID, terminalText(strings.Join(p.Command, " ")),
 		humanize.IBytes(p.Heap.LiveBytes), humanize.Comma(int64(p.Heap.LiveBlocks)), topResident(p.Resident), time.Now().Format("15:04:05"))
 	fmt.Fprintf(w, "%12s %7s %12s %12s %20s  %s\n", "LIVE", "%", "BLOCKS", "ALLOCATED", "PEAK", "TAG")
-	for _, t := range p.Tags {
-		share := 0.0
-		if p.Heap.LiveBytes > 0 {
-			share = 100 * float64(t.LiveBytes) / float64(p.Heap.LiveBytes)
-		}
-		fmt.Fprintf(w, "%12s %6.2f%% %12s %12s %20s  %s\n", humanize.IBytes(t.LiveBytes), share, humanize.Comma(int64(t.LiveBlocks)),
-			humanize.IBytes(t.AllocBytes), t.Peak(), terminalText(t.Name))
+}
+
+func writeTopLine(w io.Writer, p reporter.Process, live, blocks, alloc uint64, peak, name string) {
+	share := 0.0
+	if p.Heap.LiveBytes > 0 {
+		share = 100 * float64(live) / float64(p.Heap.LiveBytes)
 	}
+	fmt.Fprintf(w, "%12s %6.2f%% %12s %12s %20s  %s\n", humanize.IBytes(live), share, humanize.Comma(int64(min(blocks, math.MaxInt64))),
+		humanize.IBytes(alloc), peak, name)
 }
 
 // topResident is top's word on the process's resident memory: "" if not
