@@ -347,3 +347,51 @@ func TestTopOfNestedTags(t *testing.T) {
 	require.Regexp(t, line(sums["gfx/webgl/textures"], `\S.*\S`, "gfx/webgl/textures"), flat)
 	require.NotRegexp(t, `(?m)\s-  gfx$`, flat, "no levels in the flat view")
 }
+
+// tagalloc diff and report on saved reports whose tags nest: per-level
+// changes (text and JSON), the tree re-rendered with its levels.
+func TestDiffAndReportNestedTags(t *testing.T) {
+	dir := t.TempDir()
+	a, b := nestedReport(), nestedReport()
+	for i, tg := range b.Processes[0].Tags {
+		switch tg.Name {
+		case "gfx/webgl/textures":
+			tg.LiveBytes += 8 << 10
+			tg.LiveBlocks += 2
+			tg.AllocBytes += 8 << 10
+		case "<b>/x\u202e\"y":
+			tg.LiveBytes -= 100
+			tg.LiveBlocks--
+		}
+		b.Processes[0].Tags[i] = tg
+	}
+	write := func(name string, r *reporter.Report) string {
+		path := filepath.Join(dir, name)
+		var buf bytes.Buffer
+		require.NoError(t, r.WriteJSON(&buf))
+		require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+		return path
+	}
+	fa, fb := write("a.json", a), write("b.json", b)
+	txt, se, code := cli(t, "diff", fa, fb)
+	require.Equal(t, 0, code, se)
+	require.Contains(t, txt, "├──  +8.0 KiB ── heap/gfx/webgl/textures  [+2 blocks; +8.0 KiB allocated in all]\n",
+		"one changed tag under gfx: its levels merged into its line, as about:memory merges a chain")
+	require.Contains(t, txt, "└──    -100 B ── heap/<b>/x?\"y  [-1 blocks; 0 B allocated in all]\n")
+	require.NotContains(t, txt, "\u202e")
+	js, se, code := cli(t, "diff", "--format", "json", fa, fb)
+	require.Equal(t, 0, code, se)
+	var d reporter.Diff
+	require.NoError(t, json.Unmarshal([]byte(js), &d))
+	require.Equal(t, []reporter.LevelDiff{
+		{Path: "gfx", LiveBytes: 8 << 10, LiveBlocks: 2, AllocBytes: 8 << 10, Tags: 1},
+		{Path: "gfx/webgl", LiveBytes: 8 << 10, LiveBlocks: 2, AllocBytes: 8 << 10, Tags: 1},
+		{Path: "<b>", LiveBytes: -100, LiveBlocks: -1, Tags: 1},
+	}, d.Processes[0].Levels)
+
+	tree, se, code := cli(t, "report", fa)
+	require.Equal(t, 0, code, se)
+	require.Contains(t, tree, "-- heap/gfx  [13 blocks; 86 KiB allocated in all]\n│  ├──")
+	require.Contains(t, tree, "── heap/a//b  [5 blocks; 1000 B allocated in all, peak 1.5 KiB]\n")
+	require.NotContains(t, tree, "\u202e")
+}
