@@ -422,3 +422,30 @@ func FuzzTagTree(f *testing.F) {
 		require.NoError(t, CheckMemoryReport(b.Bytes()))
 	})
 }
+
+// The untagged bytes stay heap-unclassified, apart from the tree, where
+// the books have them; a tag named untagged/x nests under heap/untagged.
+func TestTreeUntaggedApart(t *testing.T) {
+	p := Process{PID: 1, Command: []string{"x"}, Tags: []Tag{
+		{Name: "a/b", LiveBytes: 1, AllocBytes: 1},
+		{Name: DefaultTag, LiveBytes: 2, AllocBytes: 2},
+		{Name: DefaultTag + "/x", LiveBytes: 3, AllocBytes: 3},
+		{Name: "c", LiveBytes: 4, AllocBytes: 4},
+		{Name: DefaultTag, LiveBytes: 5, AllocBytes: 5}, // a report that repeats it
+	}, Heap: Heap{LiveBytes: 15}}
+	var b bytes.Buffer
+	require.NoError(t, p.WriteTree(&b))
+	var got []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.Contains(l, "heap") && !strings.Contains(l, "heap-overhead") && !strings.Contains(l, "heap-") || strings.Contains(l, "heap-unclassified") {
+			got = append(got, l[:strings.Index(l, "  [")])
+		}
+	}
+	require.Equal(t, []string{
+		"├──1 B (6.67%) ── heap/a/b",
+		"├──2 B (13.33%) ── heap-unclassified",
+		"├──3 B (20.00%) ── heap/untagged/x",
+		"├──4 B (26.67%) ── heap/c",
+		"├──5 B (33.33%) ── heap-unclassified",
+	}, got, b.String())
+}

@@ -142,19 +142,19 @@ func (p Process) WriteTree(w io.Writer) error {
 // tags under it, and a peak for a tag alone.
 func (p Process) writeHeapLevels(w io.Writer, total uint64) {
 	claims := p.heapClaims()
-	untagged := -1
+	var untagged []int // heap-unclassified: apart from the tree (twice only in a report that repeats the name)
 	for i, t := range p.Tags {
-		if t.Name == DefaultTag && untagged < 0 {
-			untagged = i
+		if t.Name == DefaultTag {
+			untagged = append(untagged, i)
 		}
 	}
-	levels := buildTagTree(tagNames(p.Tags), func(i int) bool { return i == untagged }, true)
+	levels := buildTagTree(tagNames(p.Tags), func(i int) bool { return p.Tags[i].Name == DefaultTag }, true)
 	tw := treeWriter{w: w, p: &p, claims: claims, total: total}
 	for k := 0; k <= len(levels); k++ {
 		// heap-unclassified where the untagged tag is in the books' order
-		if untagged >= 0 && (k == len(levels) || levels[k].first > untagged) {
-			tw.tag(untagged, "│  ", "├──", "heap-unclassified")
-			untagged = -1
+		for len(untagged) > 0 && (k == len(levels) || levels[k].first > untagged[0]) {
+			tw.tag(untagged[0], "├──", "heap-unclassified")
+			untagged = untagged[1:]
 		}
 		if k < len(levels) {
 			tw.level(levels[k], "│  ", "├──", "heap/"+termtext.Clean(levels[k].Name))
@@ -170,9 +170,8 @@ type treeWriter struct {
 	total  uint64
 }
 
-// tag writes the line of one tag, as a leaf; indent is what the lines
-// under it would start with (none).
-func (tw treeWriter) tag(i int, _, branch, name string) {
+// tag writes the line of one tag, after branch.
+func (tw treeWriter) tag(i int, branch, name string) {
 	t := tw.p.Tags[i]
 	req := ""
 	if t.LiveRequestedBytes != nil {
@@ -194,7 +193,7 @@ func (tw treeWriter) tag(i int, _, branch, name string) {
 // the sum of the peaks.
 func (tw treeWriter) level(l *TagLevel, indent, branch, name string) {
 	if i, ok := l.Tag(); ok {
-		tw.tag(i, indent, branch, name)
+		tw.tag(i, branch, name)
 		return
 	}
 	var shown, blocks, alloc, claimed, req uint64
