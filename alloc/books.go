@@ -29,7 +29,7 @@ const (
 type shard struct {
 	cache  *arena.Cache
 	bins   *arena.Bins                   // the cache's, for the fast path
-	ctrs   [128]atomic.Pointer[ctrChunk] // per chunk of tag ids (id/ctrChunkTags; 128 chunks > tagSlots, so id/64&127 needs no bounds check)
+	ctrs   [128]atomic.Pointer[ctrChunk] // per chunk of tag ids (id/ctrChunkTags; 128*64 > tagSlots, so id/64&127 needs no bounds check)
 	thread *tagtable.Thread              // its record in the region (nil without one)
 	shared bool
 	mu     sync.Mutex // the shared shard's exclusivity

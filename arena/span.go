@@ -122,8 +122,8 @@ func (s *Span) Tag() uint32 { return s.tag }
 // uint16 per block, out of line, in a reservation of its own that costs
 // memory only where touched), and the field says tagMixed. A span whose
 // blocks have all come back takes the tag of the next block handed out,
-// unmixed again. Tags of small blocks must fit in 16 bits (alloc's ids
-// are below 4098).
+// single-tag again (unless it carved more than unmixMax blocks). Tags of
+// small blocks must fit in 16 bits (alloc's ids are below 4098).
 const tagMixed = ^uint32(0)
 
 // tagSlotBytes is the tag map's slot per page: a uint16 for each of the
