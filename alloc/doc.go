@@ -14,8 +14,9 @@
 // slice has len and cap n; keep its start (Free and Realloc need the
 // block's first byte and read the requested size from cap).
 //
-// Tags: "" is "untagged"; names are 1 to 63 bytes without NUL; after 4096
-// names, new ones are charged to "overflow". A block keeps its tag through
+// Tags: "" is "untagged"; names are 1 to 63 bytes without NUL, levels
+// separated by "/" (none empty, "." or ".."); after 4096 names, new ones
+// are charged to "overflow". A block keeps its tag through
 // Realloc and whichever goroutine frees it.
 //
 // Books: each shard (one per P, found by pinning the goroutine to its P

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,8 +35,9 @@ const (
 )
 
 // ErrBadTag is returned for a tag name that is empty, longer than
-// MaxTagName bytes, or holds a NUL.
-var ErrBadTag = errors.New("tag names are 1 to 63 bytes, without NUL")
+// MaxTagName bytes, holds a NUL, or is not a path: its '/' separate the
+// levels of a tag tree, none of which may be empty, "." or "..".
+var ErrBadTag = errors.New("tag names are 1 to 63 bytes, without NUL, levels separated by one '/', none \".\" or \"..\"")
 
 // Counters are one tag's books as one writer (a thread record) keeps
 // them, in the region: monotone, written by their owner only (Add, no
@@ -149,6 +151,11 @@ func ValidTag(name string) error {
 	for i := 0; i < len(name); i++ {
 		if name[i] == 0 {
 			return fmt.Errorf("%w: %q", ErrBadTag, name)
+		}
+	}
+	for _, level := range strings.Split(name, "/") {
+		if level == "" || level == "." || level == ".." {
+			return fmt.Errorf("%w: %q has a level %q", ErrBadTag, name, level)
 		}
 	}
 	return nil

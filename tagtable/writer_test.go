@@ -104,9 +104,13 @@ func TestWriterTagNames(t *testing.T) {
 	r, err := Create("go")
 	require.NoError(t, err)
 	defer r.Close()
-	for _, bad := range []string{"", strings.Repeat("x", 64), "a\x00b"} {
+	for _, bad := range []string{"", strings.Repeat("x", 64), "a\x00b",
+		"a//b", "/a", "a/", "/", "a/../b", "..", ".", "gfx/./x"} { // a name is a path of levels
 		_, _, err := r.Tag(bad)
 		require.ErrorIs(t, err, ErrBadTag, "%q", bad)
+	}
+	for _, good := range []string{"gfx/webgl/textures", "...", "a.b/.c", "x/..y"} {
+		require.NoError(t, ValidTag(good), "%q", good)
 	}
 	_, _, err = r.Tag(strings.Repeat("x", 63))
 	require.NoError(t, err)

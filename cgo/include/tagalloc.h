@@ -25,7 +25,7 @@ int tagalloc_version(void);
  * it is cleared, and so are those of threads it creates meanwhile (they
  * start with the tag). A block keeps its tag for life, through realloc,
  * whichever thread frees it. Untagged memory is charged to "untagged" (or
- * to $TAGALLOC_TAG). Tag names are 1 to 63 bytes; at most 4096 distinct
+ * to $TAGALLOC_TAG). Tag names are 1 to 63 bytes, levels separated by one '/' (none "." or ".."); at most 4096 distinct
  * tags, after which new ones are charged to "overflow" (with one warning).
  * An invalid name prints a warning and leaves the tag unchanged. */
 void SetHeapBlockTagForThread(const char *tag);

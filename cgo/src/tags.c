@@ -49,11 +49,22 @@ static inline uint32_t _ta_tag_hashof(const char *s, size_t n) {
   return h;
 }
 
-/* Length of a valid tag name, or 0 (NULL, empty, or longer than 63). */
+/* Length of a valid tag name, or 0: NULL, empty, longer than 63 bytes,
+ * or not a path: a tag name's '/' separate the levels of a tag tree
+ * (docs/tag-trees.md), so an empty level (a leading, trailing or doubled
+ * '/') or a level "." or ".." is refused. */
 static size_t _ta_tag_len(const char *name) {
   if (!name) return 0;
   size_t n = strnlen(name, TA_TAG_NAME_MAX + 1);
-  return n > TA_TAG_NAME_MAX ? 0 : n;
+  if (n == 0 || n > TA_TAG_NAME_MAX) return 0;
+  for (size_t i = 0; i <= n;) { /* each level: [i, j) */
+    size_t j = i;
+    while (j < n && name[j] != '/') j++;
+    size_t len = j - i;
+    if (len == 0 || (len <= 2 && name[i] == '.' && (len == 1 || name[i + 1] == '.'))) return 0;
+    i = j + 1;
+  }
+  return n;
 }
 
 /* The id of name (n bytes), or -1. Lock-free: an id is published in the
@@ -479,7 +490,7 @@ static void _ta_tag_peak_of(uint32_t tag, const _ta_sum_t *s, uint64_t *lower, u
 TA_COLD static void _ta_bad_tag(const char *fn, const char *name) {
   static _Atomic(int) warned;
   if (atomic_fetch_add(&warned, 1) < 8)
-    _ta_warn("%s: invalid tag name %s%s%s (a tag name is 1 to %u bytes); the tag is unchanged", fn,
+    _ta_warn("%s: invalid tag name %s%s%s (a tag name is 1 to %u bytes, levels separated by one '/', none \".\" or \"..\"); the tag is unchanged", fn,
              name ? "\"" : "", name ? name : "NULL", name ? "\"" : "", (unsigned)TA_TAG_NAME_MAX);
 }
 

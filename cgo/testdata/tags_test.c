@@ -243,6 +243,15 @@ static void test_bad_names(void) {
   ClearHeapBlockTagForThread();
   CHECK(tagalloc_tag_stats("never-used-tag", &s) == ENOENT, "unknown tag");
   CHECK(tagalloc_tag_stats(NULL, &s) == EINVAL, "NULL query");
+  /* a name is a path of levels (docs/tag-trees.md): none empty, "." or ".." */
+  static const char *bad[] = {"a//b", "/a", "a/", "/", "a/../b", "..", ".", "gfx/./x", "x/.."};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CHECK(tagalloc_set_tag(bad[i]) == EINVAL, "bad path %s", bad[i]);
+    CHECK(tagalloc_push_tag(bad[i]) == EINVAL, "bad path %s pushed", bad[i]);
+  }
+  static const char *good[] = {"gfx/webgl/textures", "a/b", "...", "a.b/.c", "x/..y"};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) CHECK(tagalloc_set_tag(good[i]) == 0, "path %s", good[i]);
+  ClearHeapBlockTagForThread();
 }
 
 /* Past 4096 tags, blocks go to "overflow". Runs last: it fills the table. */
