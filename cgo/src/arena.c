@@ -57,6 +57,9 @@ static size_t _ta_dirty_pages;        /* pages in dirty free spans */
 static size_t _ta_used_pages;         /* pages in spans in use */
 static size_t _ta_side_mapped;        /* bytes mapped for side arrays (below) */
 static size_t _ta_used_hwm;           /* high-water mark of _ta_used_pages, decaying */
+static size_t _ta_recent_big;         /* the largest span allocated in the last TA_RECENT_MS */
+static uint64_t _ta_recent_big_ms;    /* when it was */
+#define TA_RECENT_MS 1000
 
 static inline size_t _ta_page_index(const _ta_arena_t *a, const _ta_page_t *pg) {
   return (size_t)(pg - a->pages);
@@ -193,18 +196,35 @@ static inline void _ta_note_hwm(void) {
   if (u > _ta_used_hwm) _ta_used_hwm = u;
 }
 
+/* Note a span of npages allocated now: the largest of the last
+ * TA_RECENT_MS is the size the program is likely to ask for again. */
+static void _ta_note_recent_big(size_t npages, uint64_t now) {
+  if (npages >= _ta_recent_big || now - _ta_recent_big_ms > TA_RECENT_MS) {
+    _ta_recent_big = npages;
+    _ta_recent_big_ms = now;
+  }
+}
+
 /* How much free memory may stay resident. Freed memory is kept for reuse
  * while in-use plus free stays under the high-water mark of in-use memory
- * (so peak RSS is the peak of the heap, as with a heap that never returns
- * memory) but never more than the heap itself, so a program that frees
- * most of its heap gets its RSS back at once; retain_min is always allowed.
- * Spans free for longer than the purge delay go regardless. */
-static size_t _ta_retain_limit_pages(void) {
+ * (so peak RSS is about the peak of the heap, as with a heap that never
+ * returns memory), but no more than the heap itself or twice the largest
+ * span asked for in the last second, whichever is more: a program that
+ * frees most of its heap gets its RSS back at once. And one such span is
+ * kept even above the high-water mark: a program that frees a big block
+ * and asks for another keeps the pages to put it in (a loop of two
+ * 5-25 MiB blocks faulted on every page of every block without it, 30x
+ * tcmalloc's faults). retain_min is always allowed. Spans free for
+ * longer than the purge delay go regardless. */
+static size_t _ta_retain_limit_pages(uint64_t now) {
   size_t lim = _ta_opt.retain_min >> TA_PAGE_SHIFT;
   _ta_note_hwm(); /* huge blocks change the heap without the arena */
   size_t used = _ta_heap_pages();
   size_t room = _ta_used_hwm > used ? _ta_used_hwm - used : 0;
-  if (room > used) room = used;
+  size_t recent = now - _ta_recent_big_ms <= TA_RECENT_MS ? _ta_recent_big : 0;
+  size_t keep = used > 2 * recent ? used : 2 * recent;
+  if (room > keep) room = keep;
+  if (room < 2 * recent) room = 2 * recent;
   return room > lim ? room : lim;
 }
 
@@ -214,7 +234,7 @@ static size_t _ta_purging_pages; /* pages in spans being purged */
 /* Pick the dirty spans to purge: older than the delay, or the oldest beyond
  * the retain limit (all of them if all). They leave the bins as PURGING. */
 static size_t _ta_purge_pick_locked(bool all, uint64_t now, _ta_page_t **batch) {
-  size_t limit = all ? 0 : _ta_retain_limit_pages(), n = 0;
+  size_t limit = all ? 0 : _ta_retain_limit_pages(now), n = 0;
   /* The span freed last is spared by the limit (not by age): a program
    * that frees a block and allocates another of like size reuses it
    * without page faults. Bounded by 4 * retain_min. */
@@ -322,10 +342,17 @@ static _ta_page_t *_ta_span_claim(size_t ai, size_t idx, size_t npages, uint8_t 
 
 /* Take npages from the free span h (removed from its bin already), give the
  * rest back. Returns the in-use head. */
+/* Take npages (aligned) out of free span h, still in the bins: the pages
+ * before and after stay free in the state h was in (its flags are read
+ * before it leaves the bins, which clears its dirty bit: the remainders of
+ * a dirty span were filed as neither dirty nor zero, off the dirty list,
+ * so never purged, and resident for good unless a dirty neighbour was
+ * freed next to them). */
 static _ta_page_t *_ta_span_split_claim(_ta_page_t *h, size_t npages, size_t align_pages, uint8_t kind, uint64_t now) {
   _ta_arena_t *a = &_ta_arenas[h->arena];
   size_t ai = h->arena, idx = _ta_page_index(a, h), n = h->npages;
   uint8_t flags = h->flags;
+  _ta_free_span_remove(h);
   size_t lead = 0;
   if (align_pages > 1) {
     uintptr_t start = (uintptr_t)h->start, al = align_pages << TA_PAGE_SHIFT;
@@ -342,23 +369,21 @@ static _ta_page_t *_ta_span_alloc_locked(size_t npages, size_t align_pages, uint
   if (need <= TA_BINS) {
     uint64_t m = _ta_bin_mask & (~(uint64_t)0 << (need - 1));
     if (m) {
-      _ta_page_t *h = _ta_bins[__builtin_ctzll(m)].first;
-      _ta_free_span_remove(h);
-      return _ta_span_split_claim(h, npages, align_pages, kind, now);
+      return _ta_span_split_claim(_ta_bins[__builtin_ctzll(m)].first, npages, align_pages, kind, now);
     }
   }
-  /* Large bin: best fit. */
+  /* Large bin: best fit, a resident (dirty) span before a purged one,
+   * which would fault on every page again. */
   _ta_page_t *best = NULL;
   for (_ta_page_t *h = _ta_bins[TA_BINS].first; h; h = h->next) {
-    if (h->npages >= need && (!best || h->npages < best->npages)) {
+    if (h->npages < need) continue;
+    bool hd = (h->flags & TA_PF_DIRTY) != 0, bd = best && (best->flags & TA_PF_DIRTY) != 0;
+    if (!best || (hd && !bd) || (hd == bd && h->npages < best->npages)) {
       best = h;
-      if (h->npages == need) break;
+      if (hd && h->npages == need) break;
     }
   }
-  if (best) {
-    _ta_free_span_remove(best);
-    return _ta_span_split_claim(best, npages, align_pages, kind, now);
-  }
+  if (best) return _ta_span_split_claim(best, npages, align_pages, kind, now);
   /* Fresh pages from an arena's top (zero). */
   for (;;) {
     size_t n = atomic_load_explicit(&_ta_narenas, memory_order_relaxed);
@@ -393,6 +418,7 @@ static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kin
   uint64_t now = _ta_now_ms();
   _ta_page_t *h = _ta_span_alloc_locked(npages, align_pages, kind, now);
   if (h) {
+    _ta_note_recent_big(npages, now);
     /* The flags of a span in use are the arena's: report zero-ness here. */
     if (zero) *zero = (h->flags & TA_PF_ZERO) != 0;
     h->flags = 0;
@@ -403,16 +429,22 @@ static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kin
 }
 
 /* Make pages [idx, idx+n) of arena ai free, coalescing with free
- * neighbours; the result is dirty unless every part was clean and flags
- * says so. */
+ * neighbours of the same state only: dirty with dirty, clean with clean.
+ * A dirty span is then resident memory throughout, so the dirty pages the
+ * retain limit counts are what is resident, and a purge never throws away
+ * a freed block's pages for being joined to clean ones (a 20 MiB block
+ * freed next to 18 MiB of clean pages made a 38 MiB dirty span, over the
+ * limit, purged whole: a loop of two 5-25 MiB blocks faulted every page). */
 static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags, uint64_t now) {
   _ta_arena_t *a = &_ta_arenas[ai];
+  uint8_t dirty = flags & TA_PF_DIRTY;
   if (idx > 0) {
     _ta_page_t *l = &a->pages[idx - 1];
     l -= l->head_off;
-    if (l->kind == TA_KIND_FREE && l->head_off == 0 && _ta_page_index(a, l) + l->npages == idx) {
+    if (l->kind == TA_KIND_FREE && l->head_off == 0 && _ta_page_index(a, l) + l->npages == idx &&
+        (l->flags & TA_PF_DIRTY) == dirty) {
       size_t li = _ta_page_index(a, l);
-      if (!(l->flags & TA_PF_ZERO)) flags = TA_PF_DIRTY;
+      flags &= l->flags | TA_PF_DIRTY; /* zero only if both are */
       _ta_free_span_remove(l);
       n += idx - li;
       idx = li;
@@ -420,9 +452,9 @@ static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags
   }
   if (idx + n < a->top) {
     _ta_page_t *r = &a->pages[idx + n];
-    if (r->kind == TA_KIND_FREE && r->head_off == 0) {
+    if (r->kind == TA_KIND_FREE && r->head_off == 0 && (r->flags & TA_PF_DIRTY) == dirty) {
       size_t rn = r->npages;
-      if (!(r->flags & TA_PF_ZERO)) flags = TA_PF_DIRTY;
+      flags &= r->flags | TA_PF_DIRTY;
       _ta_free_span_remove(r);
       n += rn;
     }
@@ -593,27 +625,28 @@ static size_t _ta_arena_check(void) {
   size_t n = atomic_load(&_ta_narenas);
   for (size_t ai = 0; ai < n; ai++) {
     _ta_arena_t *a = &_ta_arenas[ai];
-    bool prev_free = false;
+    int prev_free = 0; /* 0: not free; else 1 + its dirty bit (free spans join only of one state) */
     for (size_t i = 0; i < a->top;) {
       _ta_page_t *h = &a->pages[i];
       if (h->head_off != 0 || h->npages == 0 || i + h->npages > a->top)
         _ta_fatal("arena %zu page %zu: not a span head (head_off %u npages %u)", ai, i, h->head_off, h->npages);
       if (h->kind == TA_KIND_FREE) {
-        if (prev_free) _ta_fatal("arena %zu page %zu: adjacent free spans", ai, i);
+        if (prev_free == 1 + (h->flags & TA_PF_DIRTY)) _ta_fatal("arena %zu page %zu: adjacent free spans of one state", ai, i);
+        if (!(h->flags & (TA_PF_DIRTY | TA_PF_ZERO))) _ta_fatal("arena %zu page %zu: a free span neither dirty nor zero", ai, i);
         freep += h->npages;
         nfree++;
         if (h->flags & TA_PF_DIRTY) dirty += h->npages;
         if (h->npages > 1 && h[h->npages - 1].head_off != h->npages - 1)
           _ta_fatal("arena %zu page %zu: free span's last page does not point back", ai, i);
-        prev_free = true;
+        prev_free = 1 + (h->flags & TA_PF_DIRTY);
       } else if (h->kind == TA_KIND_SMALL || h->kind == TA_KIND_LARGE) {
         for (size_t k = 1; k < h->npages; k++)
           if (h[k].head_off != k) _ta_fatal("arena %zu page %zu: inner page %zu has head_off %u", ai, i, k, h[k].head_off);
         used += h->npages;
-        prev_free = false;
+        prev_free = 0;
       } else if (h->kind == TA_KIND_PURGING) {
         purging += h->npages;
-        prev_free = false;
+        prev_free = 0;
       } else {
         _ta_fatal("arena %zu page %zu: bad kind %u", ai, i, h->kind);
       }
