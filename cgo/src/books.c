@@ -196,7 +196,12 @@ static void *_ta_file_make(const char *ext, size_t size, void *want, bool (*fill
   size_t n = strlen(path);
   memcpy(tmp, path, n);
   memcpy(tmp + n, ".new", 5);
-  int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  /* A file of that name (left by a process of this pid that died, or
+   * planted by another user of a run's shared books directory) is
+   * removed, and ours made new (O_EXCL): never one somebody else can
+   * write. If one is planted again in between, the books stay private. */
+  (void)unlink(tmp);
+  int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return NULL;
   void *p = MAP_FAILED;
   if (ftruncate(fd, (off_t)size) == 0 && (!fill || fill(fd, arg)))
