@@ -186,6 +186,20 @@ func TestPeaks(t *testing.T) {
 	})
 }
 
+// Forked children keep exact books (testdata/forks_test.c): 1000 children
+// forked while three threads allocate and free across threads, each
+// checking its books against a walk of its heap.
+func TestForkedChildrenExact(t *testing.T) {
+	t.Parallel()
+	forks := "1000"
+	if testing.Short() {
+		forks = "100"
+	}
+	r := runProg(t, 5*time.Minute, []string{"LD_PRELOAD=" + lib(t)}, buildC(t, "forks_test", "plain"), forks, "3")
+	requirePassed(t, "forks_test", r)
+	require.Contains(t, r.stdout, forks+" forks, 0 children whose books differed")
+}
+
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	r := runProg(t, 2*time.Minute, []string{"LD_PRELOAD=" + lib(t)}, buildC(t, "lifecycle_test", "plain"))
