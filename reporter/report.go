@@ -116,6 +116,43 @@ type Heap struct {
 	FreeCachedBytes  uint64 `json:"free_cached_bytes"`
 	SpanFreeBytes    uint64 `json:"span_free_bytes"`
 	BookkeepingBytes uint64 `json:"bookkeeping_bytes"`
+	// PeakLiveBytes and PeakLiveBytesUpper bound the heap's own peak of
+	// live bytes (all tags at once): at least the largest tag's peak and
+	// the live bytes now, at most the sum of the tags' upper bounds. Equal
+	// when one tag held the heap and its peak is exact (an untagged
+	// program on one thread); no upper bound when a tag has none.
+	PeakLiveBytes      uint64  `json:"peak_live_bytes,omitempty"`
+	PeakLiveBytesUpper *uint64 `json:"peak_live_bytes_upper,omitempty"`
+}
+
+// notePeaks sets the heap's peak bounds from its tags' (FromSnapshot).
+func (h *Heap) notePeaks(tags []Tag) {
+	lower, upper, bounded := h.LiveBytes, uint64(0), true
+	for _, t := range tags {
+		if t.AllocBlocks == 0 && t.PeakLiveBytes == 0 {
+			continue
+		}
+		lower = max(lower, t.PeakLiveBytes)
+		if t.PeakLiveBytesUpper == nil {
+			bounded = false
+			continue
+		}
+		upper += *t.PeakLiveBytesUpper
+	}
+	h.PeakLiveBytes = lower
+	if bounded {
+		upper = max(upper, lower)
+		h.PeakLiveBytesUpper = &upper
+	}
+}
+
+// Peak is how the heap's peak reads in text, as Tag.Peak does a tag's;
+// "" for a report without it.
+func (h Heap) Peak() string {
+	if h.PeakLiveBytes == 0 && h.PeakLiveBytesUpper == nil {
+		return ""
+	}
+	return Tag{PeakLiveBytes: h.PeakLiveBytes, PeakLiveBytesUpper: h.PeakLiveBytesUpper}.Peak()
 }
 
 // Item is one about:memory measurement.
@@ -155,6 +192,7 @@ func FromSnapshot(s *tagtable.Snapshot) Process {
 	if p.Tags == nil {
 		p.Tags = []Tag{}
 	}
+	p.Heap.notePeaks(p.Tags)
 	a := s.Allocator
 	p.Heap.FreeCachedBytes = a.SpansFreeResident + a.HugeCached
 	p.Heap.MappedBytes = a.SpansInUse + p.Heap.FreeCachedBytes + a.HugeLive

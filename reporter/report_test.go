@@ -86,3 +86,32 @@ func FuzzRead(f *testing.F) {
 		require.NoError(t, r.WriteTree(&out)) // anything Read accepts renders
 	})
 }
+
+// The heap's peak: exact when one tag held it with an exact peak; else
+// between the largest tag's peak (or live now) and the sum of the tags'
+// upper bounds; a lower bound alone when a tag has no upper bound.
+func TestHeapPeakBounds(t *testing.T) {
+	exact := func(name string, live, peak uint64) Tag {
+		return Tag{Name: name, LiveBytes: live, AllocBlocks: 1, PeakLiveBytes: peak, PeakLiveBytesUpper: ptr(peak)}
+	}
+	for _, tc := range []struct {
+		name string
+		tags []Tag
+		live uint64
+		lo   uint64
+		up   *uint64
+		text string
+	}{
+		{"one exact tag", []Tag{exact("untagged", 10, 9000)}, 10, 9000, ptr(uint64(9000)), "8.8 KiB"},
+		{"two exact tags", []Tag{exact("a", 0, 4096), exact("b", 0, 1024)}, 0, 4096, ptr(uint64(5120)), "4.0 KiB (+1.0 KiB)"},
+		{"a tag never used", []Tag{exact("a", 0, 4096), {Name: "b"}}, 0, 4096, ptr(uint64(4096)), "4.0 KiB"},
+		{"a tag without an upper bound", []Tag{exact("a", 0, 4096), {Name: "go", AllocBlocks: 3, PeakLiveBytes: 8192}}, 0, 8192, nil, "≥ 8.0 KiB"},
+		{"live above every tag's noted peak", []Tag{exact("a", 5000, 4096)}, 5000, 5000, ptr(uint64(5000)), "4.9 KiB"},
+	} {
+		h := Heap{LiveBytes: tc.live}
+		h.notePeaks(tc.tags)
+		require.Equal(t, tc.lo, h.PeakLiveBytes, tc.name)
+		require.Equal(t, tc.up, h.PeakLiveBytesUpper, tc.name)
+		require.Equal(t, tc.text, h.Peak(), tc.name)
+	}
+}

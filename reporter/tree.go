@@ -123,6 +123,9 @@ func (p Process) WriteTree(w io.Writer) error {
 	fmt.Fprintf(w, "%s -- heap-mapped\n", humanize.IBytes(h.MappedBytes))
 	fmt.Fprintf(w, "%s -- heap-span-free (free blocks and never-touched room in spans in use)\n", humanize.IBytes(h.SpanFreeBytes))
 	fmt.Fprintf(w, "%s blocks -- heap-live-blocks\n", humanize.Comma(int64(p.Heap.LiveBlocks)))
+	if pk := h.Peak(); pk != "" {
+		fmt.Fprintf(w, "%s -- heap-peak (live bytes of all tags at once; a bound shows as +X or ≥)\n", pk)
+	}
 	for _, l := range p.Resident.treeLines() {
 		fmt.Fprintln(w, l)
 	}
