@@ -12,8 +12,8 @@
 // many steps as could fit, and a region that fails a check gives an error
 // naming what is wrong (never a panic or a hang). FuzzParse exercises this.
 //
-// Layout (version 4, region.go's Version; docs/ARCHITECTURE.md, "The
-// books region"): a header at offset 0 (magic "TAGALLOC", version, sizes,
+// Layout (version 5 from the native library, region.go's Version; 4 from
+// writer.go, WriterVersion; docs/ARCHITECTURE.md, "The books region"): a header at offset 0 (magic "TAGALLOC", version, sizes,
 // pid, ppid, start time, state, the offsets of the arrays and the field
 // offsets of the records, see header in region.go), then the command
 // line, the tag names (tag_slots slots of tag_name_size bytes,

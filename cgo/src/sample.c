@@ -6,8 +6,10 @@
  * down an exponentially distributed number of bytes (mean
  * TAGALLOC_SAMPLE_RATE) and the allocation that crosses zero is sampled;
  * with TAGALLOC_STACKS=full every allocation is. A sampled block's stack is
- * captured with the libgcc unwinder (DWARF CFI, so it works on distro
- * binaries without frame pointers), deduplicated into a stack id, and an
+ * captured from DWARF call-frame information (so it works on distro
+ * binaries without frame pointers): by default with rules cached per
+ * return address (unwind.c, included below), libgcc's unwinder where they
+ * do not reach or with TAGALLOC_UNWIND=1. It is deduplicated into a stack id, and an
  * ALLOC event goes into the events ring; the block's address goes into the
  * sampled set, so its free (or in-place resize) emits an event too. The
  * pages holding sampled blocks keep a filter of them (pg->sampled): frees
@@ -19,7 +21,7 @@
  * release store; the reader (tagalloc run) consumes committed records from
  * tail, zeroes them and advances tail. A full ring never blocks: the event
  * is counted in dropped. Layout (version 1; the Go reader is
- * stacks/ring.go): the header below, then the ring. Records are multiples
+ * tagtable/events.go): the header below, then the ring. Records are multiples
  * of 8 bytes; their first word is len | type << 32, and they may wrap
  * around the end of the ring (the first word never does).
  *   MODULE  u64 start, end, file offset, bias; u32 build-id len, path len; bytes
@@ -29,13 +31,12 @@
  *   RESIZE  u64 old addr, new addr, usable, requested, flags[, prior]
  *           (realloc of a sampled block: it stays sampled, in place or
  *           moved; flags bit 0: the countdown crossed zero in what the
- *           realloc counted; bit 2: the block grew (or kept its size)
+ *           realloc counted; bit 1: a catch-up, the last of the in-place
+ *           reallocs left out (see "thinning"), written before another
+ *           record of the block; bit 2: the block grew (or kept its size)
  *           without a copy, counted by its growth, and stays weighed if it
  *           was; bit 3: a small block resized within its size class,
- *           counted as nothing, weighed as it was; bit 1: a catch-up,
- *           the last of the in-place
- *           reallocs left out (see "thinning"), written before another
- *           record of the block; bits 8-31: in-place reallocs of the
+ *           counted as nothing, weighed as it was; bits 8-31: in-place reallocs of the
  *           block left out before this one, bits 32-63: how many of those
  *           and this one grew; prior, in a catch-up or when some were
  *           left out: the requested size last reported for the block)

@@ -10,7 +10,8 @@
 #include "books.c"     /* the region holding the books (shared with tagalloc run) */
 #include "arena.c"     /* address space, spans, purging */
 #include "page.c"      /* small spans: carving, collecting, remote free */
-#include "sample.c"    /* sampled stacks and the events ring (TA_SAMPLING builds) */
+#include "sample.c"    /* sampled stacks and the events ring (TA_SAMPLING builds); it includes
+                          unwind.c, the cached-CFI unwinder (x86-64) */
 #include "heap.c"      /* thread heaps: slow path, thread exit */
 #include "huge.c"      /* huge blocks: one mapping each */
 #include "tags.c"      /* tags: registry, thread records, counters, API */

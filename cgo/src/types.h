@@ -93,13 +93,25 @@
  * or freeing to at that instant races on the page's free list (no lock is
  * there to take; not seen in the tests' millions of operations, not proven).
  *
- * Locks (never held while calling anything that could allocate):
- *   _ta_heaps_lock  the list of heaps (fork)           order 1
- *   _ta_aband_lock  abandoned pages                    order 2
- *   _ta_arena_lock  spans, arenas, purging             order 3
- *   _ta_huge_lock   the huge table                     order 4
- *   _ta_meta_lock   metadata allocator                 order 5
- */
+ * Locks, in the order they nest (a thread holding one takes only later
+ * ones; fork takes them all in this order, init.c _ta_fork_prepare):
+ *   _ta_report_lock   memory reporters (report.c): outermost, held while
+ *                     reporters run and allocate; not taken by fork (its
+ *                     child re-initializes it)
+ *   _ta_init_lock     the one-time initialization (init.c), before fork
+ *                     handlers exist
+ *   _ta_sample_lock   the events ring and sampled set (sample.c, stacks
+ *                     builds)
+ *   _ta_tags_lock     registering tag names (tags.c)
+ *   _ta_threads_lock  thread records (tags.c)
+ *   _ta_heaps_lock    the list of heaps (heap.c)
+ *   _ta_aband_lock    abandoned pages (heap.c)
+ *   _ta_arena_lock    spans, arenas, purging (arena.c)
+ *   _ta_huge_lock     the huge table (huge.c)
+ *   _ta_meta_lock     the metadata allocator (heap.c)
+ *   _ta_quar_lock     the checking build's quarantine (check.c): a leaf
+ * Apart from _ta_report_lock, none is held while calling anything that
+ * could allocate through malloc. */
 #ifndef TAGALLOC_TYPES_H
 #define TAGALLOC_TYPES_H
 
@@ -125,8 +137,9 @@
 
 /* ---- build configuration ------------------------------------------------ */
 
-/* TA_DEBUG: 0 release, 1 cheap invariant checks, 2 expensive checks (heap
- * walks on every slow path). Tests build the core at level 2. */
+/* TA_DEBUG: 0 release; 1 or more: invariant checks (ta_assert) that print
+ * and abort. Level 2 checks nothing more today; the tests build the core
+ * at level 2 so that a check added for it runs in them. */
 #ifndef TA_DEBUG
 #define TA_DEBUG 0
 #endif
