@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"sync/atomic"
 	"testing"
 
@@ -278,6 +279,20 @@ func TestSmallRegionV5(t *testing.T) {
 	binary.LittleEndian.PutUint32(b[12:], headerV4)
 	if _, err := Parse(b); err == nil {
 		t.Error("a version-5 region with a version-4 header size parsed")
+	}
+}
+
+// TestHeapsFieldUnread: from version 4 a thread record's heap-list field
+// is neither checked nor read, so a wild offset in it is harmless (Parse
+// once read it anyway, and panicked past the region's end).
+func TestHeapsFieldUnread(t *testing.T) {
+	for _, v := range []uint32{4, 5} {
+		b := smallRegionOf(v)
+		f, _ := reflect.TypeOf(header{}).FieldByName("ThreadHeaps")
+		binary.LittleEndian.PutUint32(b[f.Offset:], 0xfffffff0)
+		if _, err := Parse(b); err != nil {
+			t.Errorf("version %d: %v", v, err)
+		}
 	}
 }
 

@@ -230,20 +230,50 @@ func (r reader) addr(what string, a, base, size uint64) (uint64, error) {
 	return off, r.span(what, off, size)
 }
 
-// Parse validates a region's bytes and sums its books.
+// Parse validates a region's bytes and sums its books: the header, the
+// bounds of every table it names, the counters (each tag's fallback set,
+// then each thread's chunks and, before version 4, its heaps), the
+// reports, the command line and the tags.
 func Parse(b []byte) (*Snapshot, error) {
+	h, err := parseHeader(b)
+	if err != nil {
+		return nil, err
+	}
+	p, err := checkBounds(b, h)
+	if err != nil {
+		return nil, err
+	}
+	p.sumFallback()
+	if err := p.walkThreads(); err != nil {
+		return nil, err
+	}
+	s := p.snapshot()
+	if err := p.readReports(s); err != nil {
+		return nil, err
+	}
+	p.readCommand(s)
+	if err := p.buildTags(s); err != nil {
+		return nil, err
+	}
+	sortTags(s.Tags)
+	return s, nil
+}
+
+// parseHeader decodes the header of b and checks its magic, version and
+// size; the fields an older version lacks read as 0.
+func parseHeader(b []byte) (header, error) {
 	var h header
 	hs := uint64(binary.Size(h))
 	if uint64(len(b)) < headerV1 {
-		return nil, fail("%d bytes: too short for a header (%d)", len(b), headerV1)
+		return h, fail("%d bytes: too short for a header (%d)", len(b), headerV1)
 	}
 	hb := make([]byte, hs) // a version-1 header reads with no reports
 	copy(hb, b[:min(uint64(len(b)), hs)])
 	if err := binary.Read(bytes.NewReader(hb), binary.LittleEndian, &h); err != nil {
-		return nil, fail("header: %v", err)
+		return h, fail("header: %v", err)
 	}
 	if string(h.Magic[:]) != Magic {
-		return nil, fail("magic %q, want %q", h.Magic[:], Magic)
+		return h, fail("magic %q, want %q", h.Magic[:], Magic)
 	}
 	switch {
 	case h.Version == 1 && h.HeaderSize == headerV1:
@@ -256,28 +286,65 @@ func Parse(b []byte) (*Snapshot, error) {
 		h.HoldersOff, h.PeakUpperOff = 0, 0
 	case h.Version == 5 && uint64(h.HeaderSize) == hs:
 	case h.Version < 1 || h.Version > Version:
-		return nil, fail("layout version %d; this tagalloc reads versions 1 to %d (use the tagalloc that ran the program)", h.Version, Version)
+		return h, fail("layout version %d; this tagalloc reads versions 1 to %d (use the tagalloc that ran the program)", h.Version, Version)
 	default:
-		return nil, fail("header size %d does not fit version %d", h.HeaderSize, h.Version)
+		return h, fail("header size %d does not fit version %d", h.HeaderSize, h.Version)
 	}
+	return h, nil
+}
+
+// parser is a region whose header and bounds were checked, and the sums
+// of its counters per tag while Parse reads them.
+type parser struct {
+	h         header
+	r         reader
+	slots     uint64
+	v5        bool     // marks and peak tables (version 5)
+	heaps     bool     // heap records, with per-class counts (before version 4)
+	classSize []uint64 // bytes, by class
+
+	alloc, allocN, free, freeN, allocR, freeR []uint64
+	high                                      []uint64 // version 5: sums of the sets' marks (two's complement)
+}
+
+// checkBounds checks that the sizes h gives are plausible, that every
+// table it names lies in the bytes in use and that every record field a
+// reader follows lies inside its record; it returns the parser for b.
+func checkBounds(b []byte, h header) (*parser, error) {
 	used := h.Used
 	if used > uint64(len(b)) || used > h.RegionSize {
 		return nil, fail("%d bytes in use, but the region has %d (file %d)", used, h.RegionSize, len(b))
 	}
-	r := reader{b: b, used: used}
-	v5 := h.Version >= 5
+	p := &parser{h: h, r: reader{b: b, used: used}, v5: h.Version >= 5, heaps: h.Version < 4}
 	if h.TagSlots == 0 || h.TagSlots > 1<<20 || h.TagNameSize < 2 || h.TagNameSize > 4096 || h.NClasses == 0 || h.NClasses > 1024 ||
-		h.CtrChunk == 0 || h.CtrChunk > 1<<16 || h.CtrSize < 48 || (v5 && h.CtrSize < 64) {
+		h.CtrChunk == 0 || h.CtrChunk > 1<<16 || h.CtrSize < 48 || (p.v5 && h.CtrSize < 64) {
 		return nil, fail("implausible sizes (tag slots %d, name size %d, classes %d, chunk %d, counter %d)",
 			h.TagSlots, h.TagNameSize, h.NClasses, h.CtrChunk, h.CtrSize)
 	}
-	slots := uint64(h.TagSlots)
+	p.slots = uint64(h.TagSlots)
+	if err := p.checkTables(); err != nil {
+		return nil, err
+	}
+	if err := p.checkRecordFields(); err != nil {
+		return nil, err
+	}
+	p.classSize = make([]uint64, h.NClasses)
+	for c := range p.classSize {
+		p.classSize[c] = uint64(p.r.u32(h.ClassSizesOff + uint64(c)*4))
+	}
+	return p, nil
+}
+
+// checkTables checks that each table the header names lies in the bytes
+// in use.
+func (p *parser) checkTables() error {
+	h, slots := &p.h, p.slots
 	reportedLen := uint64(0) // the reported bytes are optional
 	if h.ReportedOff != 0 {
 		reportedLen = slots * 8
 	}
 	peakTables := uint64(0)
-	if v5 {
+	if p.v5 {
 		peakTables = slots * 8
 	}
 	for _, c := range []struct {
@@ -293,198 +360,265 @@ func Parse(b []byte) (*Snapshot, error) {
 		{"tag holders", h.HoldersOff, peakTables},
 		{"peak upper bounds", h.PeakUpperOff, peakTables},
 	} {
-		if err := r.span(c.what, c.off, c.n); err != nil {
-			return nil, err
+		if err := p.r.span(c.what, c.off, c.n); err != nil {
+			return err
 		}
 	}
-	// Each field a reader follows lies inside its record, computed in 64
-	// bits (in 32, offsets near 4 GiB wrapped around and passed).
+	return nil
+}
+
+// checkRecordFields checks that each field a reader follows lies inside
+// its record, computed in 64 bits (in 32, offsets near 4 GiB wrapped
+// around and passed).
+func (p *parser) checkRecordFields() error {
+	h := &p.h
 	fits := func(off, stride, n, width, size uint32) bool {
 		return uint64(off)+uint64(stride)*(uint64(n)-1)+uint64(width) <= uint64(size)
 	}
 	nch := uint32((uint64(h.TagSlots) + uint64(h.CtrChunk) - 1) / uint64(h.CtrChunk))
-	heaps := h.Version < 4 // heap records, with per-class counts, before version 4
 	if !fits(h.ThreadCtrOff, 8, nch, 8, h.ThreadSize) || !fits(h.ThreadNext, 0, 1, 8, h.ThreadSize) {
-		return nil, fail("record field offsets outside their records")
+		return fail("record field offsets outside their records")
 	}
-	if heaps && (!fits(h.ThreadHeaps, 0, 1, 8, h.ThreadSize) || h.ClassStride < 8 || h.ReqStride < 16 ||
+	if p.heaps && (!fits(h.ThreadHeaps, 0, 1, 8, h.ThreadSize) || h.ClassStride < 8 || h.ReqStride < 16 ||
 		!fits(h.HeapNalloc, h.ClassStride, h.NClasses, 8, h.HeapSize) || !fits(h.HeapNfree, h.ClassStride, h.NClasses, 8, h.HeapSize) ||
 		!fits(h.HeapAreq, h.ReqStride, h.NClasses, 8, h.HeapSize) || !fits(h.HeapFreq, h.ReqStride, h.NClasses, 8, h.HeapSize) ||
 		!fits(h.HeapTag, 0, 1, 4, h.HeapSize) || !fits(h.HeapTnext, 0, 1, 8, h.HeapSize)) {
-		return nil, fail("heap record field offsets outside their records")
+		return fail("heap record field offsets outside their records")
 	}
-	classSize := make([]uint64, h.NClasses)
-	for c := range classSize {
-		classSize[c] = uint64(r.u32(h.ClassSizesOff + uint64(c)*4))
-	}
+	return nil
+}
 
-	alloc := make([]uint64, slots)
-	allocN := make([]uint64, slots)
-	free := make([]uint64, slots)
-	freeN := make([]uint64, slots)
-	allocR := make([]uint64, slots)
-	freeR := make([]uint64, slots)
-	high := make([]uint64, slots) // version 5: sums of the sets' marks (two's complement)
-	addCtr := func(tag, off uint64) {
-		a, an, f, fn, ar, fr := r.u64(off), r.u64(off+8), r.u64(off+16), r.u64(off+24), r.u64(off+32), r.u64(off+40)
-		if v5 { // f is the headroom: live = mark - headroom, freed = alloc - live
-			hi := r.u64(off + 56)
-			high[tag] += hi
-			f = a - (hi - f)
-		}
-		if a|an|f|fn|ar|fr == 0 { // most are (4096 tag slots, a few used)
-			return
-		}
-		alloc[tag] += a
-		allocN[tag] += an
-		free[tag] += f
-		freeN[tag] += fn
-		allocR[tag] += ar
-		freeR[tag] += fr
-	}
+// sumFallback makes the per-tag sums and adds each tag's fallback
+// counter set to them.
+func (p *parser) sumFallback() {
+	slots := p.slots
+	p.alloc = make([]uint64, slots)
+	p.allocN = make([]uint64, slots)
+	p.free = make([]uint64, slots)
+	p.freeN = make([]uint64, slots)
+	p.allocR = make([]uint64, slots)
+	p.freeR = make([]uint64, slots)
+	p.high = make([]uint64, slots)
 	for t := uint64(0); t < slots; t++ {
-		addCtr(t, h.FallbackOff+t*uint64(h.CtrSize))
+		p.addCtr(t, p.h.FallbackOff+t*uint64(p.h.CtrSize))
 	}
-	// Thread records, newest first, each with counter chunks and heaps.
-	nchunks := (slots + uint64(h.CtrChunk) - 1) / uint64(h.CtrChunk)
-	chunkBytes := uint64(h.CtrChunk) * uint64(h.CtrSize)
-	maxSteps := used/uint64(max(h.ThreadSize, 64)) + 1
+}
+
+// addCtr adds the counter set at off to tag's sums.
+func (p *parser) addCtr(tag, off uint64) {
+	r := p.r
+	a, an, f, fn, ar, fr := r.u64(off), r.u64(off+8), r.u64(off+16), r.u64(off+24), r.u64(off+32), r.u64(off+40)
+	if p.v5 { // f is the headroom: live = mark - headroom, freed = alloc - live
+		hi := r.u64(off + 56)
+		p.high[tag] += hi
+		f = a - (hi - f)
+	}
+	if a|an|f|fn|ar|fr == 0 { // most are (4096 tag slots, a few used)
+		return
+	}
+	p.alloc[tag] += a
+	p.allocN[tag] += an
+	p.free[tag] += f
+	p.freeN[tag] += fn
+	p.allocR[tag] += ar
+	p.freeR[tag] += fr
+}
+
+// walkThreads follows the thread records, newest first, adding each
+// one's counter chunks and heaps to the sums.
+func (p *parser) walkThreads() error {
+	h := &p.h
+	maxSteps := p.r.used/uint64(max(h.ThreadSize, 64)) + 1
 	seenHeap, seenChunk := map[uint64]bool{}, map[uint64]bool{}
 	for a, steps := h.ThreadsHead, uint64(0); a != 0; steps++ {
 		if steps > maxSteps {
-			return nil, fail("the thread list does not end (a cycle?)")
+			return fail("the thread list does not end (a cycle?)")
 		}
-		toff, err := r.addr("thread record", a, h.Base, uint64(h.ThreadSize))
+		toff, err := p.r.addr("thread record", a, h.Base, uint64(h.ThreadSize))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for i := uint64(0); i < nchunks; i++ {
-			ca := r.u64(toff + uint64(h.ThreadCtrOff) + 8*i)
-			if ca == 0 {
-				continue
-			}
-			coff, err := r.addr("counter chunk", ca, h.Base, chunkBytes)
-			if err != nil {
-				return nil, err
-			}
-			// Every chunk belongs to one record: one shared between records
-			// (or listed twice) would count twice, and would let a hostile
-			// region make this loop quadratic.
-			if seenChunk[coff] {
-				return nil, fail("counter chunk at %#x is listed twice", ca)
-			}
-			seenChunk[coff] = true
-			for k := uint64(0); k < uint64(h.CtrChunk) && i*uint64(h.CtrChunk)+k < slots; k++ {
-				addCtr(i*uint64(h.CtrChunk)+k, coff+k*uint64(h.CtrSize))
+		if err := p.sumChunks(toff, seenChunk); err != nil {
+			return err
+		}
+		if p.heaps {
+			if err := p.sumHeaps(p.r.u64(toff+uint64(h.ThreadHeaps)), maxSteps, seenHeap); err != nil {
+				return err
 			}
 		}
-		hsteps := uint64(0)
-		for ha := r.u64(toff + uint64(h.ThreadHeaps)); heaps && ha != 0; hsteps++ {
-			if hsteps > maxSteps {
-				return nil, fail("a heap list does not end (a cycle?)")
-			}
-			hoff, err := r.addr("heap", ha, h.Base, uint64(h.HeapSize))
-			if err != nil {
-				return nil, err
-			}
-			if seenHeap[hoff] {
-				return nil, fail("heap at %#x is listed twice", ha)
-			}
-			seenHeap[hoff] = true
-			tag := uint64(r.u32(hoff + uint64(h.HeapTag)))
-			if tag >= slots {
-				return nil, fail("heap at %#x has tag %d of %d", ha, tag, slots)
-			}
-			for c := uint64(0); c < uint64(h.NClasses); c++ {
-				na := r.u64(hoff + uint64(h.HeapNalloc) + uint64(h.ClassStride)*c)
-				nf := r.u64(hoff + uint64(h.HeapNfree) + uint64(h.ClassStride)*c)
-				allocN[tag] += na
-				alloc[tag] += na * classSize[c]
-				freeN[tag] += nf
-				free[tag] += nf * classSize[c]
-				allocR[tag] += r.u64(hoff + uint64(h.HeapAreq) + uint64(h.ReqStride)*c)
-				freeR[tag] += r.u64(hoff + uint64(h.HeapFreq) + uint64(h.ReqStride)*c)
-			}
-			ha = r.u64(hoff + uint64(h.HeapTnext))
-		}
-		a = r.u64(toff + uint64(h.ThreadNext))
+		a = p.r.u64(toff + uint64(h.ThreadNext))
 	}
+	return nil
+}
 
+// sumChunks adds the counter chunks of the thread record at toff.
+func (p *parser) sumChunks(toff uint64, seenChunk map[uint64]bool) error {
+	h := &p.h
+	nchunks := (p.slots + uint64(h.CtrChunk) - 1) / uint64(h.CtrChunk)
+	chunkBytes := uint64(h.CtrChunk) * uint64(h.CtrSize)
+	for i := uint64(0); i < nchunks; i++ {
+		ca := p.r.u64(toff + uint64(h.ThreadCtrOff) + 8*i)
+		if ca == 0 {
+			continue
+		}
+		coff, err := p.r.addr("counter chunk", ca, h.Base, chunkBytes)
+		if err != nil {
+			return err
+		}
+		// Every chunk belongs to one record: one shared between records
+		// (or listed twice) would count twice, and would let a hostile
+		// region make this loop quadratic.
+		if seenChunk[coff] {
+			return fail("counter chunk at %#x is listed twice", ca)
+		}
+		seenChunk[coff] = true
+		for k := uint64(0); k < uint64(h.CtrChunk) && i*uint64(h.CtrChunk)+k < p.slots; k++ {
+			p.addCtr(i*uint64(h.CtrChunk)+k, coff+k*uint64(h.CtrSize))
+		}
+	}
+	return nil
+}
+
+// sumHeaps follows a thread's heap list from ha (before version 4),
+// adding each heap's per-class counts to its tag's sums.
+func (p *parser) sumHeaps(ha, maxSteps uint64, seenHeap map[uint64]bool) error {
+	h, r := &p.h, p.r
+	for hsteps := uint64(0); ha != 0; hsteps++ {
+		if hsteps > maxSteps {
+			return fail("a heap list does not end (a cycle?)")
+		}
+		hoff, err := r.addr("heap", ha, h.Base, uint64(h.HeapSize))
+		if err != nil {
+			return err
+		}
+		if seenHeap[hoff] {
+			return fail("heap at %#x is listed twice", ha)
+		}
+		seenHeap[hoff] = true
+		tag := uint64(r.u32(hoff + uint64(h.HeapTag)))
+		if tag >= p.slots {
+			return fail("heap at %#x has tag %d of %d", ha, tag, p.slots)
+		}
+		for c := uint64(0); c < uint64(h.NClasses); c++ {
+			na := r.u64(hoff + uint64(h.HeapNalloc) + uint64(h.ClassStride)*c)
+			nf := r.u64(hoff + uint64(h.HeapNfree) + uint64(h.ClassStride)*c)
+			p.allocN[tag] += na
+			p.alloc[tag] += na * p.classSize[c]
+			p.freeN[tag] += nf
+			p.free[tag] += nf * p.classSize[c]
+			p.allocR[tag] += r.u64(hoff + uint64(h.HeapAreq) + uint64(h.ReqStride)*c)
+			p.freeR[tag] += r.u64(hoff + uint64(h.HeapFreq) + uint64(h.ReqStride)*c)
+		}
+		ha = r.u64(hoff + uint64(h.HeapTnext))
+	}
+	return nil
+}
+
+// snapshot is the region's process, its writer and its allocator's own
+// figures.
+func (p *parser) snapshot() *Snapshot {
+	h := &p.h
 	native := h.HeapTag != 0 // before version 4: only the native library's heaps had a tag field
-	if !heaps {
+	if !p.heaps {
 		native = h.Writer == WriterNative
 	}
 	s := &Snapshot{PID: int(h.PID), PPID: int(h.PPID), StartNS: h.StartNS, Exited: h.State == 1, native: native,
 		Collections: h.Collections}
-	if h.ReportsCount > 0 {
-		if h.ReportsCount > MaxReports {
-			return nil, fail("%d reports, at most %d", h.ReportsCount, MaxReports)
-		}
-		if err := r.span("reports", uint64(h.ReportsOff), uint64(h.ReportsCount)*reportSize); err != nil {
-			return nil, err
-		}
-		for i := uint64(0); i < uint64(h.ReportsCount); i++ {
-			rep, err := parseReport(b[uint64(h.ReportsOff)+i*reportSize:][:reportSize])
-			if err != nil {
-				return nil, fail("report %d: %v", i, err)
-			}
-			s.Reports = append(s.Reports, rep)
-		}
-	}
 	s.Allocator = Allocator{SpansInUse: h.SpansInUse, SpansFreeResident: h.SpansFreeResident, ArenaTouched: h.ArenaTouched,
-		HugeLive: h.HugeLive, HugeCached: h.HugeCached, Bookkeeping: h.Descriptors + used}
-	if h.CmdlineLen > 0 {
-		cmd := b[h.CmdlineOff : h.CmdlineOff+uint64(h.CmdlineLen)]
-		for _, a := range bytes.Split(bytes.TrimRight(cmd, "\x00"), []byte{0}) {
-			s.Command = append(s.Command, printable(a))
+		HugeLive: h.HugeLive, HugeCached: h.HugeCached, Bookkeeping: h.Descriptors + p.r.used}
+	return s
+}
+
+// readReports reads the reports table into s.
+func (p *parser) readReports(s *Snapshot) error {
+	h := &p.h
+	if h.ReportsCount == 0 {
+		return nil
+	}
+	if h.ReportsCount > MaxReports {
+		return fail("%d reports, at most %d", h.ReportsCount, MaxReports)
+	}
+	if err := p.r.span("reports", uint64(h.ReportsOff), uint64(h.ReportsCount)*reportSize); err != nil {
+		return err
+	}
+	for i := uint64(0); i < uint64(h.ReportsCount); i++ {
+		rep, err := parseReport(p.r.b[uint64(h.ReportsOff)+i*reportSize:][:reportSize])
+		if err != nil {
+			return fail("report %d: %v", i, err)
 		}
+		s.Reports = append(s.Reports, rep)
 	}
+	return nil
+}
+
+// readCommand reads the process's command line into s.
+func (p *parser) readCommand(s *Snapshot) {
+	h := &p.h
+	if h.CmdlineLen == 0 {
+		return
+	}
+	cmd := p.r.b[h.CmdlineOff : h.CmdlineOff+uint64(h.CmdlineLen)]
+	for _, a := range bytes.Split(bytes.TrimRight(cmd, "\x00"), []byte{0}) {
+		s.Command = append(s.Command, printable(a))
+	}
+}
+
+// buildTags turns the sums into s's tags (unsorted): each registered tag
+// with blocks, and tag 0 always.
+func (p *parser) buildTags(s *Snapshot) error {
+	h := &p.h
 	count := uint64(h.TagCount)
-	if count > slots {
-		return nil, fail("tag count %d > %d slots", count, slots)
+	if count > p.slots {
+		return fail("tag count %d > %d slots", count, p.slots)
 	}
-	for t := uint64(0); t < slots; t++ {
+	for t := uint64(0); t < p.slots; t++ {
 		if t >= count && t != uint64(h.TagOverflow) {
-			if allocN[t] != 0 {
-				return nil, fail("blocks charged to unregistered tag %d", t)
+			if p.allocN[t] != 0 {
+				return fail("blocks charged to unregistered tag %d", t)
 			}
 			continue
 		}
-		if allocN[t] == 0 && t != 0 {
+		if p.allocN[t] == 0 && t != 0 {
 			continue
 		}
-		slot := b[h.NamesOff+t*uint64(h.TagNameSize) : h.NamesOff+(t+1)*uint64(h.TagNameSize)]
+		slot := p.r.b[h.NamesOff+t*uint64(h.TagNameSize) : h.NamesOff+(t+1)*uint64(h.TagNameSize)]
 		n := bytes.IndexByte(slot, 0)
 		if n <= 0 {
-			return nil, fail("tag %d has no name", t)
+			return fail("tag %d has no name", t)
 		}
 		if s.TagNames == nil {
 			s.TagNames = map[uint32]string{}
 		}
 		name := printable(slot[:n])
 		s.TagNames[uint32(t)] = name
-		tt := TagTotals{Name: name, AllocBytes: alloc[t], AllocBlocks: allocN[t]}
-		if free[t] > alloc[t] || freeN[t] > allocN[t] || freeR[t] > allocR[t] {
-			s.Torn = true
-		} else {
-			tt.LiveBytes, tt.LiveBlocks = alloc[t]-free[t], allocN[t]-freeN[t]
-			if h.Requested == 1 {
-				req := allocR[t] - freeR[t]
-				tt.LiveRequestedBytes = &req
-			}
-		}
-		tt.PeakLiveBytes = max(r.u64(h.PeaksOff+8*t), tt.LiveBytes)
-		if v5 {
-			tt.PeakLiveBytes, tt.PeakUpperBytes = peakBounds(tt.PeakLiveBytes, high[t], r.u64(h.HoldersOff+8*t), r.u64(h.PeakUpperOff+8*t))
-			tt.PeakBounded = true
-		}
-		if h.ReportedOff != 0 {
-			tt.ReportedBytes = r.u64(h.ReportedOff + 8*t)
-		}
-		s.Tags = append(s.Tags, tt)
+		s.Tags = append(s.Tags, p.tagTotals(t, name, &s.Torn))
 	}
-	sortTags(s.Tags)
-	return s, nil
+	return nil
+}
+
+// tagTotals is tag t's books from the sums; it sets *torn if a counter
+// went backwards between reads (the live figures are then left 0).
+func (p *parser) tagTotals(t uint64, name string, torn *bool) TagTotals {
+	h, r := &p.h, p.r
+	tt := TagTotals{Name: name, AllocBytes: p.alloc[t], AllocBlocks: p.allocN[t]}
+	if p.free[t] > p.alloc[t] || p.freeN[t] > p.allocN[t] || p.freeR[t] > p.allocR[t] {
+		*torn = true
+	} else {
+		tt.LiveBytes, tt.LiveBlocks = p.alloc[t]-p.free[t], p.allocN[t]-p.freeN[t]
+		if h.Requested == 1 {
+			req := p.allocR[t] - p.freeR[t]
+			tt.LiveRequestedBytes = &req
+		}
+	}
+	tt.PeakLiveBytes = max(r.u64(h.PeaksOff+8*t), tt.LiveBytes)
+	if p.v5 {
+		tt.PeakLiveBytes, tt.PeakUpperBytes = peakBounds(tt.PeakLiveBytes, p.high[t], r.u64(h.HoldersOff+8*t), r.u64(h.PeakUpperOff+8*t))
+		tt.PeakBounded = true
+	}
+	if h.ReportedOff != 0 {
+		tt.ReportedBytes = r.u64(h.ReportedOff + 8*t)
+	}
+	return tt
 }
 
 // peakBounds is a version-5 tag's peak of live bytes, between lower and
