@@ -694,37 +694,67 @@ func ReadProcess(pid int) (*Snapshot, error) {
 		}
 		return nil, fmt.Errorf("process %d: %w", pid, err)
 	}
-	var snaps []*Snapshot
-	var mem *os.File
-	openMem := func() (*os.File, error) {
-		if mem != nil {
-			return mem, nil
-		}
-		var err error
-		if mem, err = os.Open(fmt.Sprintf("/proc/%d/mem", pid)); err != nil {
-			return nil, fmt.Errorf("process %d: reading its memory: %w (start it with tagalloc run, or check ptrace permissions)", pid, err)
-		}
-		return mem, nil
+	p := &procReader{pid: pid}
+	defer p.close()
+	libBase, libPath, err := p.readMapped(maps)
+	if err != nil {
+		return nil, err
 	}
-	defer func() {
-		if mem != nil {
-			mem.Close()
+	if libPath != "" && !anyNative(p.snaps) {
+		if err := p.readLibrary(libBase, libPath); err != nil {
+			return nil, err
 		}
-	}()
-	read := func(addr uint64) error {
-		m, err := openMem()
-		if err != nil {
-			return err
-		}
-		s, err := readRegion(io.NewSectionReader(m, int64(addr), 1<<40), nil)
-		if err != nil {
-			return fmt.Errorf("process %d: %w", pid, err)
-		}
-		snaps = append(snaps, s)
-		return nil
 	}
+	if len(p.snaps) == 0 {
+		return nil, fmt.Errorf("process %d has no tagalloc books (not preloaded, and no Go books)", pid)
+	}
+	return Merge(p.snaps...), nil
+}
+
+// procReader gathers the regions of process pid, reading its memory
+// through /proc/PID/mem, opened at the first need.
+type procReader struct {
+	pid   int
+	mem   *os.File
+	snaps []*Snapshot
+}
+
+func (p *procReader) open() (*os.File, error) {
+	if p.mem != nil {
+		return p.mem, nil
+	}
+	var err error
+	if p.mem, err = os.Open(fmt.Sprintf("/proc/%d/mem", p.pid)); err != nil {
+		return nil, fmt.Errorf("process %d: reading its memory: %w (start it with tagalloc run, or check ptrace permissions)", p.pid, err)
+	}
+	return p.mem, nil
+}
+
+func (p *procReader) close() {
+	if p.mem != nil {
+		p.mem.Close()
+	}
+}
+
+// read reads the region at addr in the process's memory.
+func (p *procReader) read(addr uint64) error {
+	m, err := p.open()
+	if err != nil {
+		return err
+	}
+	s, err := readRegion(io.NewSectionReader(m, int64(addr), 1<<40), nil)
+	if err != nil {
+		return fmt.Errorf("process %d: %w", p.pid, err)
+	}
+	p.snaps = append(p.snaps, s)
+	return nil
+}
+
+// readMapped reads the regions that the memory map (maps) names: region
+// files and Go's memfd. It returns where the native library is loaded
+// (libPath "" if it is not).
+func (p *procReader) readMapped(maps []byte) (libBase uint64, libPath string, err error) {
 	seen := map[string]bool{}
-	libBase, libPath := uint64(0), ""
 	for _, line := range strings.Split(string(maps), "\n") {
 		i := strings.Index(line, "/")
 		f := strings.Fields(line)
@@ -741,43 +771,42 @@ func ReadProcess(pid int) (*Snapshot, error) {
 			seen[path] = true
 			s, err := ReadFile(path)
 			if err != nil {
-				return nil, fmt.Errorf("process %d: %w", pid, err)
+				return 0, "", fmt.Errorf("process %d: %w", p.pid, err)
 			}
-			snaps = append(snaps, s)
+			p.snaps = append(p.snaps, s)
 		case strings.HasPrefix(path, "/memfd:tagalloc-books") && f[2] == "00000000":
-			if err := read(addr); err != nil {
-				return nil, err
+			if err := p.read(addr); err != nil {
+				return 0, "", err
 			}
 		case libPath == "" && strings.HasSuffix(path, "/libtagalloc.so") && f[2] == "00000000":
 			// the library's first mapping (file offset 0) is its load base
 			libBase, libPath = addr, path
 		}
 	}
-	if libPath != "" && !anyNative(snaps) {
-		sym, err := booksSymbol(libPath)
-		if err != nil {
-			return nil, fmt.Errorf("process %d: %w", pid, err)
-		}
-		m, err := openMem()
-		if err != nil {
-			return nil, err
-		}
-		var p [8]byte
-		if _, err := m.ReadAt(p[:], int64(libBase+sym)); err != nil {
-			return nil, fmt.Errorf("process %d: reading its memory: %w", pid, err)
-		}
-		if addr := binary.LittleEndian.Uint64(p[:]); addr != 0 {
-			if err := read(addr); err != nil {
-				return nil, err
-			}
-		} else if len(snaps) == 0 {
-			return nil, fmt.Errorf("process %d has no tagalloc books yet (it has not allocated)", pid)
-		}
+	return libBase, libPath, nil
+}
+
+// readLibrary reads the private region of the native library loaded at
+// libBase from libPath, found through its tagalloc_books symbol.
+func (p *procReader) readLibrary(libBase uint64, libPath string) error {
+	sym, err := booksSymbol(libPath)
+	if err != nil {
+		return fmt.Errorf("process %d: %w", p.pid, err)
 	}
-	if len(snaps) == 0 {
-		return nil, fmt.Errorf("process %d has no tagalloc books (not preloaded, and no Go books)", pid)
+	m, err := p.open()
+	if err != nil {
+		return err
 	}
-	return Merge(snaps...), nil
+	var b [8]byte
+	if _, err := m.ReadAt(b[:], int64(libBase+sym)); err != nil {
+		return fmt.Errorf("process %d: reading its memory: %w", p.pid, err)
+	}
+	if addr := binary.LittleEndian.Uint64(b[:]); addr != 0 {
+		return p.read(addr)
+	} else if len(p.snaps) == 0 {
+		return fmt.Errorf("process %d has no tagalloc books yet (it has not allocated)", p.pid)
+	}
+	return nil
 }
 
 // anyNative reports whether one of snaps is the native library's (it
