@@ -1,6 +1,6 @@
 // Memory reporters in the books (Go programs' memory in the same
-// picture: docs/ARCHITECTURE.md, "alloc and arena"): what the program's reporters say (package reporter's
-// registry) is published into the region once a second while the package
+// picture: docs/ARCHITECTURE.md, "alloc and arena"): what the program's reporters say (package registry:
+// reporter/registry) is published into the region once a second while the package
 // is in use, and at PublishReports. The Go runtime's own memory is one of
 // them: the runtime/metrics memory classes (no stop-the-world) as
 // about:memory reports under explicit/go/.
@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tagalloc/tagalloc/reporter"
+	"github.com/tagalloc/tagalloc/reporter/registry"
 	"github.com/tagalloc/tagalloc/tagtable"
 )
 
@@ -34,7 +34,7 @@ var goReports = []struct{ metric, path, desc string }{
 
 // GoRuntimeReporter reports the Go runtime's memory classes; package
 // alloc registers it as "go-runtime".
-func GoRuntimeReporter(report func(reporter.Measurement)) {
+func GoRuntimeReporter(report func(registry.Measurement)) {
 	samples := make([]metrics.Sample, len(goReports))
 	for i, g := range goReports {
 		samples[i].Name = g.metric
@@ -44,7 +44,7 @@ func GoRuntimeReporter(report func(reporter.Measurement)) {
 		if s.Value.Kind() != metrics.KindUint64 {
 			continue // not in this Go version
 		}
-		report(reporter.Measurement{Path: goReports[i].path, Description: goReports[i].desc, Amount: s.Value.Uint64()})
+		report(registry.Measurement{Path: goReports[i].path, Description: goReports[i].desc, Amount: s.Value.Uint64()})
 	}
 }
 
@@ -52,7 +52,7 @@ var reportErrOnce sync.Once
 
 // publishReports runs the registered reporters into the region's reports.
 func publishReports(r *tagtable.Region) {
-	ms, err := reporter.Collect()
+	ms, err := registry.Collect()
 	if err != nil {
 		reportErrOnce.Do(func() { fmt.Fprintf(os.Stderr, "tagalloc: %v\n", err) })
 	}
@@ -81,7 +81,7 @@ func PublishReports() {
 // startReports registers the Go runtime's reporter, publishes now and
 // then every interval, for the life of the process.
 func startReports(r *tagtable.Region, interval time.Duration) {
-	_ = reporter.Register("go-runtime", GoRuntimeReporter)
+	_ = registry.Register("go-runtime", GoRuntimeReporter)
 	publishReports(r)
 	go func() {
 		for range time.Tick(interval) {

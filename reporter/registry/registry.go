@@ -1,11 +1,6 @@
-// Memory reporters for Go programs (about:memory's nsIMemoryReporter, and
-// the C side's tagalloc_register_reporter): a reporter says what a part
-// of the program holds; Collect runs them all. Package alloc publishes
-// what they say once a second into the process's books, next to its tags,
-// so tagalloc run, snapshot, top and serve show it; the Go runtime's own
-// memory is one such reporter (explicit/go/...).
+// The registry of memory reporters, and what a measurement may say.
 
-package reporter
+package registry
 
 import (
 	"errors"
