@@ -9,11 +9,14 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/tagalloc/tagalloc/internal/termtext"
 )
 
 // WriteDMD writes, for every process with stacks, its live and cumulative
@@ -88,6 +91,7 @@ func (p Process) writeDMD(w io.Writer) error {
 		fmt.Fprintf(b, "; %s events LOST to a full ring", comma(st.Dropped))
 	}
 	b.WriteString("\n\n")
+	p.writeDMDTags(b)
 	texts := stackTexts{}
 	for _, k := range recordKinds {
 		kind, size, blocks := k.name, k.size, k.blocks
@@ -242,4 +246,38 @@ func (c stackTexts) text(fr []Frame, indent string) string {
 	}
 	c[&fr[0]] = string(b)
 	return c[&fr[0]]
+}
+
+// writeDMDTags writes each tag's exact live bytes and its requested bytes
+// and slop, as DMD's records print them: exact (the books kept them), from
+// every block's record (--stacks full), estimated from the live sampled
+// blocks (~, with their number), or unknown and why.
+func (p Process) writeDMDTags(b *bufio.Writer) {
+	if len(p.Tags) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "#-----------------------------------------------------------------\n# Tags: live bytes (exact), requested / slop (exact, or ~ estimated from the live sampled blocks)\n\n")
+	for i := range p.Tags {
+		t := &p.Tags[i]
+		name := termtext.Clean(t.Name)
+		req, kind, n := p.requested(t)
+		switch kind {
+		case reqUnknown:
+			why := "run with TAGALLOC_REQUESTED=1 for exact"
+			if t.LiveRequestedSamples != nil {
+				why = "none of its live blocks was sampled"
+			}
+			fmt.Fprintf(b, "  %s bytes (requested unknown: %s)  %s\n", comma(t.LiveBytes), why, name)
+			continue
+		case reqExact:
+			fmt.Fprintf(b, "  %s bytes (%s requested / %s slop)  %s\n", comma(t.LiveBytes), comma(req), comma(t.LiveBytes-min(req, t.LiveBytes)), name)
+			continue
+		}
+		tilde, basis := "~", "estimated from "+plural(int(min(n, math.MaxInt64)), "sample", "samples")
+		if kind == reqRecorded {
+			tilde, basis = "", "from "+plural(int(min(n, math.MaxInt64)), "recorded block", "recorded blocks")
+		}
+		fmt.Fprintf(b, "  %s bytes (%s%s requested / %s%s slop; %s)  %s\n", comma(t.LiveBytes), tilde, comma(req), tilde, comma(t.LiveBytes-min(req, t.LiveBytes)), basis, name)
+	}
+	b.WriteString("\n")
 }

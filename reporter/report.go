@@ -70,9 +70,18 @@ type Tag struct {
 	// null unless the process ran with TAGALLOC_REQUESTED=1 (keeping every
 	// block's requested size costs time on every malloc and free).
 	LiveRequestedBytes *uint64 `json:"live_requested_bytes"`
-	LiveBlocks         uint64  `json:"live_blocks"`
-	AllocBytes         uint64  `json:"alloc_bytes"`
-	AllocBlocks        uint64  `json:"alloc_blocks"`
+	// LiveRequestedBytesEstimate estimates LiveRequestedBytes from the
+	// process's live sampled blocks (stacks on) when the books do not
+	// keep it: LiveBytes times the share requested/usable of the tag's
+	// live sampled blocks (requested.go). LiveRequestedSamples is how many
+	// live sampled blocks it rests on; 0 with no estimate: none of the
+	// tag's live blocks was sampled. Both absent when LiveRequestedBytes
+	// is known, or without stacks.
+	LiveRequestedBytesEstimate *uint64 `json:"live_requested_bytes_estimate,omitempty"`
+	LiveRequestedSamples       *uint64 `json:"live_requested_samples,omitempty"`
+	LiveBlocks                 uint64  `json:"live_blocks"`
+	AllocBytes                 uint64  `json:"alloc_bytes"`
+	AllocBlocks                uint64  `json:"alloc_blocks"`
 	// PeakLiveBytes is the tag's peak of live bytes, PeakLiveBytesUpper
 	// its upper bound: equal, the peak is exact (one thread at a time held
 	// the tag); apart, the true peak lies between them; null, the books
@@ -344,7 +353,8 @@ func Read(rd io.Reader) (*Report, error) {
 			if t.Name == "" || len(t.Name) > 63 {
 				return nil, fmt.Errorf("%w: process %d has a tag named %q", ErrReport, p.PID, t.Name)
 			}
-			if t.LiveBlocks > t.AllocBlocks || t.LiveBytes > t.AllocBytes || (t.LiveRequestedBytes != nil && *t.LiveRequestedBytes > t.LiveBytes) {
+			if t.LiveBlocks > t.AllocBlocks || t.LiveBytes > t.AllocBytes || (t.LiveRequestedBytes != nil && *t.LiveRequestedBytes > t.LiveBytes) ||
+				(t.LiveRequestedBytesEstimate != nil && *t.LiveRequestedBytesEstimate > t.LiveBytes) {
 				return nil, fmt.Errorf("%w: tag %q of process %d has more live than allocated", ErrReport, t.Name, p.PID)
 			}
 		}

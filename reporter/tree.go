@@ -126,6 +126,9 @@ func (p Process) WriteTree(w io.Writer) error {
 	if pk := h.Peak(); pk != "" {
 		fmt.Fprintf(w, "%s -- heap-peak (live bytes of all tags at once; a bound shows as +X or ≥)\n", pk)
 	}
+	if why := p.requestedUnknown(); why != "" {
+		fmt.Fprintln(w, why)
+	}
 	for _, l := range p.Resident.treeLines() {
 		fmt.Fprintln(w, l)
 	}
@@ -176,10 +179,7 @@ type treeWriter struct {
 // tag writes the line of one tag, after branch.
 func (tw treeWriter) tag(i int, branch, name string) {
 	t := tw.p.Tags[i]
-	req := ""
-	if t.LiveRequestedBytes != nil {
-		req = fmt.Sprintf(", %s requested", humanize.IBytes(*t.LiveRequestedBytes))
-	}
+	req := tw.p.requestedNote(&t)
 	c := tw.claims[t.Name]
 	if c > 0 {
 		req += fmt.Sprintf(", less %s claimed by reporters", humanize.IBytes(c))
@@ -199,8 +199,8 @@ func (tw treeWriter) level(l *TagLevel, indent, branch, name string) {
 		tw.tag(i, branch, name)
 		return
 	}
-	var shown, blocks, alloc, claimed, req uint64
-	reqKnown := true
+	var shown, blocks, alloc, claimed uint64
+	var req requestedSum
 	l.Each(func(i int) {
 		t := &tw.p.Tags[i]
 		c := min(tw.claims[t.Name], t.LiveBytes)
@@ -208,16 +208,9 @@ func (tw treeWriter) level(l *TagLevel, indent, branch, name string) {
 		claimed = addSat64(claimed, c)
 		blocks = addSat64(blocks, t.LiveBlocks)
 		alloc = addSat64(alloc, t.AllocBytes)
-		if t.LiveRequestedBytes == nil {
-			reqKnown = false
-		} else {
-			req = addSat64(req, *t.LiveRequestedBytes)
-		}
+		req.add(tw.p, t)
 	})
-	note := ""
-	if reqKnown {
-		note = fmt.Sprintf(", %s requested", humanize.IBytes(req))
-	}
+	note := req.note()
 	if claimed > 0 {
 		note += fmt.Sprintf(", less %s claimed by reporters", humanize.IBytes(claimed))
 	}
