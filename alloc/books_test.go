@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tagalloc/tagalloc/procbooks"
 	"github.com/tagalloc/tagalloc/tagtable"
 )
 
@@ -35,9 +36,9 @@ func TestRegionMatchesTagStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc, err := tagtable.ReadProcess(os.Getpid())
+	proc, err := procbooks.Read(os.Getpid())
 	if err != nil {
-		t.Fatalf("ReadProcess (as tagalloc top): %v", err)
+		t.Fatalf("procbooks.Read (as tagalloc top): %v", err)
 	}
 	for _, s := range []*tagtable.Snapshot{snap, proc} {
 		got := map[string]tagtable.TagTotals{}

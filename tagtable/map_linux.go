@@ -11,7 +11,7 @@ import (
 // mapRegion maps a new region's bytes: shared, in a file
 // DIR/PID.NAME.tagalloc when $TAGALLOC_DIR is set (made under a temporary
 // name and renamed into place, like the native library's), else in a memfd
-// that ReadProcess finds in the process's map; private memory, readable by
+// that procbooks.Read finds in the process's map; private memory, readable by
 // no one else, when there is no memfd (an old kernel, a sandbox).
 func mapRegion(name string) (mem []byte, path string, err error) {
 	fd := -1

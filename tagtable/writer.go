@@ -52,7 +52,7 @@ type Counters struct {
 // Region is a books region this process writes. Its memory is a shared
 // mapping outside the Go heap: a file DIR/PID.NAME.tagalloc when
 // $TAGALLOC_DIR is set (tagalloc run sets it), else a memfd named
-// "tagalloc-books", which ReadProcess finds in /proc/PID/maps.
+// "tagalloc-books", which procbooks.Read finds in /proc/PID/maps.
 type Region struct {
 	mem  []byte
 	hdr  *header

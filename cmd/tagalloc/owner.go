@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tagalloc/tagalloc/procbooks"
 	"github.com/tagalloc/tagalloc/tagtable"
 )
 
@@ -88,5 +89,5 @@ func readOwnProcess(pid int, cmd string) (*tagtable.Snapshot, error) {
 	if err := checkOwner(pid, cmd); err != nil {
 		return nil, err
 	}
-	return tagtable.ReadProcess(pid)
+	return procbooks.Read(pid)
 }

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tagalloc/tagalloc/tagtable"
+	"github.com/tagalloc/tagalloc/procbooks"
 )
 
 // procWatch follows the launched process and its descendants (found
@@ -286,7 +286,7 @@ func (w *procWatch) scanMaps(pid int) (mapsSeen, error) {
 // (read through /proc/PID/mem, as snapshot reads a process preloaded by
 // hand).
 func readsPrivate(pid int) bool {
-	_, err := tagtable.ReadProcess(pid)
+	_, err := procbooks.Read(pid)
 	return err == nil
 }
 

@@ -1,0 +1,69 @@
+package procbooks
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tagalloc/tagalloc/tagtable"
+)
+
+func tagMap(s *tagtable.Snapshot) map[string]tagtable.TagTotals {
+	m := map[string]tagtable.TagTotals{}
+	for _, tt := range s.Tags {
+		m[tt.Name] = tt
+	}
+	return m
+}
+
+// TestReadFindsMemfd: a Go program's books in a memfd (no TAGALLOC_DIR),
+// found in the map by an outside reader, read the same as the writer's
+// own snapshot (as tagtable's TestWriterRegionParses writes them).
+func TestReadFindsMemfd(t *testing.T) {
+	t.Setenv("TAGALLOC_DIR", "")
+	r, err := tagtable.Create("go")
+	require.NoError(t, err)
+	defer r.Close()
+	require.Empty(t, r.Path(), "no TAGALLOC_DIR: a memfd")
+	cache, _, err := r.Tag("cache")
+	require.NoError(t, err)
+	bufs, _, err := r.Tag("buffers")
+	require.NoError(t, err)
+	a, err := r.NewThread()
+	require.NoError(t, err)
+	b, err := r.NewThread()
+	require.NoError(t, err)
+	charge := func(th *tagtable.Thread, id uint32, n, f, size uint64) {
+		c, err := th.Counters(id)
+		require.NoError(t, err)
+		tagtable.Add(&c.AllocBytes, n*size)
+		tagtable.Add(&c.AllocBlocks, n)
+		tagtable.Add(&c.FreeBytes, f*size)
+		tagtable.Add(&c.FreeBlocks, f)
+		tagtable.Add(&c.AllocReq, n*size)
+		tagtable.Add(&c.FreeReq, f*size)
+	}
+	charge(a, cache, 10, 0, 4096)
+	charge(b, cache, 0, 3, 4096)
+	charge(a, bufs, 2, 0, 65536)
+	charge(b, tagtable.Untagged, 5, 5, 64)
+	r.NotePeak(cache, 10*4096)
+	s, err := r.Snapshot()
+	require.NoError(t, err)
+	got := tagMap(s)
+	require.Equal(t, uint64(7*4096), got["cache"].LiveBytes)
+
+	p, err := Read(os.Getpid())
+	require.NoError(t, err)
+	require.Equal(t, got, tagMap(p))
+	require.False(t, p.Native())
+}
+
+// TestReadNoProcess: a process that does not exist is named in the error.
+func TestReadNoProcess(t *testing.T) {
+	_, err := Read(1 << 30)
+	require.Error(t, err)
+	require.True(t, strings.HasPrefix(err.Error(), "process 1073741824"), err.Error())
+}
