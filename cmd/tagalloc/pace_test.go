@@ -5,11 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tagalloc/tagalloc/internal/dirwatch"
 )
 
 // The drainer's passes come sooner as rings fill, later (up to maxEvery)
@@ -25,57 +26,6 @@ func TestDrainPace(t *testing.T) {
 	require.Equal(t, 20*ms, pace(20*ms, paceTarget))
 }
 
-// watchCreates wakes the drainer for an events file made in its
-// directory, or renamed into it (the library's are), not for other names
-// (books files, temporary names), and stops with stop.
-func TestWatchCreates(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("inotify is Linux's")
-	}
-	dir := t.TempDir()
-	stop := make(chan struct{})
-	w := watchCreates(dir, ".events", stop)
-	require.NotNil(t, w)
-	select {
-	case <-w.C:
-		t.Fatal("woken with nothing made")
-	case <-time.After(50 * time.Millisecond):
-	}
-	tmp := filepath.Join(t.TempDir(), "1.events.new")
-	require.NoError(t, os.WriteFile(tmp, nil, 0o600))
-	require.NoError(t, os.Rename(tmp, filepath.Join(dir, "1.events")))
-	select {
-	case <-w.C:
-	case <-time.After(5 * time.Second):
-		t.Fatal("not woken by a file renamed into the directory")
-	}
-	names, lost := w.take()
-	require.Equal(t, []string{"1.events"}, names)
-	require.False(t, lost)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "3.tagalloc"), nil, 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "4.events.new"), nil, 0o600))
-	select {
-	case <-w.C:
-		t.Fatalf("woken by other names (%q)", w.names)
-	case <-time.After(50 * time.Millisecond):
-	}
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "2.events"), nil, 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "5.events"), nil, 0o600))
-	deadline := time.After(5 * time.Second)
-	for len(names) < 3 {
-		select {
-		case <-w.C:
-			more, _ := w.take()
-			names = append(names, more...)
-		case <-deadline:
-			t.Fatalf("not woken by files made in the directory (have %q)", names)
-		}
-	}
-	require.Equal(t, []string{"1.events", "2.events", "5.events"}, names)
-	close(stop)
-	require.Nil(t, watchCreates(filepath.Join(dir, "missing"), ".events", stop), "a directory that is not there")
-}
-
 // Watched, a pass looks at the names made since the last one: a new
 // events file joins the list in name order, and one that a new file
 // replaced (a process that exec'd) is closed and forgotten.
@@ -86,7 +36,7 @@ func TestScanFollowsTheWatch(t *testing.T) {
 	dir := t.TempDir()
 	d := &drainer{dir: dir, open: map[string]*drained{}, stop: make(chan struct{})}
 	defer close(d.stop)
-	d.watch = watchCreates(dir, ".events", d.stop)
+	d.watch = dirwatch.Creates(dir, ".events", d.stop)
 	require.NotNil(t, d.watch)
 	make1 := func(name string) string {
 		p := filepath.Join(dir, name)
@@ -106,10 +56,7 @@ func TestScanFollowsTheWatch(t *testing.T) {
 	waitFor := func(name string) { // until the watch has reported name
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
-			d.watch.mu.Lock()
-			seen := slices.Contains(d.watch.names, name)
-			d.watch.mu.Unlock()
-			if seen {
+			if d.watch.Pending(name) {
 				return
 			}
 			time.Sleep(time.Millisecond)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tagalloc/tagalloc/internal/dirwatch"
 	"github.com/tagalloc/tagalloc/internal/procmem"
 	"github.com/tagalloc/tagalloc/reporter"
 )
@@ -185,7 +186,7 @@ type residentPoller struct {
 	dir   string
 	mu    sync.Mutex
 	procs map[int]*polled
-	watch *dirWatch
+	watch *dirwatch.Watch
 	stop  chan struct{}
 	done  chan struct{}
 	ended bool // finish ran: no more reads
@@ -198,7 +199,7 @@ type residentPoller struct {
 // until finish.
 func startResidentPoller(dir string) *residentPoller {
 	p := &residentPoller{dir: dir, procs: map[int]*polled{}, stop: make(chan struct{}), done: make(chan struct{})}
-	p.watch = watchCreates(dir, ".tagalloc", p.stop)
+	p.watch = dirwatch.Creates(dir, ".tagalloc", p.stop)
 	go p.loop()
 	return p
 }
@@ -263,7 +264,7 @@ func (p *residentPoller) round(scanAll bool) time.Duration {
 // program's.
 func (p *residentPoller) discover(scanAll bool) {
 	if p.watch != nil && !scanAll {
-		names, lost := p.watch.take()
+		names, lost := p.watch.Take()
 		if !lost {
 			for _, n := range names {
 				if pid, ok := booksPID(n); ok {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tagalloc/tagalloc/internal/dirwatch"
 	"github.com/tagalloc/tagalloc/internal/size"
 	"github.com/tagalloc/tagalloc/reporter"
 	"github.com/tagalloc/tagalloc/symbolizer"
@@ -32,45 +33,13 @@ type drainer struct {
 	done  chan struct{}
 	warm  *warmer // names return addresses as they come (nil: not)
 	npass int
-	grew  atomic.Uint64 // the last pass: the most a ring filled since the one before (a share of it, float64 bits)
-	watch *dirWatch     // the names made in dir (nil: not watched)
-	ended bool          // finish closed the rings: no more passes
+	grew  atomic.Uint64   // the last pass: the most a ring filled since the one before (a share of it, float64 bits)
+	watch *dirwatch.Watch // the names made in dir (nil: not watched)
+	ended bool            // finish closed the rings: no more passes
 	// The events files as the last look at the directory found them (in
 	// name order), and the directory's modification time then.
 	files   []string
 	dirTime time.Time
-}
-
-// dirWatch collects the names of the files made in a directory (or moved
-// into it) as watchCreates reports them.
-type dirWatch struct {
-	C     chan struct{} // a send after each report (one pending is enough)
-	mu    sync.Mutex
-	names []string
-	lost  bool // names were missed (the kernel's queue overflowed)
-}
-
-func newDirWatch() *dirWatch { return &dirWatch{C: make(chan struct{}, 1)} }
-
-func (w *dirWatch) add(names []string, lost bool) {
-	w.mu.Lock()
-	w.names = append(w.names, names...)
-	w.lost = w.lost || lost
-	w.mu.Unlock()
-	select {
-	case w.C <- struct{}{}:
-	default:
-	}
-}
-
-// take returns the names reported since the last take, and whether some
-// were missed.
-func (w *dirWatch) take() (names []string, lost bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	names, lost = w.names, w.lost
-	w.names, w.lost = nil, false
-	return names, lost
 }
 
 type drained struct {
@@ -119,7 +88,7 @@ const (
 const warmEvery = 10
 
 // scanEvery is how many passes may go between two readings of the books
-// directory when it is not watched (dirWatch): in between, a pass reads
+// directory when it is not watched (dirwatch): in between, a pass reads
 // it only if its modification time moved (a process created or replaced
 // its events file). The time can miss a change made within the clock tick
 // of the last reading; scanEvery bounds how late such a file is found.
@@ -173,7 +142,7 @@ func startDrainer(dir string, every time.Duration, historyLimit int, sym reporte
 	if sym != nil {
 		d.warm = newWarmer(sym)
 	}
-	d.watch = watchCreates(dir, ".events", d.stop)
+	d.watch = dirwatch.Creates(dir, ".events", d.stop)
 	var created <-chan struct{} // nil (never ready) when not watched
 	if d.watch != nil {
 		created = d.watch.C
@@ -324,7 +293,7 @@ func (d *drainer) drain(o *drained, now uint64) int {
 // closed and forgotten, to be opened as new.
 func (d *drainer) scan(final bool) []string {
 	if d.watch != nil && !final && d.npass > 0 {
-		if names, lost := d.watch.take(); !lost {
+		if names, lost := d.watch.Take(); !lost {
 			for _, n := range names {
 				if filepath.Ext(n) == ".events" && filepath.Base(n) == n {
 					d.found(filepath.Join(d.dir, n))
