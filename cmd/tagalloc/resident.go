@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tagalloc/tagalloc/drain"
 	"github.com/tagalloc/tagalloc/internal/dirwatch"
 	"github.com/tagalloc/tagalloc/internal/procmem"
 	"github.com/tagalloc/tagalloc/reporter"
@@ -190,7 +191,7 @@ type residentPoller struct {
 	stop  chan struct{}
 	done  chan struct{}
 	ended bool // finish ran: no more reads
-	// rounds counts the rounds; every scanEvery-th reads the whole
+	// rounds counts the rounds; every drain.ScanEvery-th reads the whole
 	// directory (the first finds what was made before the watch).
 	rounds int
 }
@@ -241,7 +242,7 @@ func (p *residentPoller) round(scanAll bool) time.Duration {
 	start, cpu0 := time.Now(), threadCPU()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.discover(scanAll || p.rounds%scanEvery == 0)
+	p.discover(scanAll || p.rounds%drain.ScanEvery == 0)
 	p.rounds++
 	for pid, pl := range p.procs {
 		if pl.goneAt.IsZero() {

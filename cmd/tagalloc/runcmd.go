@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tagalloc/tagalloc/cgo"
+	"github.com/tagalloc/tagalloc/drain"
 	"github.com/tagalloc/tagalloc/reporter"
 	"github.com/tagalloc/tagalloc/symbolizer"
 	"github.com/tagalloc/tagalloc/tagtable"
@@ -107,9 +108,9 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 	res := startResidentPoller(books)
 	defer res.finish()
 	watch := startProcWatch(cmd.Process.Pid, books)
-	var dr *drainer
+	var dr *drain.Drainer
 	if o.stacks != "off" {
-		dr = startDrainer(books, 20*time.Millisecond, o.historyLimit, newSymbolizer())
+		dr = drain.Start(books, 20*time.Millisecond, o.historyLimit, newSymbolizer())
 	}
 	if o.serve != "" {
 		stop, err := serveRun(o.serve, books, dr, res, stderr)
@@ -183,7 +184,7 @@ func hasStacks(rep *reporter.Report) bool {
 
 // serveRun serves the live view of the books (and the drainer's stacks,
 // and the processes' resident memory) on addr until stop is closed.
-func serveRun(addr, books string, dr *drainer, res *residentPoller, stderr io.Writer) (stop chan struct{}, err error) {
+func serveRun(addr, books string, dr *drain.Drainer, res *residentPoller, stderr io.Writer) (stop chan struct{}, err error) {
 	stop = make(chan struct{})
 	srv := &server{snap: func() (*reporter.Report, error) {
 		if dr == nil {
@@ -191,7 +192,7 @@ func serveRun(addr, books string, dr *drainer, res *residentPoller, stderr io.Wr
 		}
 		var rep *reporter.Report
 		var err error
-		dr.with(func(profiles map[int]*tagtable.Profile) { rep, err = collect(books, nil, profiles, res.resident) })
+		dr.With(func(profiles map[int]*tagtable.Profile) { rep, err = collect(books, nil, profiles, res.resident) })
 		return rep, err
 	}}
 	ready := make(chan error, 1)
@@ -234,7 +235,7 @@ func waitForwarding(cmd *exec.Cmd, sigs <-chan os.Signal) (int, error) {
 // and the processes' resident memory (res): the books are read while the
 // rings are drained (the program has ended, and tagalloc has the cores to
 // itself). prog shows how far it got.
-func finalReport(books string, ps *os.ProcessState, dr *drainer, res residentOf, stderr io.Writer, prog *progress) (*reporter.Report, error) {
+func finalReport(books string, ps *os.ProcessState, dr *drain.Drainer, res residentOf, stderr io.Writer, prog *progress) (*reporter.Report, error) {
 	if dr == nil {
 		prog.step("reading the books", nil, "")
 		return collect(books, ps, nil, res)
@@ -249,7 +250,7 @@ func finalReport(books string, ps *os.ProcessState, dr *drainer, res residentOf,
 		c <- read{snaps, err}
 	}()
 	prog.step("draining the stacks", nil, "")
-	profiles, errs := dr.finish()
+	profiles, errs := dr.Finish()
 	prog.clear()
 	for _, e := range errs {
 		fmt.Fprintf(stderr, "tagalloc: stacks: %v\n", e)

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package main
+package drain
 
 // lowerThreadPriority: per-thread priorities are Linux's.
 func lowerThreadPriority() {}

@@ -1,6 +1,6 @@
-// What run needs of Linux beyond the portable os package.
+// The warmer's thread priority on Linux.
 
-package main
+package drain
 
 import "golang.org/x/sys/unix"
 

@@ -1,4 +1,4 @@
-package main
+package drain
 
 import (
 	"fmt"
@@ -34,7 +34,7 @@ func TestScanFollowsTheWatch(t *testing.T) {
 		t.Skip("inotify is Linux's")
 	}
 	dir := t.TempDir()
-	d := &drainer{dir: dir, open: map[string]*drained{}, stop: make(chan struct{})}
+	d := &Drainer{dir: dir, open: map[string]*drained{}, stop: make(chan struct{})}
 	defer close(d.stop)
 	d.watch = dirwatch.Creates(dir, ".events", d.stop)
 	require.NotNil(t, d.watch)
@@ -80,7 +80,7 @@ func TestNewFilesDoNotPutPassesOff(t *testing.T) {
 		t.Skip("inotify is Linux's")
 	}
 	dir := t.TempDir()
-	d := startDrainer(dir, 20*time.Millisecond, 1<<20, nil)
+	d := Start(dir, 20*time.Millisecond, 1<<20, nil)
 	passes := func() int {
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -92,7 +92,7 @@ func TestNewFilesDoNotPutPassesOff(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	n := passes()
-	_, _ = d.finish()
+	_, _ = d.Finish()
 	// at least one pass per newRingEvery (10 ms) is due: 30 in 300 ms;
 	// a loaded machine may deliver far fewer, never none
 	require.GreaterOrEqual(t, n, 5, "passes in 300 ms of a new file every millisecond")
