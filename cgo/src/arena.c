@@ -208,9 +208,10 @@ static void _ta_note_recent_big(size_t npages, uint64_t now) {
 /* How much free memory may stay resident. Freed memory is kept for reuse
  * while in-use plus free stays under the high-water mark of in-use memory
  * (so peak RSS is about the peak of the heap, as with a heap that never
- * returns memory), but no more than the heap itself or twice the largest
- * span asked for in the last second, whichever is more: a program that
- * frees most of its heap gets its RSS back at once. And one such span is
+ * returns memory); once the heap falls below a quarter of that mark, no
+ * more than the heap itself or twice the largest span asked for in the
+ * last second, whichever is more: a program that frees most of its heap
+ * gets its RSS back at once. And one such span is
  * kept even above the high-water mark: a program that frees a big block
  * and asks for another keeps the pages to put it in (a loop of two
  * 5-25 MiB blocks faulted on every page of every block without it, 30x
@@ -223,7 +224,7 @@ static size_t _ta_retain_limit_pages(uint64_t now) {
   size_t room = _ta_used_hwm > used ? _ta_used_hwm - used : 0;
   size_t recent = now - _ta_recent_big_ms <= TA_RECENT_MS ? _ta_recent_big : 0;
   size_t keep = used > 2 * recent ? used : 2 * recent;
-  if (room > keep) room = keep;
+  if (used < _ta_used_hwm / 4 && room > keep) room = keep;
   if (room < 2 * recent) room = 2 * recent;
   return room > lim ? room : lim;
 }
