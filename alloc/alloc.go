@@ -8,8 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/tagalloc/tagalloc/arena"
+	"github.com/tagalloc/tagalloc/books"
 	"github.com/tagalloc/tagalloc/sizeclass"
-	"github.com/tagalloc/tagalloc/tagtable"
 )
 
 // empty is what a zero-byte request returns: non-nil, len and cap 0, not
@@ -40,9 +40,9 @@ func (t *Tag) Malloc(n int) []byte {
 			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
 				ctr := &ch[t.id%ctrChunkTags]
 				if p, _ := s.bins.Pop(c, t.id); p != nil {
-					tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
-					tagtable.Add(&ctr.AllocBlocks, 1)
-					tagtable.Add(&ctr.AllocReq, uint64(n))
+					books.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
+					books.Add(&ctr.AllocBlocks, 1)
+					books.Add(&ctr.AllocReq, uint64(n))
 					raceRelease(unsafe.Pointer(s))
 					procUnpin()
 					return unsafe.Slice((*byte)(p), n)
@@ -66,9 +66,9 @@ func (t *Tag) Calloc(n int) []byte {
 			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
 				ctr := &ch[t.id%ctrChunkTags]
 				if p, zero := s.bins.Pop(c, t.id); p != nil {
-					tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
-					tagtable.Add(&ctr.AllocBlocks, 1)
-					tagtable.Add(&ctr.AllocReq, uint64(n))
+					books.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
+					books.Add(&ctr.AllocBlocks, 1)
+					books.Add(&ctr.AllocReq, uint64(n))
 					raceRelease(unsafe.Pointer(s))
 					procUnpin()
 					b := unsafe.Slice((*byte)(p), n)
@@ -123,9 +123,9 @@ func (t *Tag) alloc(n int) (unsafe.Pointer, bool) {
 // and publishes the arena's figures.
 func (t *Tag) count(usable, req uint64) {
 	s, ctr := acquireFor(t.id)
-	tagtable.Add(&ctr.AllocBytes, usable)
-	tagtable.Add(&ctr.AllocBlocks, 1)
-	tagtable.Add(&ctr.AllocReq, req)
+	books.Add(&ctr.AllocBytes, usable)
+	books.Add(&ctr.AllocBlocks, 1)
+	books.Add(&ctr.AllocReq, req)
 	s.release()
 	samplePeak(t.id)
 	publish()
@@ -150,9 +150,9 @@ func (t *Tag) allocSmall(n int) (unsafe.Pointer, bool) {
 			p, zero = s.cache.Refill(c, t.id)
 		}
 		if p != nil {
-			tagtable.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
-			tagtable.Add(&ctr.AllocBlocks, 1)
-			tagtable.Add(&ctr.AllocReq, uint64(n))
+			books.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
+			books.Add(&ctr.AllocBlocks, 1)
+			books.Add(&ctr.AllocReq, uint64(n))
 		}
 		rel := s.cache.TakeRelease()
 		s.release()
@@ -196,9 +196,9 @@ func Free(b []byte) {
 			id := sp.TagOf(p)
 			if ch := s.ctrs[id/ctrChunkTags&127].Load(); ch != nil {
 				ctr := &ch[id%ctrChunkTags]
-				tagtable.Add(&ctr.FreeBytes, uint64(sp.BlockSize()))
-				tagtable.Add(&ctr.FreeBlocks, 1)
-				tagtable.Add(&ctr.FreeReq, uint64(cap(b)))
+				books.Add(&ctr.FreeBytes, uint64(sp.BlockSize()))
+				books.Add(&ctr.FreeBlocks, 1)
+				books.Add(&ctr.FreeReq, uint64(cap(b)))
 				raceRelease(unsafe.Pointer(s))
 				procUnpin()
 				return
@@ -219,9 +219,9 @@ func Free(b []byte) {
 // the tag yet).
 func countFree(id uint32, usable, req uint64) {
 	s, ctr := acquireFor(id)
-	tagtable.Add(&ctr.FreeBytes, usable)
-	tagtable.Add(&ctr.FreeBlocks, 1)
-	tagtable.Add(&ctr.FreeReq, req)
+	books.Add(&ctr.FreeBytes, usable)
+	books.Add(&ctr.FreeBlocks, 1)
+	books.Add(&ctr.FreeReq, req)
 	s.release()
 }
 
@@ -233,9 +233,9 @@ func freeSmallSlow(sp *arena.Span, p unsafe.Pointer, req uint64) {
 	s, ctr := acquireFor(sp.TagOf(p)) // the block's tag, read before it can be handed out again
 	ok := s.cache.Free(sp, p, off)
 	if ok {
-		tagtable.Add(&ctr.FreeBytes, uint64(sp.BlockSize()))
-		tagtable.Add(&ctr.FreeBlocks, 1)
-		tagtable.Add(&ctr.FreeReq, req)
+		books.Add(&ctr.FreeBytes, uint64(sp.BlockSize()))
+		books.Add(&ctr.FreeBlocks, 1)
+		books.Add(&ctr.FreeReq, req)
 	}
 	rel := s.cache.TakeRelease()
 	s.release()
@@ -267,9 +267,9 @@ func freeBig(sp *arena.Span, p unsafe.Pointer, req uint64) {
 		usable, id = uint64(u), tag
 	}
 	s, ctr := acquireFor(id)
-	tagtable.Add(&ctr.FreeBytes, usable)
-	tagtable.Add(&ctr.FreeBlocks, 1)
-	tagtable.Add(&ctr.FreeReq, req)
+	books.Add(&ctr.FreeBytes, usable)
+	books.Add(&ctr.FreeBlocks, 1)
+	books.Add(&ctr.FreeReq, req)
 	s.release()
 	publish()
 }
@@ -318,8 +318,8 @@ func Realloc(b []byte, n int) []byte {
 	}
 	if inPlace {
 		s, ctr := acquireFor(id)
-		tagtable.Add(&ctr.AllocReq, uint64(n))
-		tagtable.Add(&ctr.FreeReq, uint64(old))
+		books.Add(&ctr.AllocReq, uint64(n))
+		books.Add(&ctr.FreeReq, uint64(old))
 		s.release()
 		return unsafe.Slice((*byte)(p), n)
 	}

@@ -15,8 +15,8 @@ import (
 	"unsafe"
 
 	"github.com/tagalloc/tagalloc/arena"
+	"github.com/tagalloc/tagalloc/books"
 	"github.com/tagalloc/tagalloc/sizeclass"
-	"github.com/tagalloc/tagalloc/tagtable"
 )
 
 // usable is the size the books charge for a request of n bytes.
@@ -462,7 +462,7 @@ func TestMisuse(t *testing.T) {
 	mustPanic(t, "too large", func() { Malloc(1<<62, "misuse") })
 	mustPanic(t, "tag", func() { Malloc(10, strings.Repeat("x", 64)) })
 	mustPanic(t, "tag", func() { Malloc(10, "a\x00b") })
-	if _, err := NewTag(strings.Repeat("y", 64)); !errors.Is(err, tagtable.ErrBadTag) {
+	if _, err := NewTag(strings.Repeat("y", 64)); !errors.Is(err, books.ErrBadTag) {
 		t.Fatalf("NewTag of 64 bytes: %v, want ErrBadTag", err)
 	}
 	// A slice header claiming more than its block: caught by the cap check.

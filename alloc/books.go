@@ -13,12 +13,12 @@ import (
 	"unsafe"
 
 	"github.com/tagalloc/tagalloc/arena"
-	"github.com/tagalloc/tagalloc/tagtable"
+	"github.com/tagalloc/tagalloc/books"
 )
 
 const (
-	tagSlots  = tagtable.MaxTags + 2 // untagged, the names, overflow
-	maxShards = 256                  // P ids beyond this share one locked shard
+	tagSlots  = books.MaxTags + 2 // untagged, the names, overflow
+	maxShards = 256               // P ids beyond this share one locked shard
 )
 
 // shard is one writer of the books and one cache of spans: a P's (while a
@@ -30,7 +30,7 @@ type shard struct {
 	cache  *arena.Cache
 	bins   *arena.Bins                   // the cache's, for the fast path
 	ctrs   [128]atomic.Pointer[ctrChunk] // per chunk of tag ids (id/ctrChunkTags; 128*64 > tagSlots, so id/64&127 needs no bounds check)
-	thread *tagtable.Thread              // its record in the region (nil without one)
+	thread *books.Thread                 // its record in the region (nil without one)
 	shared bool
 	mu     sync.Mutex // the shared shard's exclusivity
 }
@@ -40,13 +40,13 @@ type shard struct {
 // the region thread record's chunk, which has this layout, or private
 // ones without a region. The fast paths find a tag's counters by address
 // arithmetic, without loading a pointer.
-type ctrChunk [ctrChunkTags]tagtable.Counters
+type ctrChunk [ctrChunkTags]books.Counters
 
 const ctrChunkTags = 64
 
 // counters are shard s's counters of tag id, or nil if their chunk is not
 // made yet (prepare).
-func (s *shard) counters(id uint32) *tagtable.Counters {
+func (s *shard) counters(id uint32) *books.Counters {
 	if ch := s.ctrs[id/ctrChunkTags&127].Load(); ch != nil {
 		return &ch[id%ctrChunkTags]
 	}
@@ -60,7 +60,7 @@ var (
 	state struct {
 		once   sync.Once
 		mu     sync.Mutex // tags and shard creation
-		region *tagtable.Region
+		region *books.Region
 		names  sync.Map // name -> *Tag
 		byID   [tagSlots]atomic.Pointer[Tag]
 		count  uint32                  // tag ids in use without a region (the region keeps its own)
@@ -102,17 +102,17 @@ func initAlloc() {
 		panic(err) // nothing can be allocated
 	}
 	debug = arena.Debug() // the arena's first Init decides
-	r, err := tagtable.Create("go")
+	r, err := books.Create("go")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "tagalloc: alloc keeps its books privately (tagalloc top/snapshot will not see them): %v\n", err)
 	} else {
 		state.region = r
 		startReports(r, time.Second)
 	}
-	untagged := &Tag{id: tagtable.Untagged, name: "untagged"}
-	state.byID[tagtable.Untagged].Store(untagged)
+	untagged := &Tag{id: books.Untagged, name: "untagged"}
+	state.byID[books.Untagged].Store(untagged)
 	state.names.Store("untagged", untagged)
-	state.byID[tagtable.OverflowTag].Store(&Tag{id: tagtable.OverflowTag, name: "overflow"})
+	state.byID[books.OverflowTag].Store(&Tag{id: books.OverflowTag, name: "overflow"})
 	state.count = 1
 	shared = newShard(maxShards)
 	shared.shared = true
@@ -176,7 +176,7 @@ func (s *shard) release() {
 // acquireFor returns the caller's shard, held, with its counters of tag
 // id. (They are made outside exclusivity: the region's lock and Go
 // allocation are not allowed while pinned.)
-func acquireFor(id uint32) (*shard, *tagtable.Counters) {
+func acquireFor(id uint32) (*shard, *books.Counters) {
 	for {
 		s := acquire()
 		if ctr := s.counters(id); ctr != nil {
@@ -227,14 +227,14 @@ type Tag struct {
 
 // NewTag returns the handle of tag name (the same handle every time).
 // name is 1 to 63 bytes without NUL (else an error wrapping
-// tagtable.ErrBadTag); "untagged" is the tag of untagged memory. Past
+// books.ErrBadTag); "untagged" is the tag of untagged memory. Past
 // 4096 distinct names, new names share the tag "overflow" (the handle's
 // Name says so).
 func NewTag(name string) (*Tag, error) {
 	if t, ok := state.names.Load(name); ok {
 		return t.(*Tag), nil
 	}
-	if err := tagtable.ValidTag(name); err != nil {
+	if err := books.ValidTag(name); err != nil {
 		return nil, err
 	}
 	ensureInit()
@@ -249,8 +249,8 @@ func NewTag(name string) (*Tag, error) {
 		if id, _, err = r.Tag(name); err != nil {
 			return nil, err
 		}
-	} else if state.count > tagtable.MaxTags {
-		id = tagtable.OverflowTag
+	} else if state.count > books.MaxTags {
+		id = books.OverflowTag
 	} else {
 		id = state.count
 		state.count++
@@ -354,7 +354,7 @@ func samplePeak(id uint32) { notePeak(id, sum(id).LiveBytes) }
 func publish() {
 	if r := state.region; r != nil {
 		st := arena.ReadStats()
-		r.SetAllocator(tagtable.Allocator{SpansInUse: st.SpansInUse, SpansFreeResident: st.FreeResident,
+		r.SetAllocator(books.Allocator{SpansInUse: st.SpansInUse, SpansFreeResident: st.FreeResident,
 			ArenaTouched: st.Touched, HugeLive: st.HugeLive, Bookkeeping: st.Bookkeeping})
 	}
 }
@@ -376,7 +376,7 @@ func TagStats() []TagStat {
 			continue
 		}
 		st.Name = t.name
-		if id == tagtable.OverflowTag {
+		if id == books.OverflowTag {
 			st.Name = "overflow"
 		}
 		st.PeakLiveBytes = notePeak(id, st.LiveBytes)
@@ -402,4 +402,4 @@ func (t *Tag) Stats() TagStat {
 
 // Region is the books region alloc writes (nil if it could not make
 // one), for tools and tests that read it back.
-func Region() *tagtable.Region { ensureInit(); return state.region }
+func Region() *books.Region { ensureInit(); return state.region }

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tagalloc/tagalloc/books"
 	"github.com/tagalloc/tagalloc/procbooks"
-	"github.com/tagalloc/tagalloc/tagtable"
 )
 
 // TestRegionMatchesTagStats: the books region, read back as tagalloc
@@ -40,8 +40,8 @@ func TestRegionMatchesTagStats(t *testing.T) {
 	if err != nil {
 		t.Fatalf("procbooks.Read (as tagalloc top): %v", err)
 	}
-	for _, s := range []*tagtable.Snapshot{snap, proc} {
-		got := map[string]tagtable.TagTotals{}
+	for _, s := range []*books.Snapshot{snap, proc} {
+		got := map[string]books.TagTotals{}
 		for _, tt := range s.Tags {
 			got[tt.Name] = tt
 		}
@@ -126,7 +126,7 @@ func TestOverflowChild(t *testing.T) {
 		t.Skip("run by TestOverflowTag")
 	}
 	var bs [][]byte
-	for i := 1; i <= tagtable.MaxTags+10; i++ {
+	for i := 1; i <= books.MaxTags+10; i++ {
 		bs = append(bs, Malloc(16, fmt.Sprintf("tag-%d", i)))
 	}
 	stats := TagStats()
@@ -137,10 +137,10 @@ func TestOverflowChild(t *testing.T) {
 		}
 	}
 	// ids 1..4096 hold names; the last 10 overflow.
-	if over == nil || over.LiveBlocks != 10 || over.LiveBytes != 160 || len(stats) != tagtable.MaxTags+1 {
+	if over == nil || over.LiveBlocks != 10 || over.LiveBytes != 160 || len(stats) != books.MaxTags+1 {
 		t.Fatalf("%d tags, overflow %+v", len(stats), over)
 	}
-	if MustTag(fmt.Sprintf("tag-%d", tagtable.MaxTags+5)).Name() != "overflow" {
+	if MustTag(fmt.Sprintf("tag-%d", books.MaxTags+5)).Name() != "overflow" {
 		t.Fatal("a name past the limit should have the overflow handle")
 	}
 	snap, err := Region().Snapshot()

@@ -8,8 +8,9 @@ import (
 
 // TestDependencies: a program that only wants off-heap memory links
 // neither the symbolizer (debug/elf, debug/dwarf) nor pprof (issue 24,
-// item 2): alloc reaches the reporter registry through reporter/registry,
-// and a running process's books are read by procbooks, not tagtable.
+// item 2): alloc reaches the reporter registry through reporter/registry
+// and writes its books through package books, which leaves reading a
+// running process (an ELF symbol) to procbooks.
 func TestDependencies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")

@@ -22,7 +22,7 @@
 // Books: each shard (one per P, found by pinning the goroutine to its P
 // for the fast path; P ids past 255 share a locked shard) writes its own
 // counters per tag (made for 64 tags at a time, at the first use of one
-// of them on the shard), in the books region (tagtable.Create("go"): a file
+// of them on the shard), in the books region (books.Create("go"): a file
 // under $TAGALLOC_DIR, else a memfd that tagalloc top/snapshot find). A
 // tag's live figure is the sum over shards of allocations minus frees, so
 // a free on another goroutine debits its own shard. TagStats sums them:

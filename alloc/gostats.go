@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tagalloc/tagalloc/books"
 	"github.com/tagalloc/tagalloc/reporter/registry"
-	"github.com/tagalloc/tagalloc/tagtable"
 )
 
 // goReports maps runtime/metrics memory classes to report paths. They
@@ -51,19 +51,19 @@ func GoRuntimeReporter(report func(registry.Measurement)) {
 var reportErrOnce sync.Once
 
 // publishReports runs the registered reporters into the region's reports.
-func publishReports(r *tagtable.Region) {
+func publishReports(r *books.Region) {
 	ms, err := registry.Collect()
 	if err != nil {
 		reportErrOnce.Do(func() { fmt.Fprintf(os.Stderr, "tagalloc: %v\n", err) })
 	}
-	if len(ms) > tagtable.MaxReports {
+	if len(ms) > books.MaxReports {
 		reportErrOnce.Do(func() {
-			fmt.Fprintf(os.Stderr, "tagalloc: memory reporters gave %d items; the books carry %d\n", len(ms), tagtable.MaxReports)
+			fmt.Fprintf(os.Stderr, "tagalloc: memory reporters gave %d items; the books carry %d\n", len(ms), books.MaxReports)
 		})
 	}
-	reps := make([]tagtable.Report, len(ms))
+	reps := make([]books.Report, len(ms))
 	for i, m := range ms {
-		reps[i] = tagtable.Report{Path: m.Path, Description: m.Description, Kind: uint8(m.Kind), Units: uint8(m.Units), Amount: m.Amount}
+		reps[i] = books.Report{Path: m.Path, Description: m.Description, Kind: uint8(m.Kind), Units: uint8(m.Units), Amount: m.Amount}
 	}
 	r.SetReports(reps)
 }
@@ -80,7 +80,7 @@ func PublishReports() {
 
 // startReports registers the Go runtime's reporter, publishes now and
 // then every interval, for the life of the process.
-func startReports(r *tagtable.Region, interval time.Duration) {
+func startReports(r *books.Region, interval time.Duration) {
 	_ = registry.Register("go-runtime", GoRuntimeReporter)
 	publishReports(r)
 	go func() {

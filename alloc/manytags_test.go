@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/tagalloc/tagalloc/arena"
+	"github.com/tagalloc/tagalloc/books"
 	"github.com/tagalloc/tagalloc/sizeclass"
-	"github.com/tagalloc/tagalloc/tagtable"
 )
 
 // checkWalk compares every tag's live books with a walk of the heap (the
@@ -183,7 +183,7 @@ func checkRegion(t *testing.T, prefix string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]tagtable.TagTotals{}
+	got := map[string]books.TagTotals{}
 	for _, tt := range snap.Tags {
 		got[tt.Name] = tt
 	}

@@ -3,8 +3,8 @@
 // region files of tagalloc run, the memfd of a Go program's books) or,
 // for a program preloaded by hand, through the native library's
 // tagalloc_books symbol (read from its ELF file) and /proc/PID/mem;
-// package tagtable parses and merges them.
+// package books parses and merges them.
 //
-// It is apart from tagtable so that tagtable, and package alloc above
+// It is apart from books so that books, and package alloc above
 // it, do not link debug/elf and debug/dwarf.
 package procbooks

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tagalloc/tagalloc/tagtable"
+	"github.com/tagalloc/tagalloc/books"
 )
 
 // Read reads the books of a running process. They are found in its
@@ -23,7 +23,7 @@ import (
 // needs the right to trace the process: the same user, and no stricter
 // ptrace policy). A process with several regions (a cgo program: the
 // native library's and package alloc's) gets them merged.
-func Read(pid int) (*tagtable.Snapshot, error) {
+func Read(pid int) (*books.Snapshot, error) {
 	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
 		if os.IsPermission(err) {
@@ -45,7 +45,7 @@ func Read(pid int) (*tagtable.Snapshot, error) {
 	if len(p.snaps) == 0 {
 		return nil, fmt.Errorf("process %d has no tagalloc books (not preloaded, and no Go books)", pid)
 	}
-	return tagtable.Merge(p.snaps...), nil
+	return books.Merge(p.snaps...), nil
 }
 
 // procReader gathers the regions of process pid, reading its memory
@@ -53,7 +53,7 @@ func Read(pid int) (*tagtable.Snapshot, error) {
 type procReader struct {
 	pid   int
 	mem   *os.File
-	snaps []*tagtable.Snapshot
+	snaps []*books.Snapshot
 }
 
 func (p *procReader) open() (*os.File, error) {
@@ -79,7 +79,7 @@ func (p *procReader) read(addr uint64) error {
 	if err != nil {
 		return err
 	}
-	s, err := tagtable.ReadRegionAt(io.NewSectionReader(m, int64(addr), 1<<40))
+	s, err := books.ReadRegionAt(io.NewSectionReader(m, int64(addr), 1<<40))
 	if err != nil {
 		return fmt.Errorf("process %d: %w", p.pid, err)
 	}
@@ -106,7 +106,7 @@ func (p *procReader) readMapped(maps []byte) (libBase uint64, libPath string, er
 				continue
 			}
 			seen[path] = true
-			s, err := tagtable.ReadFile(path)
+			s, err := books.ReadFile(path)
 			if err != nil {
 				return 0, "", fmt.Errorf("process %d: %w", p.pid, err)
 			}
@@ -149,7 +149,7 @@ func (p *procReader) readLibrary(libBase uint64, libPath string) error {
 // anyNative reports whether one of snaps is the native library's (it
 // keeps heap records; the Go writer's regions have none). The native
 // library's region file is found in the map when it has one.
-func anyNative(snaps []*tagtable.Snapshot) bool {
+func anyNative(snaps []*books.Snapshot) bool {
 	for _, s := range snaps {
 		if s.Native() {
 			return true

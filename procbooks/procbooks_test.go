@@ -7,11 +7,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tagalloc/tagalloc/tagtable"
+	"github.com/tagalloc/tagalloc/books"
 )
 
-func tagMap(s *tagtable.Snapshot) map[string]tagtable.TagTotals {
-	m := map[string]tagtable.TagTotals{}
+func tagMap(s *books.Snapshot) map[string]books.TagTotals {
+	m := map[string]books.TagTotals{}
 	for _, tt := range s.Tags {
 		m[tt.Name] = tt
 	}
@@ -20,10 +20,10 @@ func tagMap(s *tagtable.Snapshot) map[string]tagtable.TagTotals {
 
 // TestReadFindsMemfd: a Go program's books in a memfd (no TAGALLOC_DIR),
 // found in the map by an outside reader, read the same as the writer's
-// own snapshot (as tagtable's TestWriterRegionParses writes them).
+// own snapshot (as books' TestWriterRegionParses writes them).
 func TestReadFindsMemfd(t *testing.T) {
 	t.Setenv("TAGALLOC_DIR", "")
-	r, err := tagtable.Create("go")
+	r, err := books.Create("go")
 	require.NoError(t, err)
 	defer r.Close()
 	require.Empty(t, r.Path(), "no TAGALLOC_DIR: a memfd")
@@ -35,20 +35,20 @@ func TestReadFindsMemfd(t *testing.T) {
 	require.NoError(t, err)
 	b, err := r.NewThread()
 	require.NoError(t, err)
-	charge := func(th *tagtable.Thread, id uint32, n, f, size uint64) {
+	charge := func(th *books.Thread, id uint32, n, f, size uint64) {
 		c, err := th.Counters(id)
 		require.NoError(t, err)
-		tagtable.Add(&c.AllocBytes, n*size)
-		tagtable.Add(&c.AllocBlocks, n)
-		tagtable.Add(&c.FreeBytes, f*size)
-		tagtable.Add(&c.FreeBlocks, f)
-		tagtable.Add(&c.AllocReq, n*size)
-		tagtable.Add(&c.FreeReq, f*size)
+		books.Add(&c.AllocBytes, n*size)
+		books.Add(&c.AllocBlocks, n)
+		books.Add(&c.FreeBytes, f*size)
+		books.Add(&c.FreeBlocks, f)
+		books.Add(&c.AllocReq, n*size)
+		books.Add(&c.FreeReq, f*size)
 	}
 	charge(a, cache, 10, 0, 4096)
 	charge(b, cache, 0, 3, 4096)
 	charge(a, bufs, 2, 0, 65536)
-	charge(b, tagtable.Untagged, 5, 5, 64)
+	charge(b, books.Untagged, 5, 5, 64)
 	r.NotePeak(cache, 10*4096)
 	s, err := r.Snapshot()
 	require.NoError(t, err)

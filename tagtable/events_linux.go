@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tagalloc/tagalloc/internal/ownedfile"
 )
 
 // Events is a process's mapped events file.
@@ -43,7 +45,7 @@ type drainScratch struct {
 // (not a FIFO that would block, nor a link elsewhere), and reading its
 // mapping after the process truncated it gives an error, not SIGBUS.
 func OpenEvents(path string) (ev *Events, err error) {
-	f, err := openOwnedFile(path, unix.O_RDWR)
+	f, err := ownedfile.Open(path, unix.O_RDWR, ErrFormat)
 	if err != nil {
 		return nil, err
 	}

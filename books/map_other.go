@@ -1,6 +1,6 @@
 //go:build !linux
 
-package tagtable
+package books
 
 // mapRegion, where there is no shared region to publish through: memory of
 // the Go heap, so Region (and package alloc's books) still work in-process.

@@ -1,4 +1,4 @@
-package tagtable
+package books
 
 import (
 	"bytes"

@@ -1,6 +1,6 @@
 // The region reader: validate the header, follow the records, sum the books.
 
-package tagtable
+package books
 
 import (
 	"bytes"

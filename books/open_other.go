@@ -1,6 +1,6 @@
 //go:build !linux
 
-package tagtable
+package books
 
 import (
 	"io"

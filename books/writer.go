@@ -2,7 +2,7 @@
 // 4), so the readers above (and tagalloc run, top, snapshot) read a Go
 // process the way they read a preloaded one.
 
-package tagtable
+package books
 
 import (
 	"errors"

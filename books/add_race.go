@@ -1,6 +1,6 @@
 //go:build race
 
-package tagtable
+package books
 
 import "sync/atomic"
 
