@@ -14,7 +14,8 @@
 // codes: 2 for a usage error, 1 when tagalloc fails, PROG's status for run.
 //
 // main only wires flags to packages: the library is built by package cgo,
-// the books are read by tagtable and rendered by reporter. Errors print as
+// the books are read by books and procbooks, the stacks drained by drain
+// into tagtable's profiles, and all rendered by reporter. Errors print as
 // "tagalloc: ..." on one line.
 //
 // For tagalloc's own developers, TAGALLOC_CPUPROFILE=FILE writes a CPU
