@@ -4,7 +4,7 @@
  * reads the books while the program runs and after it dies, even of
  * SIGKILL; without it, it is private anonymous memory.
  *
- * Layout (version 5; the Go reader is tagtable/region.go): a header at
+ * Layout (version 5; the Go reader is books/region.go): a header at
  * offset 0 (_ta_books_t: magic, version, sizes, the process, the offsets
  * of the arrays below and of the fields of the records readers follow),
  * the command line, the tag names, the fallback counters, the tag peaks,
@@ -85,7 +85,7 @@ typedef struct _ta_books_s {
   uint64_t holders_off;             /* 0, the sole counter set's address, or 1: many */
   uint64_t peak_upper_off;          /* upper bound of the peak, held by many */
 } _ta_books_t;
-_Static_assert(sizeof(_ta_books_t) == 296, "the header tagtable/region.go reads as version 5");
+_Static_assert(sizeof(_ta_books_t) == 296, "the header books/region.go reads as version 5");
 
 #define TA_REPORTS_MAX 64
 #define TA_REPORT_SLOT 256
@@ -96,7 +96,7 @@ _Static_assert(16 + TA_REPORT_PATH + TA_REPORT_DESC == TA_REPORT_SLOT, "report s
 static _ta_books_t *_ta_books;
 /* The region's address, exported so a reader can find private books: it
  * looks this symbol up in the library's ELF file and reads the process's
- * memory (tagtable.ReadProcess). */
+ * memory (procbooks.Read). */
 TA_EXPORT void *volatile tagalloc_books;
 static bool _ta_books_shared;
 static char _ta_books_dir[512];
