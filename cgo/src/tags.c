@@ -470,8 +470,8 @@ static void _ta_tag_note_peak(uint32_t tag) {
  * from s, its sums now. Held by one set, the set's mark is the peak.
  * Held by several, the peak is at least the highest live total noted
  * (at rises, queries and thread exits) and at most the highest sum of
- * marks noted (at rises, before marks come down) or now. tagtable's
- * reader (region.go) computes the same from the books. */
+ * marks noted (at rises, before marks come down) or now. The Go reader
+ * (books/region.go, peakBounds) computes the same from the books. */
 static void _ta_tag_peak_of(uint32_t tag, const _ta_sum_t *s, uint64_t *lower, uint64_t *upper) {
   uint64_t live = s->alloc_bytes - s->free_bytes, noted = atomic_load(&_ta_tag_peak[tag]);
   uint64_t lo = noted > live ? noted : live, hi = s->high;
