@@ -30,13 +30,7 @@ TA_NOINLINE static void *_ta_malloc_class_rest(_ta_heap_t *h, unsigned c, size_t
  * sole holder's case of _ta_ctr_rise inline (every malloc of a growing
  * heap comes here), the rest through it. */
 TA_NOINLINE static void *_ta_took_rising(_ta_heap_t *h, void *b) {
-  _ta_ctr_t *ct = h->ctr;
-  int64_t d = (int64_t)atomic_load_explicit(&ct->headroom, memory_order_relaxed);
-  if (ta_likely(atomic_load_explicit(&ct->holder, memory_order_relaxed) == TA_HOLDER_SOLE && d < 0)) {
-    TA_CTR_RAISE_MARK(ct, (uint64_t)-d);
-    return b;
-  }
-  _ta_ctr_rise(ct);
+  if (!_ta_ctr_rise_sole(h->ctr)) _ta_ctr_rise(h->ctr);
   return b;
 }
 

@@ -202,18 +202,36 @@ static void _ta_ctr_read(_ta_ctr_t *c, int64_t *live, int64_t *high) {
     }                                                                                          \
   } while (0)
 
-/* A tag held by several sets: its live bytes now (a lower bound of its
- * peak) and the sum of its sets' marks (an upper bound of its live bytes
- * until a set passes its mark, which comes here again), into the books. */
-static void _ta_tag_note_bounds(uint32_t tag) {
-  int64_t live = 0, upper = 0;
+/* ---- sums -------------------------------------------------------------------------- */
+
+static _ta_sum_t _ta_tag_sum(uint32_t tag) {
+  _ta_sum_t s = {0, 0, 0, 0, 0, 0, 0};
   TA_FOR_EACH_CTR(tag, c, {
-    int64_t l, h;
-    _ta_ctr_read(c, &l, &h);
-    live += l, upper += h;
+    int64_t live, high;
+    _ta_ctr_read(c, &live, &high);
+    uint64_t a = atomic_load_explicit(&c->alloc_bytes, memory_order_relaxed);
+    s.alloc_bytes += a;
+    s.free_bytes += a - (uint64_t)live; /* two's complement: exact in the sum */
+    s.high += (uint64_t)high;
+    s.alloc_blocks += atomic_load_explicit(&c->alloc_blocks, memory_order_relaxed);
+    s.free_blocks += atomic_load_explicit(&c->free_blocks, memory_order_relaxed);
+    s.alloc_req += atomic_load_explicit(&c->alloc_req, memory_order_relaxed);
+    s.free_req += atomic_load_explicit(&c->free_req, memory_order_relaxed);
   });
+  return s;
+}
+
+/* Note tag's bounds from its sums now, and return them: its live total
+ * raises the lower bound of its peak, its sum of marks the upper (an
+ * upper bound of its live bytes until a set passes its mark, which comes
+ * here again). Called at rises of a tag held by several sets, before a
+ * mark comes down, at queries, every 1024th slow path and thread exits. */
+static _ta_sum_t _ta_tag_note(uint32_t tag) {
+  _ta_sum_t s = _ta_tag_sum(tag);
+  int64_t live = (int64_t)(s.alloc_bytes - s.free_bytes), high = (int64_t)s.high;
   if (live > 0) _ta_peak_raise(&_ta_tag_peak[tag], (uint64_t)live);
-  if (upper > 0) _ta_peak_raise(&_ta_tag_peak_upper[tag], (uint64_t)upper);
+  if (high > 0) _ta_peak_raise(&_ta_tag_peak_upper[tag], (uint64_t)high);
+  return s;
 }
 
 /* tag is held by more than one counter set from now on (cur: its holders
@@ -256,7 +274,7 @@ TA_NOINLINE static void _ta_ctr_register(_ta_ctr_t *ct) {
  * noted. Within the slack the set rises unseen: the bound covers it. */
 TA_NOINLINE static void _ta_ctr_rise_many(_ta_ctr_t *ct, int64_t d) {
   TA_CTR_RAISE_MARK(ct, (uint64_t)(-d) + TA_PEAK_SLACK);
-  _ta_tag_note_bounds(ct->tag);
+  (void)_ta_tag_note(ct->tag);
 }
 
 /* ct's headroom went below zero (a malloc passed its high-water mark).
@@ -264,20 +282,21 @@ TA_NOINLINE static void _ta_ctr_rise_many(_ta_ctr_t *ct, int64_t d) {
  * the tag's exact peak, to the block, and the next malloc above it comes
  * here again (a few instructions). Both are single adds (headroom first),
  * so a signal handler that allocates in between keeps live bytes exact;
- * it may leave the mark high by the bytes it interrupted. */
-TA_NOINLINE static void _ta_ctr_rise(_ta_ctr_t *ct) {
-  uint32_t st = atomic_load_explicit(&ct->holder, memory_order_relaxed);
-  if (ta_unlikely(st == TA_HOLDER_NONE)) {
-    _ta_ctr_register(ct);
-    st = atomic_load_explicit(&ct->holder, memory_order_relaxed);
-  }
+ * it may leave the mark high by the bytes it interrupted. The sole
+ * holder's case (true if ct is one) is inline for malloc's fast path
+ * (_ta_took_rising). */
+static inline bool _ta_ctr_rise_sole(_ta_ctr_t *ct) {
+  if (atomic_load_explicit(&ct->holder, memory_order_relaxed) != TA_HOLDER_SOLE) return false;
   int64_t d = (int64_t)atomic_load_explicit(&ct->headroom, memory_order_relaxed);
-  if (d >= 0) return;
-  if (ta_likely(st == TA_HOLDER_SOLE)) {
-    TA_CTR_RAISE_MARK(ct, (uint64_t)-d);
-    return;
-  }
-  _ta_ctr_rise_many(ct, d);
+  if (d < 0) TA_CTR_RAISE_MARK(ct, (uint64_t)-d);
+  return true;
+}
+
+TA_NOINLINE static void _ta_ctr_rise(_ta_ctr_t *ct) {
+  if (ta_unlikely(atomic_load_explicit(&ct->holder, memory_order_relaxed) == TA_HOLDER_NONE)) _ta_ctr_register(ct);
+  if (_ta_ctr_rise_sole(ct)) return;
+  int64_t d = (int64_t)atomic_load_explicit(&ct->headroom, memory_order_relaxed);
+  if (d < 0) _ta_ctr_rise_many(ct, d);
 }
 
 /* A set held by several whose headroom passed TA_PEAK_CAP: the tag's
@@ -287,7 +306,7 @@ TA_NOINLINE static void _ta_ctr_rise(_ta_ctr_t *ct) {
 TA_NOINLINE static void _ta_ctr_lower(_ta_ctr_t *ct) {
   int64_t d = (int64_t)atomic_load_explicit(&ct->headroom, memory_order_relaxed);
   if (d <= TA_PEAK_CAP) return;
-  _ta_tag_note_bounds(ct->tag);
+  (void)_ta_tag_note(ct->tag);
   uint64_t x = (uint64_t)(d - TA_PEAK_SLACK);
   TA_CTR_ADD(ct->high, -x);
   atomic_signal_fence(memory_order_seq_cst);
@@ -320,10 +339,16 @@ static inline __attribute__((always_inline)) void _ta_count(uint32_t tag, size_t
   _ta_ctr_t *c = _ta_ctr_self(tag);
   if (ta_unlikely(c == NULL)) { /* no record: the shared atomic table */
     _ta_ctr_t *f = &_ta_ctr_fallback[tag];
-    atomic_fetch_add_explicit(alloc ? &f->alloc_bytes : &f->free_blocks, alloc ? bytes : 1, memory_order_relaxed);
-    if (alloc) atomic_fetch_add_explicit(&f->alloc_blocks, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(alloc ? &f->alloc_req : &f->free_req, req, memory_order_relaxed);
-    _ta_count_fallback(tag, alloc ? bytes : 0, alloc ? 0 : bytes);
+    if (alloc) {
+      atomic_fetch_add_explicit(&f->alloc_bytes, bytes, memory_order_relaxed);
+      atomic_fetch_add_explicit(&f->alloc_blocks, 1, memory_order_relaxed);
+      atomic_fetch_add_explicit(&f->alloc_req, req, memory_order_relaxed);
+      _ta_count_fallback(tag, bytes, 0);
+    } else {
+      atomic_fetch_add_explicit(&f->free_blocks, 1, memory_order_relaxed);
+      atomic_fetch_add_explicit(&f->free_req, req, memory_order_relaxed);
+      _ta_count_fallback(tag, 0, bytes);
+    }
     return;
   }
   uint32_t st = atomic_load_explicit(&c->holder, memory_order_relaxed);
@@ -428,44 +453,6 @@ static bool _ta_use_tag(_ta_thread_t *th, uint32_t tag) {
   return true;
 }
 
-/* ---- sums -------------------------------------------------------------------------- */
-
-typedef struct {
-  uint64_t alloc_bytes, alloc_blocks, free_bytes, free_blocks, alloc_req, free_req;
-  uint64_t high; /* sum of the sets' marks: an upper bound of live bytes */
-} _ta_sum_t;
-
-static _ta_sum_t _ta_tag_sum(uint32_t tag) {
-  _ta_sum_t s = {0, 0, 0, 0, 0, 0, 0};
-  TA_FOR_EACH_CTR(tag, c, {
-    int64_t live, high;
-    _ta_ctr_read(c, &live, &high);
-    uint64_t a = atomic_load_explicit(&c->alloc_bytes, memory_order_relaxed);
-    s.alloc_bytes += a;
-    s.free_bytes += a - (uint64_t)live; /* two's complement: exact in the sum */
-    s.high += (uint64_t)high;
-    s.alloc_blocks += atomic_load_explicit(&c->alloc_blocks, memory_order_relaxed);
-    s.free_blocks += atomic_load_explicit(&c->free_blocks, memory_order_relaxed);
-    s.alloc_req += atomic_load_explicit(&c->alloc_req, memory_order_relaxed);
-    s.free_req += atomic_load_explicit(&c->free_req, memory_order_relaxed);
-  });
-  return s;
-}
-
-/* Peak live bytes of a tag: the highest live total seen at the points it
- * is looked at, which are every query, every 1024th slow path of a thread
- * whose current tag it is, and the exit of a thread whose current tag it
- * is. Between
- * those points a peak can be missed, so it is a lower bound of the true
- * peak, exact for programs that query at their high points. */
-static void _ta_tag_note_peak(uint32_t tag) {
-  _ta_sum_t s = _ta_tag_sum(tag);
-  uint64_t live = s.alloc_bytes >= s.free_bytes ? s.alloc_bytes - s.free_bytes : 0;
-  uint64_t p = atomic_load_explicit(&_ta_tag_peak[tag], memory_order_relaxed);
-  while (live > p && !atomic_compare_exchange_weak(&_ta_tag_peak[tag], &p, live)) {
-  }
-}
-
 /* A tag's peak of live bytes, between *lower and *upper (equal: exact),
  * from s, its sums now. Held by one set, the set's mark is the peak.
  * Held by several, the peak is at least the highest live total noted
@@ -553,16 +540,25 @@ TA_EXPORT void tagalloc_pop_tag(void) {
   (void)_ta_use_tag(th, th->stack[--th->depth]); /* its counters exist: it was current */
 }
 
-TA_EXPORT int tagalloc_tag_stats(const char *name, tagalloc_tag_stats_t *out) {
+/* The figures of the tag called name, noted (one walk of the thread
+ * records), and its peak's bounds: 0, EINVAL, ENOMEM or ENOENT. */
+static int _ta_tag_query(const char *name, _ta_sum_t *s, uint64_t *lower, uint64_t *upper) {
   size_t n = _ta_tag_len(name);
-  if (!n || !out) return EINVAL;
+  if (!n) return EINVAL;
   if (!_ta_ensure_init()) return ENOMEM;
   int32_t id = _ta_tag_find(name, n);
   if (id < 0) return ENOENT;
-  _ta_tag_note_peak((uint32_t)id);
-  _ta_sum_t s = _ta_tag_sum((uint32_t)id);
+  *s = _ta_tag_note((uint32_t)id);
+  _ta_tag_peak_of((uint32_t)id, s, lower, upper);
+  return 0;
+}
+
+TA_EXPORT int tagalloc_tag_stats(const char *name, tagalloc_tag_stats_t *out) {
+  if (!out) return EINVAL;
+  _ta_sum_t s;
   uint64_t lower, upper;
-  _ta_tag_peak_of((uint32_t)id, &s, &lower, &upper);
+  int rc = _ta_tag_query(name, &s, &lower, &upper);
+  if (rc) return rc;
   out->live_bytes = s.alloc_bytes - s.free_bytes;
   out->live_blocks = s.alloc_blocks - s.free_blocks;
   out->alloc_bytes = s.alloc_bytes;
@@ -573,15 +569,11 @@ TA_EXPORT int tagalloc_tag_stats(const char *name, tagalloc_tag_stats_t *out) {
 }
 
 TA_EXPORT int tagalloc_tag_peak(const char *name, size_t *lower, size_t *upper) {
-  size_t n = _ta_tag_len(name);
-  if (!n || !lower || !upper) return EINVAL;
-  if (!_ta_ensure_init()) return ENOMEM;
-  int32_t id = _ta_tag_find(name, n);
-  if (id < 0) return ENOENT;
-  _ta_tag_note_peak((uint32_t)id);
-  _ta_sum_t s = _ta_tag_sum((uint32_t)id);
+  if (!lower || !upper) return EINVAL;
+  _ta_sum_t s;
   uint64_t lo, up;
-  _ta_tag_peak_of((uint32_t)id, &s, &lo, &up);
+  int rc = _ta_tag_query(name, &s, &lo, &up);
+  if (rc) return rc;
   *lower = lo, *upper = up;
   return 0;
 }

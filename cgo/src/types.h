@@ -548,7 +548,12 @@ static inline _ta_thread_t *_ta_thread_self(void) {
 static uint32_t _ta_current_tag(void);
 static void _ta_count_free(uint32_t tag, size_t bytes, size_t req);
 static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes, size_t old_req, size_t new_req);
-static void _ta_tag_note_peak(uint32_t tag);
+/* A tag's counts summed over every thread (tags.c) */
+typedef struct {
+  uint64_t alloc_bytes, alloc_blocks, free_bytes, free_blocks, alloc_req, free_req;
+  uint64_t high; /* sum of the sets' marks: an upper bound of live bytes */
+} _ta_sum_t;
+static _ta_sum_t _ta_tag_note(uint32_t tag);
 static void _ta_ctr_rise(_ta_ctr_t *ct);
 static void _ta_ctr_cap(_ta_ctr_t *ct);
 static void _ta_ctr_register(_ta_ctr_t *ct);
