@@ -251,16 +251,21 @@ func diffTags(a, b []Tag) []TagDiff {
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		x, y := absInt(out[i].LiveBytes), absInt(out[j].LiveBytes)
-		if x != y {
-			return x > y
-		}
-		if x, y := absInt(out[i].AllocBytes), absInt(out[j].AllocBytes); x != y {
-			return x > y
-		}
-		return out[i].Name < out[j].Name
+		return biggerChange(out[i].LiveBytes, out[i].AllocBytes, out[i].Name, out[j].LiveBytes, out[j].AllocBytes, out[j].Name)
 	})
 	return out
+}
+
+// biggerChange orders changes (of tags or levels) for a diff: the larger
+// change of live bytes first, then of allocated bytes, then by name.
+func biggerChange(liveA, allocA int64, nameA string, liveB, allocB int64, nameB string) bool {
+	if x, y := absInt(liveA), absInt(liveB); x != y {
+		return x > y
+	}
+	if x, y := absInt(allocA), absInt(allocB); x != y {
+		return x > y
+	}
+	return nameA < nameB
 }
 
 // heapLevels nests tag changes by path, the untagged bytes left out (they
@@ -299,14 +304,7 @@ func diffLevels(tags []TagDiff) []LevelDiff {
 		})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		x, y := absInt(out[i].LiveBytes), absInt(out[j].LiveBytes)
-		if x != y {
-			return x > y
-		}
-		if x, y := absInt(out[i].AllocBytes), absInt(out[j].AllocBytes); x != y {
-			return x > y
-		}
-		return out[i].Path < out[j].Path
+		return biggerChange(out[i].LiveBytes, out[i].AllocBytes, out[i].Path, out[j].LiveBytes, out[j].AllocBytes, out[j].Path)
 	})
 	return out
 }
