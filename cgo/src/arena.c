@@ -575,20 +575,21 @@ static bool _ta_span_grow_inplace(_ta_page_t *h, size_t npages) {
   size_t ai = h->arena;
   _ta_arena_t *a = &_ta_arenas[ai];
   size_t idx = _ta_page_index(a, h), n = h->npages, extra = npages - n;
-  if (idx + n < a->top) {
-    _ta_page_t *r = &a->pages[idx + n];
-    if (r->kind == TA_KIND_FREE && r->head_off == 0 && r->npages >= extra) {
+  /* The free pages right after it: one free span or more (a dirty and a
+   * clean one lie side by side unjoined), then maybe the arena's top. */
+  size_t end = idx + npages, j = idx + n;
+  while (j < end && j < a->top && a->pages[j].kind == TA_KIND_FREE && a->pages[j].head_off == 0) j += a->pages[j].npages;
+  ok = j >= end || (j == a->top && end <= a->npages);
+  if (ok) {
+    for (size_t k = idx + n; k < end && k < a->top;) { /* take them, the last one in part */
+      _ta_page_t *r = &a->pages[k];
       size_t rn = r->npages;
       uint8_t rflags = r->flags;
       _ta_free_span_remove(r);
-      if (rn > extra) _ta_free_span_insert(ai, idx + npages, rn - extra, rflags, now);
-      ok = true;
+      if (k + rn > end) _ta_free_span_insert(ai, end, k + rn - end, rflags, now);
+      k += rn;
     }
-  } else if (idx + npages <= a->npages) {
-    a->top = idx + npages;
-    ok = true;
-  }
-  if (ok) {
+    if (end > a->top) a->top = end;
     for (size_t i = n; i < npages; i++) {
       h[i].kind = TA_KIND_INNER;
       h[i].head_off = (uint32_t)i;

@@ -301,7 +301,7 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
   _ta_block_t *b = pg->free;
   _ta_take_retag(h, pg, c, b);
   if (pg->slop) _ta_take_requested(h, pg, c, b, size);
-  if (ta_unlikely((h->slow_count & 1023) == 0)) (void)_ta_tag_note(h->ctr->tag);
+  if (ta_unlikely((h->slow_count & 1023) == 0)) _ta_tag_note(h->ctr->tag);
   _ta_ctr_cap(h->ctr); /* frees since the last slow path may have raised its headroom */
   return b;
 }
@@ -406,7 +406,7 @@ static void _ta_thread_done(void *arg) {
   _ta_heap_t *h = th->heap;
   th->heap = NULL;
   pthread_mutex_unlock(&_ta_heaps_lock);
-  (void)_ta_tag_note(th->tag);
+  _ta_tag_note(th->tag);
   if (h) _ta_heap_abandon(h);
   pthread_mutex_lock(&_ta_threads_lock);
   atomic_store_explicit(&th->live, false, memory_order_relaxed);

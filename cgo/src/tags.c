@@ -221,17 +221,26 @@ static _ta_sum_t _ta_tag_sum(uint32_t tag) {
   return s;
 }
 
-/* Note tag's bounds from its sums now, and return them: its live total
- * raises the lower bound of its peak, its sum of marks the upper (an
- * upper bound of its live bytes until a set passes its mark, which comes
- * here again). Called at rises of a tag held by several sets, before a
- * mark comes down, at queries, every 1024th slow path and thread exits. */
-static _ta_sum_t _ta_tag_note(uint32_t tag) {
-  _ta_sum_t s = _ta_tag_sum(tag);
-  int64_t live = (int64_t)(s.alloc_bytes - s.free_bytes), high = (int64_t)s.high;
+/* Raise tag's bounds: live, a live total, the lower bound of its peak;
+ * marks, a sum of its sets' marks, the upper (an upper bound of its live
+ * bytes until a set passes its mark, which comes back here). */
+static void _ta_tag_raise_bounds(uint32_t tag, int64_t live, int64_t marks) {
   if (live > 0) _ta_peak_raise(&_ta_tag_peak[tag], (uint64_t)live);
-  if (high > 0) _ta_peak_raise(&_ta_tag_peak_upper[tag], (uint64_t)high);
-  return s;
+  if (marks > 0) _ta_peak_raise(&_ta_tag_peak_upper[tag], (uint64_t)marks);
+}
+
+/* Note tag's bounds now, reading only each set's mark and headroom (at
+ * rises of a tag held by several sets, before a mark comes down, every
+ * 1024th slow path and thread exits; a query notes them from its full
+ * sum: _ta_tag_query). */
+static void _ta_tag_note(uint32_t tag) {
+  int64_t live = 0, marks = 0;
+  TA_FOR_EACH_CTR(tag, c, {
+    int64_t l, h;
+    _ta_ctr_read(c, &l, &h);
+    live += l, marks += h;
+  });
+  _ta_tag_raise_bounds(tag, live, marks);
 }
 
 /* tag is held by more than one counter set from now on (cur: its holders
@@ -274,7 +283,7 @@ TA_NOINLINE static void _ta_ctr_register(_ta_ctr_t *ct) {
  * noted. Within the slack the set rises unseen: the bound covers it. */
 TA_NOINLINE static void _ta_ctr_rise_many(_ta_ctr_t *ct, int64_t d) {
   TA_CTR_RAISE_MARK(ct, (uint64_t)(-d) + TA_PEAK_SLACK);
-  (void)_ta_tag_note(ct->tag);
+  _ta_tag_note(ct->tag);
 }
 
 /* ct's headroom went below zero (a malloc passed its high-water mark).
@@ -306,7 +315,7 @@ TA_NOINLINE static void _ta_ctr_rise(_ta_ctr_t *ct) {
 TA_NOINLINE static void _ta_ctr_lower(_ta_ctr_t *ct) {
   int64_t d = (int64_t)atomic_load_explicit(&ct->headroom, memory_order_relaxed);
   if (d <= TA_PEAK_CAP) return;
-  (void)_ta_tag_note(ct->tag);
+  _ta_tag_note(ct->tag);
   uint64_t x = (uint64_t)(d - TA_PEAK_SLACK);
   TA_CTR_ADD(ct->high, -x);
   atomic_signal_fence(memory_order_seq_cst);
@@ -548,7 +557,8 @@ static int _ta_tag_query(const char *name, _ta_sum_t *s, uint64_t *lower, uint64
   if (!_ta_ensure_init()) return ENOMEM;
   int32_t id = _ta_tag_find(name, n);
   if (id < 0) return ENOENT;
-  *s = _ta_tag_note((uint32_t)id);
+  *s = _ta_tag_sum((uint32_t)id);
+  _ta_tag_raise_bounds((uint32_t)id, (int64_t)(s->alloc_bytes - s->free_bytes), (int64_t)s->high);
   _ta_tag_peak_of((uint32_t)id, s, lower, upper);
   return 0;
 }

@@ -553,7 +553,7 @@ typedef struct {
   uint64_t alloc_bytes, alloc_blocks, free_bytes, free_blocks, alloc_req, free_req;
   uint64_t high; /* sum of the sets' marks: an upper bound of live bytes */
 } _ta_sum_t;
-static _ta_sum_t _ta_tag_note(uint32_t tag);
+static void _ta_tag_note(uint32_t tag);
 static void _ta_ctr_rise(_ta_ctr_t *ct);
 static void _ta_ctr_cap(_ta_ctr_t *ct);
 static void _ta_ctr_register(_ta_ctr_t *ct);
