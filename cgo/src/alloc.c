@@ -79,6 +79,8 @@ static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
   size_t ap = align > TA_PAGE_SIZE ? align >> TA_PAGE_SHIFT : 1;
   bool fresh = false;
   _ta_page_t *pg = _ta_span_alloc(npages, ap, TA_KIND_LARGE, &fresh);
+  if (ta_unlikely(!pg && _ta_tls_arena)) /* a signal handler inside arena work */
+    return _ta_huge_alloc(size, align, zero, _ta_current_tag());
   if (!pg) return NULL;
   pg->requested = size;
   pg->block_size = (uint32_t)0; /* large: usable size is npages pages */

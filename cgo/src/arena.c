@@ -18,8 +18,10 @@ static pthread_mutex_t _ta_arena_lock = PTHREAD_MUTEX_INITIALIZER;
  * thread while it holds the arena lock, and allocates or frees, must not
  * wait for that lock (it would wait forever). _ta_tls_arena is set before
  * the lock is taken and cleared after it is released, so such a handler
- * sees it: its span allocation fails (NULL, ENOMEM), its span free is
- * deferred until the interrupted section releases the lock. */
+ * sees it: its span allocation fails (its malloc then maps the block on
+ * its own: _ta_malloc_beside_arena), its span free is deferred until the
+ * interrupted section releases the lock. Purging's system calls run with
+ * the lock released and the flag clear (_ta_unlock_purge). */
 static __thread volatile int _ta_tls_arena; /* plain int: a signal handler on this thread reads it */
 #define TA_DEFERRED 32
 static __thread _ta_page_t *volatile _ta_tls_deferred[TA_DEFERRED];
@@ -286,8 +288,13 @@ static void _ta_unlock_purge(bool all, uint64_t now) {
       _ta_arena_lock_drop();
       return;
     }
-    pthread_mutex_unlock(&_ta_arena_lock); /* _ta_tls_arena stays set: back soon */
+    /* The system calls run without the lock, and a signal handler arriving
+     * meanwhile (they are where signals land) may take it: the batch is
+     * this thread's, out of every free list until it is put back below. */
+    pthread_mutex_unlock(&_ta_arena_lock);
+    _ta_tls_arena = 0;
     for (size_t i = 0; i < n; i++) _ta_os_purge(batch[i]->start, (size_t)batch[i]->npages << TA_PAGE_SHIFT);
+    _ta_tls_arena = 1;
     pthread_mutex_lock(&_ta_arena_lock);
     for (size_t i = 0; i < n; i++) {
       _ta_page_t *h = batch[i];

@@ -263,6 +263,7 @@ static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct) {
 }
 
 static _ta_heap_t *_ta_heap_init_thread(void);
+static void *_ta_malloc_beside_arena(size_t size, size_t class_size); /* huge.c */
 
 TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size) {
   if (ta_unlikely(h == &_ta_heap_empty)) {
@@ -282,10 +283,8 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
     }
   }
   _ta_page_t *pg = _ta_find_page(h, c);
-  if (ta_unlikely(!pg && _ta_tls_arena)) { /* a signal handler inside arena work: no retry */
-    errno = ENOMEM;
-    return NULL;
-  }
+  if (ta_unlikely(!pg && _ta_tls_arena)) /* a signal handler inside arena work */
+    return _ta_malloc_beside_arena(size, _ta_classes[c].size);
   if (ta_unlikely(!pg)) {
     /* Out of memory: give back everything we can, then try once more. */
     _ta_heap_collect_all(h, true);

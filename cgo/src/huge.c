@@ -62,12 +62,15 @@ static void _ta_huge_unmap_all(const _ta_huge_cached_t *v, size_t n) {
   for (size_t i = 0; i < n; i++) _ta_os_release(v[i].addr, v[i].mapped);
 }
 
-/* Best-fitting cached mapping for need bytes (4 KiB aligned), or NULL. */
-static void *_ta_huge_cache_take_locked(size_t need, size_t *mapped) {
+/* Best-fitting cached mapping for need bytes starting at a multiple of
+ * align (a power of two), or NULL. */
+static void *_ta_huge_cache_take_locked(size_t need, size_t align, size_t *mapped) {
   size_t best = TA_HUGE_CACHE;
   for (size_t i = 0; i < _ta_huge_ncached; i++) {
     size_t m = _ta_huge_cache[i].mapped;
-    if (m >= need && m / 4 <= need && (best == TA_HUGE_CACHE || m < _ta_huge_cache[best].mapped)) best = i;
+    if (m >= need && m / 4 <= need && ((uintptr_t)_ta_huge_cache[i].addr & (align - 1)) == 0 &&
+        (best == TA_HUGE_CACHE || m < _ta_huge_cache[best].mapped))
+      best = i;
   }
   if (best == TA_HUGE_CACHE) return NULL;
   void *p = _ta_huge_cache[best].addr;
@@ -161,9 +164,9 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) 
   size_t mapped = need;
   void *p = NULL;
   bool cached = false;
-  if (align <= TA_OS_PAGE && atomic_load_explicit(&_ta_huge_any_cached, memory_order_relaxed)) {
+  if (atomic_load_explicit(&_ta_huge_any_cached, memory_order_relaxed)) {
     pthread_mutex_lock(&_ta_huge_lock);
-    p = _ta_huge_cache_take_locked(need, &mapped);
+    p = _ta_huge_cache_take_locked(need, align < TA_OS_PAGE ? TA_OS_PAGE : align, &mapped);
     atomic_store_explicit(&_ta_huge_any_cached, _ta_huge_ncached, memory_order_relaxed);
   if (_ta_books) atomic_store_explicit(&_ta_books->huge_cached, _ta_huge_cached_bytes, memory_order_relaxed);
     pthread_mutex_unlock(&_ta_huge_lock);
@@ -190,6 +193,18 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) 
   return p;
 }
 
+/* A block for a signal handler that interrupted its own thread's arena work
+ * (types.h, error policy): the arena lock is its thread's, so the block gets
+ * a mapping of its own instead, which free and realloc find like any huge
+ * block. A system call, taken only in that instant. class_size is the
+ * class it would have come from: its blocks' alignment (the largest power
+ * of two dividing it, up to a page) is kept, for memalign's sake. */
+static void *_ta_malloc_beside_arena(size_t size, size_t class_size) {
+  size_t align = class_size & -class_size;
+  if (align > TA_PAGE_SIZE) align = TA_PAGE_SIZE;
+  return _ta_huge_alloc(size ? size : 1, align, false, _ta_current_tag());
+}
+
 static bool _ta_huge_lookup(const void *p, size_t *mapped) {
   pthread_mutex_lock(&_ta_huge_lock);
   _ta_huge_t *e = _ta_huge_find_locked((uintptr_t)p);
@@ -210,13 +225,13 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *re
     pthread_mutex_unlock(&_ta_huge_lock);
     return false;
   }
-  size_t mapped = e->mapped, align = e->align;
+  size_t mapped = e->mapped;
   *tag = e->tag;
   *mapped_out = mapped;
   *requested = e->requested;
   _ta_huge_erase_locked(e);
   uint64_t now = _ta_now_ms();
-  if (align <= TA_OS_PAGE && mapped <= _ta_huge_cache_budget()) {
+  if (mapped <= _ta_huge_cache_budget()) {
     if (_ta_huge_ncached == TA_HUGE_CACHE) { /* evict the oldest */
       out[n++] = _ta_huge_cache[0];
       _ta_huge_cached_bytes -= _ta_huge_cache[0].mapped;

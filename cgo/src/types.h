@@ -82,9 +82,10 @@
  * that allocates while its thread is outside the allocator (a crash handler:
  * backtrace(), backtrace_symbols_fd, malloc) works like any caller; one that
  * interrupts its thread inside the allocator's arena work (span allocation,
- * free, purge: the arena lock) does not wait for that lock: its malloc gets
- * NULL/ENOMEM if it needs a new span, its free of a span is done when the
- * interrupted section ends, so it never deadlocks there; the per-thread
+ * free, purge: the arena lock) does not wait for that lock: its malloc maps
+ * a block of its own if it needs a new span (a system call; NULL/ENOMEM
+ * only if that fails), its free of a span is done when the interrupted
+ * section ends, so it never deadlocks there; the per-thread
  * counts are single add instructions (x86-64), so its counts are not lost.
  * Not guaranteed: a handler interrupting the one-time initialization gets
  * NULL; one interrupting its thread inside another lock (huge table,
