@@ -50,8 +50,9 @@ func (st *Stacks) tilde() string {
 	return "~"
 }
 
-// recordKind ranks stack records: by the bytes they hold live, or by all
-// they ever allocated (DMD's live and cumulative records).
+// recordKind ranks stack records: by the bytes they hold live, by what
+// they held at the heap's peak, or by all they ever allocated (DMD's live
+// and cumulative records, and tagalloc's peak).
 type recordKind struct {
 	name         string
 	size, blocks func(StackRecord) uint64
@@ -59,6 +60,7 @@ type recordKind struct {
 
 var recordKinds = [...]recordKind{
 	{"Live", func(r StackRecord) uint64 { return r.LiveBytes }, func(r StackRecord) uint64 { return r.LiveBlocks }},
+	{"Peak", func(r StackRecord) uint64 { return r.PeakBytes }, func(r StackRecord) uint64 { return r.PeakBlocks }},
 	{"Cumulative", func(r StackRecord) uint64 { return r.AllocBytes }, func(r StackRecord) uint64 { return r.AllocBlocks }},
 }
 
@@ -95,9 +97,20 @@ func (p Process) writeDMD(w io.Writer) error {
 	texts := stackTexts{}
 	for _, k := range recordKinds {
 		kind, size, blocks := k.name, k.size, k.blocks
+		if kind == "Peak" && st.Peak == nil {
+			continue // a report made before peaks were kept
+		}
 		recs, total, _ := k.ranked(st.Records)
 		n := len(recs)
-		fmt.Fprintf(b, "#-----------------------------------------------------------------\n# %s records: %s\n\n", kind, comma(uint64(n)))
+		fmt.Fprintf(b, "#-----------------------------------------------------------------\n# %s records: %s\n", kind, comma(uint64(n)))
+		if kind == "Peak" {
+			at := "the heap's peak"
+			if st.Mode != "full" {
+				at = "the peak of the sampled blocks' estimate"
+			}
+			fmt.Fprintf(b, "# what was live at %s: %s%s bytes, at %s\n", at, tilde, comma(st.Peak.LiveBytes), msString(st.Peak.Ms))
+		}
+		b.WriteString("\n")
 		var run uint64
 		for i, r := range recs {
 			run += size(r)
@@ -114,12 +127,16 @@ func (p Process) writeDMD(w io.Writer) error {
 				}
 				fmt.Fprintf(b, "  %s%s bytes (%s%s requested / %s%s slop)\n", tilde, comma(r.LiveBytes), tilde, comma(r.LiveRequestedBytes), tilde, comma(slop))
 			} else {
-				fmt.Fprintf(b, "  %s%s bytes\n", tilde, comma(r.AllocBytes))
-				if r.Reallocs > 0 {
+				fmt.Fprintf(b, "  %s%s bytes\n", tilde, comma(size(r)))
+				if kind == "Cumulative" && r.Reallocs > 0 {
 					fmt.Fprintf(b, "  %s reallocs of sampled blocks, %s%s bytes copied\n", comma(r.Reallocs), tilde, comma(r.BytesCopied))
 				}
 			}
-			fmt.Fprintf(b, "  %.2f%% of the heap (%.2f%% cumulative)\n", pctf(size(r), total), pctf(run, total))
+			of := "the heap"
+			if kind == "Peak" {
+				of = "the peak"
+			}
+			fmt.Fprintf(b, "  %.2f%% of %s (%.2f%% cumulative)\n", pctf(size(r), total), of, pctf(run, total))
 			b.WriteString("  Allocated at {\n")
 			b.WriteString(texts.text(r.Frames, "    "))
 			b.WriteString("  }\n}\n\n")

@@ -18,6 +18,7 @@ import (
 const (
 	AllocSpace = "alloc_space"
 	InuseSpace = "inuse_space"
+	PeakSpace  = "peak_space" // held at the heap's peak (StackRecord.PeakBytes)
 )
 
 // Profile builds a pprof heap profile of process p's stacks (see
@@ -34,10 +35,14 @@ func (p Process) Profile() (*profile.Profile, error) {
 // Profile builds a pprof heap profile of the stacks of the process pid,
 // or of every process with stacks merged if pid is 0. Sample values are
 // alloc_objects, alloc_space, inuse_objects, inuse_space (Go's heap
-// profile); one sample per record, labelled with its tag and library
-// (-tagfocus=tag=NAME) and with the number label pid (-tagfocus=pid=N).
-// The default sample type is inuse_space, or alloc_space when nothing
-// sampled is live (a program that freed everything before it ended).
+// profile), then peak_objects and peak_space (what each record held at
+// its process's heap peak: -sample_index=peak_space; merged processes'
+// peaks are each their own moment); one sample per record, labelled with
+// its tag and library (-tagfocus=tag=NAME) and with the number label pid
+// (-tagfocus=pid=N). The default sample type is inuse_space, or
+// peak_space when nothing sampled is live (a program that freed
+// everything before it ended), or alloc_space when there is no peak
+// either.
 func (r *Report) Profile(pid int) (*profile.Profile, error) {
 	b := newPprofBuilder()
 	for _, p := range r.Processes {
@@ -81,6 +86,7 @@ type pprofBuilder struct {
 	funcs     map[[2]string]*profile.Function // name, file
 	locs      map[[2]uint64]*profile.Location // pid, pc
 	live      bool                            // some sample has live bytes
+	peak      bool                            // some sample has peak bytes
 	processes int                             // added
 }
 
@@ -90,6 +96,7 @@ func newPprofBuilder() *pprofBuilder {
 			SampleType: []*profile.ValueType{
 				{Type: "alloc_objects", Unit: "count"}, {Type: AllocSpace, Unit: "bytes"},
 				{Type: "inuse_objects", Unit: "count"}, {Type: InuseSpace, Unit: "bytes"},
+				{Type: "peak_objects", Unit: "count"}, {Type: PeakSpace, Unit: "bytes"},
 			},
 			PeriodType: &profile.ValueType{Type: "space", Unit: "bytes"},
 		},
@@ -110,11 +117,13 @@ func (b *pprofBuilder) add(p Process) {
 		p.PID, strings.Join(p.Command, " "), st.Mode, st.SampleRate))
 	for _, r := range st.Records {
 		s := &profile.Sample{
-			Value:    []int64{int64(r.AllocBlocks), int64(r.AllocBytes), int64(r.LiveBlocks), int64(r.LiveBytes)},
+			Value: []int64{int64(r.AllocBlocks), int64(r.AllocBytes), int64(r.LiveBlocks), int64(r.LiveBytes),
+				int64(r.PeakBlocks), int64(r.PeakBytes)},
 			Label:    map[string][]string{"tag": {r.Tag}, "library": {r.Library}},
 			NumLabel: map[string][]int64{"pid": {int64(p.PID)}},
 		}
 		b.live = b.live || r.LiveBytes > 0
+		b.peak = b.peak || r.PeakBytes > 0
 		for i := 0; i < len(r.Frames); {
 			j := i + 1 // the frames of one address: inlined calls, then their function
 			for r.Frames[j-1].Inlined && j < len(r.Frames) && r.Frames[j].PC == r.Frames[i].PC {
@@ -184,8 +193,12 @@ func (b *pprofBuilder) function(name, file string) *profile.Function {
 
 // finish picks the default sample type and checks the profile.
 func (b *pprofBuilder) finish() (*profile.Profile, error) {
-	b.prof.DefaultSampleType = InuseSpace
-	if !b.live {
+	switch {
+	case b.live:
+		b.prof.DefaultSampleType = InuseSpace
+	case b.peak:
+		b.prof.DefaultSampleType = PeakSpace
+	default:
 		b.prof.DefaultSampleType = AllocSpace
 	}
 	if err := b.prof.CheckValid(); err != nil {

@@ -101,8 +101,10 @@ func TestPprofWithoutMappings(t *testing.T) {
 }
 
 // The default sample type: inuse_space, unless nothing is live (a program
-// that freed everything before it ended), then alloc_space; every type is
-// there either way.
+// that freed everything before it ended), then peak_space, or alloc_space
+// without a peak either (a report made before peaks were kept); every
+// type is there either way, and peak_space holds each record's share of
+// the peak.
 func TestPprofDefaultSampleType(t *testing.T) {
 	r := twoProcesses()
 	types := func(p *profile.Profile) []string {
@@ -112,17 +114,32 @@ func TestPprofDefaultSampleType(t *testing.T) {
 		}
 		return out
 	}
+	all := []string{"alloc_objects", AllocSpace, "inuse_objects", InuseSpace, "peak_objects", PeakSpace}
 	prof := roundTrip(t, r, 0)
 	require.Equal(t, InuseSpace, prof.DefaultSampleType)
-	require.Equal(t, []string{"alloc_objects", AllocSpace, "inuse_objects", InuseSpace}, types(prof))
+	require.Equal(t, all, types(prof))
 
 	st := *r.Processes[0].Stacks
 	st.Records = append([]StackRecord(nil), st.Records...)
+	var peak int64
 	for i := range st.Records {
+		st.Records[i].PeakBytes, st.Records[i].PeakBlocks = st.Records[i].LiveBytes+100, st.Records[i].LiveBlocks+1
+		peak += int64(st.Records[i].PeakBytes)
 		st.Records[i].LiveBytes, st.Records[i].LiveBlocks = 0, 0
 	}
 	r.Processes = []Process{{PID: 10, Stacks: &st}}
 	prof = roundTrip(t, r, 0)
+	require.Equal(t, PeakSpace, prof.DefaultSampleType)
+	require.Equal(t, all, types(prof))
+	var sum int64
+	for _, s := range prof.Sample {
+		sum += s.Value[5]
+	}
+	require.Equal(t, peak, sum)
+
+	for i := range st.Records {
+		st.Records[i].PeakBytes, st.Records[i].PeakBlocks = 0, 0
+	}
+	prof = roundTrip(t, r, 0)
 	require.Equal(t, AllocSpace, prof.DefaultSampleType)
-	require.Equal(t, []string{"alloc_objects", AllocSpace, "inuse_objects", InuseSpace}, types(prof))
 }

@@ -155,6 +155,29 @@ func (h *Heap) notePeaks(tags []Tag) {
 	}
 }
 
+// PeakFromStacks makes the heap's peak exact where the stacks recorded
+// every block (mode full, no event lost, no free of a block unseen): the
+// peak of their live bytes is then the heap's, to the byte. It is taken
+// only if it agrees with what the books know: the stacks' live bytes now
+// are the heap's, and their peak lies within the books' bounds.
+func (p *Process) PeakFromStacks() {
+	st := p.Stacks
+	if st == nil || st.Peak == nil || st.Mode != "full" || st.Dropped != 0 || st.UnknownFrees != 0 {
+		return
+	}
+	var live uint64
+	for _, r := range st.Records {
+		live += r.LiveBytes
+	}
+	h := &p.Heap
+	pk := st.Peak.LiveBytes
+	if live != h.LiveBytes || pk < h.PeakLiveBytes || h.PeakLiveBytesUpper != nil && pk > *h.PeakLiveBytesUpper {
+		return
+	}
+	h.PeakLiveBytes = pk
+	h.PeakLiveBytesUpper = &pk
+}
+
 // Peak is how the heap's peak reads in text, as Tag.Peak does a tag's;
 // "" for a report without it.
 func (h Heap) Peak() string {

@@ -115,3 +115,41 @@ func TestHeapPeakBounds(t *testing.T) {
 		require.Equal(t, tc.text, h.Peak(), tc.name)
 	}
 }
+
+// The heap's peak is taken from stacks that recorded every block, and
+// only then: not when sampled, when an event was lost, or when the stacks
+// disagree with the books (live bytes now, or a peak outside the bounds).
+func TestPeakFromStacks(t *testing.T) {
+	up := func(v uint64) *uint64 { return &v }
+	for _, tc := range []struct {
+		name  string
+		st    Stacks
+		live  uint64
+		exact bool
+		upper *uint64
+	}{
+		{"full", Stacks{Mode: "full", Peak: &StacksPeak{LiveBytes: 150}}, 100, true, up(200)},
+		{"no upper bound", Stacks{Mode: "full", Peak: &StacksPeak{LiveBytes: 150}}, 100, true, nil},
+		{"sampled", Stacks{Mode: "sampled", Peak: &StacksPeak{LiveBytes: 150}}, 100, false, up(200)},
+		{"dropped", Stacks{Mode: "full", Dropped: 1, Peak: &StacksPeak{LiveBytes: 150}}, 100, false, up(200)},
+		{"unknown frees", Stacks{Mode: "full", UnknownFrees: 1, Peak: &StacksPeak{LiveBytes: 150}}, 100, false, up(200)},
+		{"live differs", Stacks{Mode: "full", Peak: &StacksPeak{LiveBytes: 150}}, 99, false, up(200)},
+		{"over the bound", Stacks{Mode: "full", Peak: &StacksPeak{LiveBytes: 250}}, 100, false, up(200)},
+		{"under the lower bound", Stacks{Mode: "full", Peak: &StacksPeak{LiveBytes: 110}}, 100, false, up(200)},
+		{"no peak", Stacks{Mode: "full"}, 100, false, up(200)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.st
+			st.Records = []StackRecord{{LiveBytes: 60}, {LiveBytes: 40}}
+			p := Process{Stacks: &st, Heap: Heap{LiveBytes: tc.live, PeakLiveBytes: 120, PeakLiveBytesUpper: tc.upper}}
+			p.PeakFromStacks()
+			if tc.exact {
+				require.Equal(t, st.Peak.LiveBytes, p.Heap.PeakLiveBytes)
+				require.Equal(t, st.Peak.LiveBytes, *p.Heap.PeakLiveBytesUpper)
+			} else {
+				require.Equal(t, uint64(120), p.Heap.PeakLiveBytes)
+				require.Equal(t, tc.upper, p.Heap.PeakLiveBytesUpper)
+			}
+		})
+	}
+}

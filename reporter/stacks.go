@@ -40,10 +40,24 @@ type Stacks struct {
 	// DarkMatter sorts the live sampled blocks by what memory reporters
 	// said of them (tagalloc_report_block); nil if they never ran.
 	DarkMatter *DarkMatter `json:"dark_matter,omitempty"`
+	// Peak is the moment the records' live bytes together were highest,
+	// and each record's PeakBytes is its share of it: who held the memory
+	// at the heap's peak. Absent from reports made before it was kept.
+	Peak *StacksPeak `json:"peak,omitempty"`
 	// Mappings are the executable mappings the frames' addresses fall in
 	// (pprof's mappings: tagalloc report --format pprof); absent from
 	// reports made before they were kept.
 	Mappings []Mapping `json:"mappings,omitempty"`
+}
+
+// StacksPeak is the highest the sampled stacks' live bytes reached
+// together: an estimate of the heap's peak when sampled (the moment the
+// estimate was highest), exact in mode full unless events were dropped.
+// Ms is when, in milliseconds since the run began (the drainer's pass
+// that saw it: 2.5 to 100 ms resolution).
+type StacksPeak struct {
+	LiveBytes uint64 `json:"live_bytes"`
+	Ms        uint64 `json:"ms"`
 }
 
 // Mapping is one mapped object file: addresses [start, end) hold the
@@ -108,8 +122,12 @@ type StackRecord struct {
 	LiveBlocks         uint64  `json:"live_blocks"`
 	AllocBytes         uint64  `json:"alloc_bytes"`
 	AllocBlocks        uint64  `json:"alloc_blocks"`
-	Reallocs           uint64  `json:"reallocs,omitempty"` // of the sampled blocks
-	BytesCopied        uint64  `json:"bytes_copied,omitempty"`
+	// PeakBytes and PeakBlocks are what the record held at the peak
+	// (Stacks.Peak).
+	PeakBytes   uint64 `json:"peak_bytes,omitempty"`
+	PeakBlocks  uint64 `json:"peak_blocks,omitempty"`
+	Reallocs    uint64 `json:"reallocs,omitempty"` // of the sampled blocks
+	BytesCopied uint64 `json:"bytes_copied,omitempty"`
 	// GrowSteps are the reallocs that asked for more; GrowthRatio their
 	// geometric mean new/old (requested sizes): ~1 is just-enough growth.
 	GrowSteps   uint64  `json:"grow_steps,omitempty"`
@@ -299,7 +317,8 @@ func round(f float64) uint64 {
 // symbolizes frames.
 func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *Stacks {
 	st := &Stacks{Mode: p.Mode, SampleRate: p.SampleRate, Dropped: p.Dropped, DroppedBytes: p.DroppedBytes,
-		UnknownFrees: p.UnknownFrees, Records: []StackRecord{}, Libraries: []LibraryTotals{}}
+		UnknownFrees: p.UnknownFrees, Records: []StackRecord{}, Libraries: []LibraryTotals{},
+		Peak: &StacksPeak{LiveBytes: round(p.PeakLiveBytes), Ms: p.PeakMs}}
 	// The timeline reads only the history: it is built meanwhile.
 	var tl tagtable.Timeline
 	tlDone := make(chan struct{})
@@ -334,6 +353,7 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 		r := StackRecord{Tag: tag, Library: lib, Frames: fr, Samples: s.Samples,
 			LiveBytes: round(s.EstLiveBytes), LiveRequestedBytes: round(s.EstLiveRequested), LiveBlocks: round(s.EstLiveBlocks),
 			AllocBytes: round(s.EstAllocBytes), AllocBlocks: round(s.EstAllocBlocks),
+			PeakBytes: round(s.PeakLiveBytes), PeakBlocks: round(s.PeakLiveBlocks),
 			Reallocs: s.Reallocs, BytesCopied: round(s.EstBytesCopied), GrowSteps: s.GrowSteps}
 		if s.GrowSteps > 0 {
 			r.GrowthRatio = math.Exp(s.SumLogGrowth / float64(s.GrowSteps))

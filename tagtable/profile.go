@@ -52,7 +52,14 @@ type Site struct {
 	// reallocs asked for more, and the sum of log(new/old) over them.
 	GrowSteps    uint64
 	SumLogGrowth float64
-	_            [24]byte // to 128 bytes: the key and the figures every event updates fill the first cache line
+	// PeakLiveBytes and PeakLiveBlocks are the site's live estimates at
+	// the moment the profile's estimated live bytes were highest
+	// (Profile.PeakLiveBytes): the heap's peak by stack, exact in mode
+	// full. In copies (Site, SortedSites) they are always that; in the
+	// table only while peakEpoch is the profile's (else the site has not
+	// changed since the peak, and its live figures are its peak's).
+	PeakLiveBytes, PeakLiveBlocks float64
+	peakEpoch                     uint64 // to 128 bytes: the key and the figures every event updates fill the first cache line
 }
 
 // Profile is a process's sampled heap, as its events tell it.
@@ -93,6 +100,15 @@ type Profile struct {
 	// sequence number), how many began, and reports of blocks the profile
 	// does not hold.
 	Collection, Collections, UnknownReports uint64
+	// PeakLiveBytes is the highest the estimated live bytes of all sites
+	// together have been (exact in mode full, unless events were
+	// dropped), PeakMs the drainer's clock when it was reached (SetClock).
+	// A forked child's starts at the fork. Each site's share of it is its
+	// PeakLiveBytes.
+	PeakLiveBytes float64
+	PeakMs        uint64
+	liveBytes     float64 // the estimated live bytes of all sites now
+	peakEpoch     uint64  // counts the peaks: a site stamped with it saved its figures at this one
 
 	store     *profileStore
 	histLimit int    // the history's byte limit (0: none)
@@ -220,7 +236,40 @@ func (p *Profile) clone(withHistory bool) *Profile {
 	dst.siteOf.close()
 	dst.siteOf = src.siteOf.Clone()
 	c.Dropped, c.DroppedBytes, c.UnknownFrees = p.Dropped, p.DroppedBytes, p.UnknownFrees
+	c.liveBytes, c.PeakLiveBytes, c.PeakMs, c.peakEpoch = p.liveBytes, p.PeakLiveBytes, p.PeakMs, p.peakEpoch
+	if !withHistory { // a fork's copy: the child's peak starts at the fork, with every site's figures as they are
+		c.PeakLiveBytes, c.PeakMs, c.peakEpoch = p.liveBytes, p.clockMs, p.peakEpoch+1
+	}
 	return c
+}
+
+// siteChanging saves s's figures as they were at the profile's peak, if
+// they have not been saved since: call it before changing s's live
+// figures (the peak's are then kept while the live ones move on).
+func (p *Profile) siteChanging(s *Site) {
+	if s.peakEpoch != p.peakEpoch {
+		s.PeakLiveBytes, s.PeakLiveBlocks, s.peakEpoch = s.EstLiveBytes, s.EstLiveBlocks, p.peakEpoch
+	}
+}
+
+// liveChanged adds d to the live bytes of all sites; past the peak, now
+// is the peak: a new epoch, in which no site has saved figures (each
+// one's peak figures are its live ones until it changes).
+func (p *Profile) liveChanged(d float64) {
+	p.liveBytes += d
+	if p.liveBytes > p.PeakLiveBytes {
+		p.PeakLiveBytes, p.PeakMs = p.liveBytes, p.clockMs
+		p.peakEpoch++
+	}
+}
+
+// atPeak returns a copy of s with its peak figures resolved.
+func (p *Profile) atPeak(s Site) Site {
+	if s.peakEpoch != p.peakEpoch {
+		s.PeakLiveBytes, s.PeakLiveBlocks = s.EstLiveBytes, s.EstLiveBlocks
+	}
+	s.peakEpoch = 0
+	return s
 }
 
 // Inherit fills in what a forked child's profile refers to but never saw:
@@ -375,6 +424,7 @@ func (p *Profile) Alloc(addr, usable, req uint64, tag, stack uint32) {
 	s, si := p.site(SiteKey{stack, tag})
 	p.newBlock(addr, LiveBlock{Usable: usable, Requested: req, Tag: tag, Stack: stack, Weight: w, site: si})
 	p.record(histAlloc, si, estBytes(w, usable), 0, addr, usable, req, 0)
+	p.siteChanging(s)
 	s.Samples++
 	s.LiveSamples++
 	s.EstAllocBlocks += w
@@ -382,6 +432,7 @@ func (p *Profile) Alloc(addr, usable, req uint64, tag, stack uint32) {
 	s.EstLiveBlocks += w
 	s.EstLiveBytes += w * float64(usable)
 	s.EstLiveRequested += w * float64(req)
+	p.liveChanged(w * float64(usable))
 }
 
 // Free ends a sampled block.
@@ -394,6 +445,8 @@ func (p *Profile) Free(addr uint64) {
 	}
 	s, si := p.siteOfBlock(b)
 	p.record(histFree, si, estBytes(b.Weight, b.Usable), 0, addr, b.Usable, b.Requested, 0)
+	p.siteChanging(s)
+	p.liveChanged(-b.Weight * float64(b.Usable))
 	if b.Weight > 0 { // a chain's block not counted since its last realloc weighs 0
 		s.LiveSamples--
 	}
@@ -474,6 +527,7 @@ func (p *Profile) Resize(old, new, usable, req uint64, how Realloc) {
 		s.EstAllocBlocks += w
 	}
 	p.record(histResize, si, int64(math.Round(allocInc)), uint64(math.Round(allocInc-liveInc)), old, new, usable, req)
+	p.siteChanging(s)
 	if b.Weight > 0 {
 		s.LiveSamples--
 	}
@@ -491,6 +545,7 @@ func (p *Profile) Resize(old, new, usable, req uint64, how Realloc) {
 		s.EstLiveRequested += w * float64(req)
 	}
 	b.Usable, b.Requested, b.Weight = usable, req, w
+	p.liveChanged(liveInc)
 }
 
 // LiveBlockAt returns the sampled block that starts at addr, if it is
@@ -521,7 +576,7 @@ func (p *Profile) LiveCount() int { return p.store.slotOf.Len() }
 func (p *Profile) Site(k SiteKey) (Site, bool) {
 	st := p.store
 	if i, ok := st.siteOf.Get(k.key()); ok {
-		return *st.sites.At(int(i)), true
+		return p.atPeak(*st.sites.At(int(i))), true
 	}
 	return Site{}, false
 }
@@ -534,7 +589,9 @@ func (p *Profile) SiteCount() int { return p.store.siteOf.Len() }
 func (p *Profile) SortedSites() []*Site {
 	all := make([]Site, 0, p.store.sites.Len())
 	for _, seg := range p.store.sites.Segments() {
-		all = append(all, seg...)
+		for _, s := range seg {
+			all = append(all, p.atPeak(s))
+		}
 	}
 	out := make([]*Site, len(all))
 	for i := range all {

@@ -279,3 +279,97 @@ func TestProfileKeepsTheNewestForks(t *testing.T) {
 	require.NotNil(t, c)
 	require.Equal(t, 1, c.LiveCount(), "the copy holds the block live at the fork")
 }
+
+// The peak: the profile's live bytes at their highest, and each site's
+// share of that moment, against a model that copies every site's live
+// bytes whenever the total reaches a new high; through allocations,
+// frees, moves and in-place resizes (mode full: every weight is 1), and
+// in a fork's copy, whose peak starts at the fork.
+func TestProfilePeak(t *testing.T) {
+	p := NewProfile(1, "full", 1)
+	defer p.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	type blk struct {
+		site   SiteKey
+		usable uint64
+	}
+	live := map[uint64]blk{}
+	var addrs []uint64
+	siteLive := map[SiteKey]uint64{}
+	var total, peak uint64
+	var atPeak map[SiteKey]uint64
+	note := func() {
+		if total > peak {
+			peak = total
+			atPeak = map[SiteKey]uint64{}
+			for k, v := range siteLive {
+				atPeak[k] = v
+			}
+		}
+	}
+	next := uint64(0x10000)
+	for step := 0; step < 20000; step++ {
+		grow := 5 // of 10: allocations (frees 3) while it grows, then fewer
+		if step%5000 >= 3000 || step >= 16000 {
+			grow = 1
+		}
+		switch op := rng.IntN(10); {
+		case op < grow || len(addrs) == 0: // alloc
+			k := SiteKey{Stack: uint32(rng.IntN(6)), Tag: uint32(rng.IntN(3))}
+			u := uint64(16 << rng.IntN(8))
+			next += 0x1000
+			p.Alloc(next, u, u-1, k.Tag, k.Stack)
+			live[next] = blk{k, u}
+			addrs = append(addrs, next)
+			siteLive[k] += u
+			total += u
+		case op < grow+3: // free
+			i := rng.IntN(len(addrs))
+			a := addrs[i]
+			addrs[i] = addrs[len(addrs)-1]
+			addrs = addrs[:len(addrs)-1]
+			b := live[a]
+			delete(live, a)
+			p.Free(a)
+			siteLive[b.site] -= b.usable
+			total -= b.usable
+		default: // resize, moved or not
+			i := rng.IntN(len(addrs))
+			a := addrs[i]
+			b := live[a]
+			u := uint64(16 << rng.IntN(8))
+			to := a
+			if rng.IntN(2) == 0 {
+				next += 0x1000
+				to = next
+			}
+			p.Resize(a, to, u, u, Realloc{Selected: true})
+			delete(live, a)
+			live[to] = blk{b.site, u}
+			addrs[i] = to
+			siteLive[b.site] += u - b.usable
+			total += u - b.usable
+		}
+		note()
+	}
+	require.Less(t, total, peak/2, "the walk ends well below its peak")
+	require.Equal(t, float64(peak), p.PeakLiveBytes)
+	var sum float64
+	for _, s := range p.SortedSites() {
+		require.Equal(t, float64(atPeak[s.SiteKey]), s.PeakLiveBytes, "site %v", s.SiteKey)
+		require.Equal(t, float64(siteLive[s.SiteKey]), s.EstLiveBytes, "site %v", s.SiteKey)
+		sum += s.PeakLiveBytes
+	}
+	require.Equal(t, p.PeakLiveBytes, sum, "the sites' shares add up to the peak")
+
+	// a fork's copy: its peak is what was live at the fork, then its own
+	p.Fork(1)
+	c := p.Forks[1]
+	require.Equal(t, float64(total), c.PeakLiveBytes)
+	for _, s := range c.SortedSites() {
+		require.Equal(t, s.EstLiveBytes, s.PeakLiveBytes)
+	}
+	c.Alloc(next+0x1000, 1<<20, 1<<20, 0, 0)
+	require.Equal(t, float64(total+1<<20), c.PeakLiveBytes)
+	require.Equal(t, float64(peak), p.PeakLiveBytes, "the parent's is its own")
+}

@@ -97,6 +97,7 @@ func reportWith(snaps []*tagtable.Snapshot, err error, ps *os.ProcessState, prof
 		if prof := profiles[s.PID]; prof != nil {
 			p.Stacks = reporter.FromProfile(prof, s.TagNames, sym)
 			p.EstimateRequested(prof, s.TagNames) // the tags whose books keep no requested sizes
+			p.PeakFromStacks()                    // exact under --stacks full
 		}
 		if res != nil {
 			p.Resident = res(s.PID, s.StartNS)

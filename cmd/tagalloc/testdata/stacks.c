@@ -2,7 +2,8 @@
  * tests: make_textures (tag "gpu", through a shared-library-like deep call
  * chain), parse_config (untagged, freed half), grow_buffer (realloc by a
  * small step: a just-enough chain); "pause" makes the textures again half
- * a second later; "fork", "late", "children" and
+ * a second later; "peak" takes and frees 32 MiB under tag "scratch"
+ * (scratch_phase: the heap's peak); "fork", "late", "children" and
  * "late-claim" fork. Prints each tag's exact books via
  * tagalloc_tag_stats ("NAME LIVE_BYTES LIVE_BLOCKS ALLOC_BYTES ALLOC_BLOCKS"). */
 #include <stdio.h>
@@ -36,6 +37,13 @@ __attribute__((noinline)) char *grow_doubling(void) {
   char *b = NULL;
   for (size_t n = 16; n <= 256 * 1024; n *= 2) b = realloc(b, n);
   return b;
+}
+
+#define SCRATCH 4000
+__attribute__((noinline)) void scratch_phase(void) {
+  static void *s[SCRATCH];
+  for (int i = 0; i < SCRATCH; i++) s[i] = malloc(8192);
+  for (int i = 0; i < SCRATCH; i++) free(s[i]);
 }
 
 static void print(const char *tag) {
@@ -75,6 +83,11 @@ int main(int argc, char **argv) {
   char *b = grow_buffer();
   char *d = grow_doubling();
   tagalloc_weak_clear();
+  if (argc > 1 && strcmp(argv[1], "peak") == 0) {
+    tagalloc_weak_set("scratch");
+    scratch_phase();
+    tagalloc_weak_clear();
+  }
   if (argc > 1 && strcmp(argv[1], "pause") == 0) {
     /* a second round of textures half a second later: the timeline
      * keeps the two apart though the launcher drains both at the end */
@@ -149,6 +162,7 @@ int main(int argc, char **argv) {
   print("gpu");
   print("config");
   print("grow");
+  print("scratch");
   fflush(stdout);
   (void)b, (void)d; /* kept: the report's live figures match the ones printed */
   return 0;
