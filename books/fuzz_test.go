@@ -21,6 +21,8 @@ import (
 // a minute), plus the corpus in testdata/fuzz/FuzzParse.
 func FuzzParse(f *testing.F) {
 	f.Add(smallRegion())
+	f.Add(smallRegionOf(5))
+	f.Add(smallRegionOf(6))
 	if fz := flag.Lookup("test.fuzz"); fz == nil || fz.Value.String() == "" {
 		if seed := realRegion(f); seed != nil {
 			f.Add(seed)
@@ -129,6 +131,8 @@ func smallRegionOf(version uint32) []byte {
 		h.HeaderSize = headerV3
 	case 4:
 		h.HeaderSize, h.Writer = headerV4, WriterNative
+	case 5:
+		h.HeaderSize, h.Writer = headerV5, WriterNative
 	default:
 		h.Writer = WriterNative
 	}
@@ -187,6 +191,17 @@ func smallRegionOf(version uint32) []byte {
 		ctr(h.PeakUpperOff, 120, 0, 0, 0)
 	}
 	ctr(chunk1, 0, 0, 0, 0, 0, 0)
+	if version >= 6 { // budgets: "a" (fail, at its limit), "bb" (observe, over)
+		h.BudgetsOff, h.BudgetsCount = put(2*budgetSize), 2
+		le.PutUint32(b[h.BudgetsOff:], 1)
+		le.PutUint32(b[h.BudgetsOff+4:], 1)
+		ctr(h.BudgetsOff+8, 64, 64, 1, 2)
+		o := h.BudgetsOff + budgetSize
+		le.PutUint32(b[o:], 2)
+		le.PutUint32(b[o+4:], 3)
+		ctr(o+8, 32, 48, 3, 0)
+		le.PutUint32(b[o+44:], 1)
+	}
 	heap1, heap2 := put(88), put(88)
 	ctr(heap1, 2, 1, 1, 0) // tag bb: 2x16 + 1x32 allocated, 1x16 freed
 	ctr(heap1+32, 30, 0, 12, 0, 0, 0)
@@ -282,11 +297,53 @@ func TestSmallRegionV5(t *testing.T) {
 	}
 }
 
+// TestSmallRegionV6: the budgets table, by tag; a budget naming no tag,
+// an unknown policy or more slots than the table has is refused.
+func TestSmallRegionV6(t *testing.T) {
+	s, err := Parse(smallRegionOf(6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Budget{
+		{Tag: "a", Limit: 64, Policy: "fail", Charged: 64, Crossings: 1, Refused: 2},
+		{Tag: "bb", Limit: 32, Policy: "observe", Charged: 48, Crossings: 3, Over: true},
+	}
+	if !reflect.DeepEqual(s.Budgets, want) {
+		t.Errorf("budgets %+v, want %+v", s.Budgets, want)
+	}
+	var h header
+	f, _ := reflect.TypeOf(h).FieldByName("BudgetsOff")
+	for name, spoil := range map[string]func(b []byte){
+		"no such tag": func(b []byte) {
+			off := binary.LittleEndian.Uint64(b[f.Offset:])
+			binary.LittleEndian.PutUint32(b[off:], 3000)
+		},
+		"policy 9": func(b []byte) {
+			off := binary.LittleEndian.Uint64(b[f.Offset:])
+			binary.LittleEndian.PutUint32(b[off+4:], 9)
+		},
+		"too many":     func(b []byte) { binary.LittleEndian.PutUint32(b[f.Offset+8:], MaxBudgets+1) },
+		"past the end": func(b []byte) { binary.LittleEndian.PutUint32(b[f.Offset+8:], MaxBudgets) },
+	} {
+		b := smallRegionOf(6)
+		spoil(b)
+		if _, err := Parse(b); err == nil {
+			t.Errorf("%s: parsed", name)
+		}
+	}
+	// A version-5 header size under version 6 is refused.
+	b := smallRegionOf(6)
+	binary.LittleEndian.PutUint32(b[12:], headerV5)
+	if _, err := Parse(b); err == nil {
+		t.Error("a version-6 region with a version-5 header size parsed")
+	}
+}
+
 // TestHeapsFieldUnread: from version 4 a thread record's heap-list field
 // is neither checked nor read, so a wild offset in it is harmless (Parse
 // once read it anyway, and panicked past the region's end).
 func TestHeapsFieldUnread(t *testing.T) {
-	for _, v := range []uint32{4, 5} {
+	for _, v := range []uint32{4, 5, 6} {
 		b := smallRegionOf(v)
 		f, _ := reflect.TypeOf(header{}).FieldByName("ThreadHeaps")
 		binary.LittleEndian.PutUint32(b[f.Offset:], 0xfffffff0)

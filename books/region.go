@@ -25,11 +25,12 @@ import (
 // high-water mark less a headroom (the field that was its freed bytes is
 // the headroom, its last word the mark) and adds, per tag, its holders and
 // an upper bound of its peak: peaks are exact, or bounded (see
-// TagTotals). The native library writes version 5, package alloc's
-// writer (writer.go) version 4; this reader reads all five.
+// TagTotals). Version 6 adds a table of tag budgets (Budget). The native
+// library writes version 6, package alloc's writer (writer.go) version 4;
+// this reader reads all six.
 const (
 	Magic   = "TAGALLOC"
-	Version = 5
+	Version = 6
 	// WriterVersion is the layout writer.go writes.
 	WriterVersion = 4
 )
@@ -98,6 +99,9 @@ type header struct {
 	Writer, Pad4 uint32
 	// version 5: TagSlots u64 each
 	HoldersOff, PeakUpperOff uint64
+	// version 6: MaxBudgets slots of budgetSize bytes, BudgetsCount in use
+	BudgetsOff         uint64
+	BudgetsCount, Pad6 uint32
 }
 
 // Sizes of the older headers (version 1 without the reports, version 2
@@ -107,7 +111,38 @@ const (
 	headerV2 = 256
 	headerV3 = 272
 	headerV4 = 280
+	headerV5 = 296
 )
+
+// Budget is a limit on the live bytes of a tag and of every tag under it
+// (tagalloc_set_budget, TAGALLOC_BUDGET): a version-6 budgets table entry.
+type Budget struct {
+	Tag    string // the tag or level it covers
+	Limit  uint64 // bytes
+	Policy string // "fail", "notify" or "observe"
+	// Charged is what counts against the limit: the live bytes of the
+	// tags under it, plus what each counter set holding them has reserved
+	// above its own live bytes (at most 64 KiB a thread; the allocator
+	// checks reservations, not each block). Never past Limit under fail.
+	Charged uint64
+	// Crossings counts the times Charged went past Limit (each counted
+	// once, until it came back under); Refused the allocations the fail
+	// policy refused; Over says Charged is past Limit now.
+	Crossings, Refused uint64
+	Over               bool
+}
+
+// The budgets table: slots of budgetSize bytes (cgo/src/budget.c:
+// u32 tag, u32 policy, u64 limit, i64 charged, u64 crossings, u64
+// refused, u32 parent, u32 over, 16 bytes spare).
+const (
+	budgetSize = 64
+	// MaxBudgets is how many budgets a process may set.
+	MaxBudgets = 64
+)
+
+// budgetPolicies names the policies by their number in the table.
+var budgetPolicies = map[uint32]string{1: "fail", 2: "notify", 3: "observe"}
 
 // holdersMany in a version-5 holders table: the tag's blocks were counted
 // by more than one counter set (else the entry is 0 or the address of the
@@ -188,7 +223,9 @@ type Snapshot struct {
 	Collections uint64
 	// TagNames are the registered tags by id (events name tags by id).
 	TagNames map[uint32]string
-	native   bool // written by the native library
+	// Budgets are the process's tag budgets, by tag (version 6).
+	Budgets []Budget
+	native  bool // written by the native library
 }
 
 func fail(format string, args ...any) error {
@@ -251,6 +288,9 @@ func Parse(b []byte) (*Snapshot, error) {
 	if err := p.buildTags(s); err != nil {
 		return nil, err
 	}
+	if err := p.readBudgets(s); err != nil {
+		return nil, err
+	}
 	sortTags(s.Tags)
 	return s, nil
 }
@@ -280,7 +320,9 @@ func parseHeader(b []byte) (header, error) {
 		h.Writer = 0
 	case h.Version == 4 && h.HeaderSize == headerV4:
 		h.HoldersOff, h.PeakUpperOff = 0, 0
-	case h.Version == 5 && uint64(h.HeaderSize) == hs:
+	case h.Version == 5 && h.HeaderSize == headerV5:
+		h.BudgetsOff, h.BudgetsCount = 0, 0
+	case h.Version == 6 && uint64(h.HeaderSize) == hs:
 	case h.Version < 1 || h.Version > Version:
 		return h, fail("layout version %d; this tagalloc reads versions 1 to %d (use the tagalloc that ran the program)", h.Version, Version)
 	default:
@@ -545,6 +587,53 @@ func (p *parser) readReports(s *Snapshot) error {
 		s.Reports = append(s.Reports, rep)
 	}
 	return nil
+}
+
+// readBudgets reads the budgets table into s (after the tags: a budget
+// names its tag by id).
+func (p *parser) readBudgets(s *Snapshot) error {
+	h := &p.h
+	if h.BudgetsCount == 0 {
+		return nil
+	}
+	if h.BudgetsCount > MaxBudgets {
+		return fail("%d budgets, at most %d", h.BudgetsCount, MaxBudgets)
+	}
+	if err := p.r.span("budgets", h.BudgetsOff, uint64(h.BudgetsCount)*budgetSize); err != nil {
+		return err
+	}
+	for i := uint64(0); i < uint64(h.BudgetsCount); i++ {
+		off := h.BudgetsOff + i*budgetSize
+		tag, pol := p.r.u32(off), p.r.u32(off+4)
+		name, ok := s.TagNames[tag]
+		if !ok {
+			name, ok = p.tagName(uint64(tag))
+		}
+		policy, okp := budgetPolicies[pol]
+		if !ok || !okp {
+			return fail("budget %d: tag %d, policy %d", i, tag, pol)
+		}
+		charged := int64(p.r.u64(off + 16))
+		s.Budgets = append(s.Budgets, Budget{Tag: name, Limit: p.r.u64(off + 8), Policy: policy,
+			Charged: uint64(max(charged, 0)), Crossings: p.r.u64(off + 24), Refused: p.r.u64(off + 32),
+			Over: p.r.u32(off+44) != 0})
+	}
+	sort.Slice(s.Budgets, func(i, j int) bool { return s.Budgets[i].Tag < s.Budgets[j].Tag })
+	return nil
+}
+
+// tagName is the registered name of tag t, if it has one.
+func (p *parser) tagName(t uint64) (string, bool) {
+	h := &p.h
+	if t >= p.slots || t >= uint64(h.TagCount) && t != uint64(h.TagOverflow) {
+		return "", false
+	}
+	slot := p.r.b[h.NamesOff+t*uint64(h.TagNameSize) : h.NamesOff+(t+1)*uint64(h.TagNameSize)]
+	n := bytes.IndexByte(slot, 0)
+	if n <= 0 {
+		return "", false
+	}
+	return printable(slot[:n]), true
 }
 
 // readCommand reads the process's command line into s.
