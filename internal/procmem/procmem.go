@@ -138,13 +138,20 @@ func gone(err error) error {
 	return err
 }
 
-// ReadStatus reads /proc/PID/status.
+// ReadStatus reads /proc/PID/status. A process without a VmRSS line is
+// ErrGone: its memory was released, as an exiting process's is before it
+// becomes a zombie (a reading then would replace the last one that had
+// figures with one that has none; kernel threads have none either).
 func ReadStatus(pid int) (Status, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return Status{}, gone(err)
 	}
-	return ParseStatus(b)
+	s, err := ParseStatus(b)
+	if err == nil && s.RSS == nil {
+		return Status{}, ErrGone
+	}
+	return s, err
 }
 
 // ReadPrivate reads the private resident bytes of /proc/PID/smaps_rollup
