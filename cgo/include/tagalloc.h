@@ -63,6 +63,41 @@ int tagalloc_tag_stats(const char *tag, tagalloc_tag_stats_t *out);
  * of tagalloc_tag_stats is *lower. 0, EINVAL or ENOENT as above. */
 int tagalloc_tag_peak(const char *tag, size_t *lower, size_t *upper);
 
+/* ---- budgets -----------------------------------------------------------------
+ *
+ * A budget limits the live bytes of a tag and of every tag under it
+ * ("gfx" covers "gfx/webgl/textures"). Past it:
+ *   TAGALLOC_BUDGET_FAIL     the allocation returns NULL with ENOMEM and is
+ *                            not charged (malloc, calloc, realloc: the old
+ *                            block stays), and is counted as refused;
+ *   TAGALLOC_BUDGET_NOTIFY   it succeeds, and the callback runs once per
+ *                            crossing, on the allocating thread, outside
+ *                            the allocator's locks (it may allocate);
+ *   TAGALLOC_BUDGET_OBSERVE  it succeeds, and the crossing is counted.
+ * What counts against the limit is the live bytes plus what each thread
+ * reserved under the tag above its own live bytes, at most 64 KiB: a fail
+ * budget is never passed, and may refuse that much early per thread that
+ * holds the tag's memory. A budget on a tag no one used yet applies when
+ * it is first used. Set it again to change the limit or policy. Unmodified
+ * programs: TAGALLOC_BUDGET='gfx=256M,parser=64M:notify' (fail by default).
+ * tagalloc_set_budget returns 0, EINVAL (bad name, 0 bytes, bad policy),
+ * ENOSPC (more than 64 budgets) or ENOMEM. */
+#define TAGALLOC_BUDGET_FAIL 1
+#define TAGALLOC_BUDGET_NOTIFY 2
+#define TAGALLOC_BUDGET_OBSERVE 3
+int tagalloc_set_budget(const char *tag, uint64_t bytes, int policy);
+typedef void (*tagalloc_budget_fn)(const char *tag, uint64_t limit, uint64_t charged, void *arg);
+void tagalloc_set_budget_callback(tagalloc_budget_fn fn, void *arg);
+typedef struct tagalloc_budget_stats {
+  uint64_t limit;
+  int policy;
+  uint64_t charged;   /* what counts against the limit now (above) */
+  uint64_t crossings; /* times the charge went past the limit */
+  uint64_t refused;   /* allocations refused (fail) */
+} tagalloc_budget_stats_t;
+/* The budget set on tag: 0, ENOENT (none), EINVAL. */
+int tagalloc_budget_stats(const char *tag, tagalloc_budget_stats_t *out);
+
 /* ---- memory reporters (about:memory's model) ---------------------------------
  *
  * A reporter says what a part of the program holds: items of (path, kind,
@@ -139,6 +174,9 @@ size_t tagalloc_check_books(void);
 #pragma weak tagalloc_pop_tag
 #pragma weak tagalloc_tag_stats
 #pragma weak tagalloc_tag_peak
+#pragma weak tagalloc_set_budget
+#pragma weak tagalloc_set_budget_callback
+#pragma weak tagalloc_budget_stats
 #pragma weak tagalloc_set_tag
 #pragma weak tagalloc_version
 #pragma weak tagalloc_purge

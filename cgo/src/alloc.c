@@ -21,7 +21,7 @@ TA_NOINLINE static void *_ta_malloc_class_rest(_ta_heap_t *h, unsigned c, size_t
   _ta_page_t *pg = h->direct[c];
   _ta_block_t *b = pg->free;
   if (b == NULL) return _ta_malloc_slow(h, c, size);
-  _ta_take_retag(h, pg, c, b);
+  if (ta_unlikely(!_ta_take_retag(h, pg, c, b))) return _ta_take_refused(h, pg, b);
   if (pg->slop) _ta_take_requested(h, pg, c, b, size);
   return b;
 }
@@ -30,8 +30,8 @@ TA_NOINLINE static void *_ta_malloc_class_rest(_ta_heap_t *h, unsigned c, size_t
  * sole holder's case of _ta_ctr_rise inline (every malloc of a growing
  * heap comes here), the rest through it. */
 TA_NOINLINE static void *_ta_took_rising(_ta_heap_t *h, void *b) {
-  if (!_ta_ctr_rise_sole(h->ctr)) _ta_ctr_rise(h->ctr);
-  return b;
+  if (ta_likely(_ta_ctr_rise_sole(h->ctr)) || _ta_ctr_rise(h->ctr)) return b;
+  return _ta_take_refused(h, _ta_page_of(b), b); /* a budget's: its page is the direct one */
 }
 
 static inline void *_ta_malloc_class_unsampled(unsigned c, size_t size) {
@@ -86,7 +86,11 @@ static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
   pg->block_size = (uint32_t)0; /* large: usable size is npages pages */
   pg->used = 1;
   pg->tag = _ta_current_tag();
-  _ta_count_alloc(pg->tag, (size_t)pg->npages << TA_PAGE_SHIFT, size);
+  if (ta_unlikely(!_ta_count_alloc(pg->tag, (size_t)pg->npages << TA_PAGE_SHIFT, size))) { /* a budget refused it */
+    _ta_span_free(pg);
+    errno = ENOMEM;
+    return NULL;
+  }
   if (zero && !fresh) memset(pg->start, 0, size);
   return pg->start;
 }
@@ -348,8 +352,10 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
   case TA_PTR_LARGE:
     if (size > TA_MAX_SMALL && size < _ta_opt.huge_threshold) {
       size_t npages = (size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT;
-      /* the same pages, or the span shrunk or grown where it lies */
-      if (npages == pg->npages || (npages < pg->npages ? _ta_span_shrink_inplace(pg, npages) : _ta_span_grow_inplace(pg, npages))) {
+      /* the same pages, or the span shrunk or grown where it lies (a
+       * budgeted tag's block moves instead: malloc asks its budgets) */
+      if (npages == pg->npages ||
+          (npages < pg->npages ? _ta_span_shrink_inplace(pg, npages) : !_ta_budget_of(tag) && _ta_span_grow_inplace(pg, npages))) {
         size_t now = npages << TA_PAGE_SHIFT;
         TA_REALLOC_FROM(pg->requested, now);
         _ta_count_resize(tag, usable, now, pg->requested, size);

@@ -18,7 +18,8 @@
  * free_bytes is the headroom, the spare word the high-water mark; freed
  * bytes are alloc_bytes - high + headroom) and adds two tables, per tag:
  * its holders and the upper bound of its peak (tags.c, "peaks"). Package
- * alloc's writer still writes version 4.
+ * alloc's writer still writes version 4. Version 6 adds the budgets table
+ * (budget.c): TA_BUDGETS_MAX slots of 64 bytes, budgets_count in use.
  * Records link to each other by address in the process; a reader turns an
  * address into an offset with `base` and checks it lies inside `used`.
  * Only the process writes the region; readers map it read-only. */
@@ -28,7 +29,7 @@
 #include <sys/stat.h>
 
 #define TA_BOOKS_MAGIC "TAGALLOC"
-#define TA_BOOKS_VERSION 5
+#define TA_BOOKS_VERSION 6
 #define TA_BOOKS_SIZE (256 * TA_MiB) /* reserved; a sparse file */
 #define TA_BOOKS_CMDLINE 2048
 
@@ -84,8 +85,12 @@ typedef struct _ta_books_s {
   /* version 5: TA_TAG_SLOTS u64 each */
   uint64_t holders_off;             /* 0, the sole counter set's address, or 1: many */
   uint64_t peak_upper_off;          /* upper bound of the peak, held by many */
+  /* version 6 */
+  uint64_t budgets_off;             /* TA_BUDGETS_MAX slots (budget.c) */
+  _Atomic(uint32_t) budgets_count;  /* slots in use, published after each is filled */
+  uint32_t pad6_;
 } _ta_books_t;
-_Static_assert(sizeof(_ta_books_t) == 296, "the header books/region.go reads as version 5");
+_Static_assert(sizeof(_ta_books_t) == 312, "the header books/region.go reads as version 6");
 
 #define TA_REPORTS_MAX 64
 #define TA_REPORT_SLOT 256
@@ -138,6 +143,7 @@ static void _ta_books_format(_ta_books_t *b) {
   off = _ta_books_put(&b->reported_off, off, (size_t)TA_TAG_SLOTS * sizeof(uint64_t));
   off = _ta_books_put(&b->holders_off, off, (size_t)TA_TAG_SLOTS * sizeof(uint64_t));
   off = _ta_books_put(&b->peak_upper_off, off, (size_t)TA_TAG_SLOTS * sizeof(uint64_t));
+  off = _ta_books_put(&b->budgets_off, off, (size_t)64 * 64); /* TA_BUDGETS_MAX slots of 64 bytes (budget.c) */
   uint32_t *cs = (uint32_t *)((uint8_t *)b + b->class_sizes_off);
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) cs[c] = _ta_classes[c].size;
   atomic_store(&b->used, off);

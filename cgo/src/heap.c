@@ -298,7 +298,7 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
   }
   h->direct[c] = pg;
   _ta_block_t *b = pg->free;
-  _ta_take_retag(h, pg, c, b);
+  if (ta_unlikely(!_ta_take_retag(h, pg, c, b))) return _ta_take_refused(h, pg, b);
   if (pg->slop) _ta_take_requested(h, pg, c, b, size);
   if (ta_unlikely((h->slow_count & 1023) == 0)) _ta_tag_note(h->ctr->tag);
   _ta_ctr_cap(h->ctr); /* frees since the last slow path may have raised its headroom */

@@ -157,6 +157,8 @@ static void _ta_huge_erase_locked(_ta_huge_t *e) {
   _ta_huge_tomb++;
 }
 
+static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *requested);
+
 static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) {
   if (!_ta_ensure_init()) return NULL;
   size_t need = _ta_align_up(size, TA_OS_PAGE);
@@ -188,8 +190,14 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) 
     errno = ENOMEM;
     return NULL;
   }
-  _ta_count_alloc(tag, mapped, size);
   if (!cached) _ta_os_name(p, mapped, "tagalloc huge");
+  if (ta_unlikely(!_ta_count_alloc(tag, mapped, size))) { /* a budget refused it: back it goes */
+    uint32_t t;
+    size_t m, r;
+    (void)_ta_huge_free(p, &t, &m, &r);
+    errno = ENOMEM;
+    return NULL;
+  }
   return p;
 }
 
@@ -272,7 +280,9 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   uint32_t tag = e->tag;
   *mapped_out = old;
   *tag_out = tag;
-  if (size <= TA_MAX_SMALL || align > TA_OS_PAGE) {
+  /* moved by the caller: to a small block, an aligned one, or (growing)
+   * a budgeted tag's, whose budgets malloc asks */
+  if (size <= TA_MAX_SMALL || align > TA_OS_PAGE || (need > old && _ta_budget_of(tag))) {
     pthread_mutex_unlock(&_ta_huge_lock);
     return NULL;
   }

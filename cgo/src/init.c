@@ -34,6 +34,7 @@ static bool _ta_init_slow(void) {
       _ta_free_key_init();
       bool ok = _ta_books_init();
       if (ok) _ta_tags_init(_ta_opt.default_tag);
+      if (ok) _ta_budgets_init(); /* TAGALLOC_BUDGET: before any tag is used */
       if (ok) _ta_sample_init();
       ok = ok && _ta_arena_init() && pthread_key_create(&_ta_key, _ta_thread_done) == 0;
       atomic_store_explicit(&_ta_init_state, ok ? 2 : 0, memory_order_release);
@@ -101,4 +102,5 @@ static void _ta_fork_child(void) {
     }
   _ta_heaps_disown_vanished();
   if (resync) _ta_books_resync();
+  _ta_budgets_recount(); /* the dead threads' sets keep their marks; the resync moved the shared ones' */
 }

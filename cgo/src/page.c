@@ -80,10 +80,27 @@ static inline __attribute__((always_inline)) void _ta_page_retag(_ta_page_t *pg,
   atomic_signal_fence(memory_order_seq_cst);
 }
 
-/* _ta_take for the slow paths: the page may be of another tag. */
-static inline __attribute__((always_inline)) void _ta_take_retag(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b) {
+/* _ta_take for the slow paths: the page may be of another tag. False if
+ * a budget refused the block (_ta_take_refused undoes the take). */
+static inline __attribute__((always_inline)) bool _ta_take_retag(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b) {
   _ta_page_retag(pg, c, b, h->ctr);
-  if (_ta_take(h, pg, c, b)) _ta_ctr_rise(h->ctr);
+  return !_ta_take(h, pg, c, b) || _ta_ctr_rise(h->ctr);
+}
+
+/* A budget refused b, just taken from pg of h's heap (budget.c): b goes
+ * back to the head of pg's free list and out of the counts, as if never
+ * taken; the allocation fails with ENOMEM. */
+TA_NOINLINE static void *_ta_take_refused(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
+  _ta_ctr_t *ct = h->ctr;
+  uint64_t bsize = pg->block_size;
+  b->next = pg->free;
+  pg->free = b;
+  pg->used--;
+  TA_CTR_ADD(ct->headroom, bsize);
+  TA_CTR_ADD(ct->alloc_blocks, -1);
+  TA_CTR_ADD(ct->alloc_bytes, -bsize);
+  errno = ENOMEM;
+  return NULL;
 }
 
 /* pg leaves its owner's heap (abandon, a fork child's vanished heaps): it

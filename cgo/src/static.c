@@ -15,6 +15,7 @@
 #include "heap.c"      /* thread heaps: slow path, thread exit */
 #include "huge.c"      /* huge blocks: one mapping each */
 #include "tags.c"      /* tags: registry, thread records, counters, API */
+#include "budget.c"    /* tag budgets: limits on a tag's live bytes, charged at rises */
 #include "init.c"      /* lazy init, fork */
 #include "alloc.c"     /* the public entry points */
 #include "check.c"     /* the checking build's entry points over them (TA_CHECK builds) */

@@ -81,6 +81,7 @@ static int32_t _ta_tag_find(const char *name, size_t n) {
 static void _ta_tag_publish_locked(uint32_t id, const char *name, size_t n) {
   memcpy(_ta_tag_names[id].name, name, n);
   _ta_tag_names[id].name[n] = 0;
+  _ta_budget_tag_new_locked(id); /* before the id is found: its first set registers under its budget */
   for (uint32_t i = _ta_tag_hashof(name, n) & (TA_TAG_HASH - 1);; i = (i + 1) & (TA_TAG_HASH - 1)) {
     if (atomic_load_explicit(&_ta_tag_hash[i], memory_order_relaxed) == 0) {
       atomic_store_explicit(&_ta_tag_hash[i], (uint16_t)(id + 1), memory_order_release);
@@ -269,6 +270,11 @@ static void _ta_tag_holders_many(uint32_t tag, uint64_t cur) {
 TA_NOINLINE static void _ta_ctr_register(_ta_ctr_t *ct) {
   if (atomic_load_explicit(&ct->holder, memory_order_relaxed) != TA_HOLDER_NONE) return;
   uint64_t cur = 0;
+  if (_ta_budget_of(ct->tag)) { /* a budgeted tag's marks are reservations: held by many */
+    atomic_store_explicit(&ct->holder, TA_HOLDER_MANY, memory_order_relaxed);
+    _ta_tag_holders_many(ct->tag, atomic_load(&_ta_tag_holders[ct->tag]));
+    return;
+  }
   if (atomic_compare_exchange_strong(&_ta_tag_holders[ct->tag], &cur, (uint64_t)(uintptr_t)ct)) {
     atomic_store_explicit(&ct->holder, TA_HOLDER_SOLE, memory_order_relaxed);
     return;
@@ -280,10 +286,21 @@ TA_NOINLINE static void _ta_ctr_register(_ta_ctr_t *ct) {
 /* A set held by several has risen past its mark (d < 0): the mark rises
  * to its live bytes plus TA_PEAK_SLACK (headroom first: a reader then
  * sees live bytes too low, never too high), and the tag's bounds are
- * noted. Within the slack the set rises unseen: the bound covers it. */
-TA_NOINLINE static void _ta_ctr_rise_many(_ta_ctr_t *ct, int64_t d) {
-  TA_CTR_RAISE_MARK(ct, (uint64_t)(-d) + TA_PEAK_SLACK);
+ * noted. Within the slack the set rises unseen: the bound covers it.
+ * A budgeted tag's rise is charged to its budgets first (budget.c), with
+ * less slack or none if they are near their limits; false if a fail
+ * budget refuses it: nothing changed, the caller undoes what it counted.
+ * force: charged whatever the budgets say (a count that cannot be undone). */
+TA_NOINLINE static bool _ta_ctr_rise_many(_ta_ctr_t *ct, int64_t d, bool force) {
+  uint64_t x = (uint64_t)(-d) + TA_PEAK_SLACK;
+  unsigned b = _ta_budget_of(ct->tag);
+  if (ta_unlikely(b)) {
+    if (force) _ta_budget_add(b, (int64_t)(x = (uint64_t)-d));
+    else if (!_ta_budget_rise(b, (uint64_t)-d, &x)) return false;
+  }
+  TA_CTR_RAISE_MARK(ct, x);
   _ta_tag_note(ct->tag);
+  return true;
 }
 
 /* ct's headroom went below zero (a malloc passed its high-water mark).
@@ -301,11 +318,22 @@ static inline bool _ta_ctr_rise_sole(_ta_ctr_t *ct) {
   return true;
 }
 
-TA_NOINLINE static void _ta_ctr_rise(_ta_ctr_t *ct) {
+/* ct passed its mark: raise it (above). False if a budget refused the
+ * bytes that passed it: the caller undoes its count and fails. */
+TA_NOINLINE static bool _ta_ctr_rise(_ta_ctr_t *ct) {
+  if (ta_unlikely(atomic_load_explicit(&ct->holder, memory_order_relaxed) == TA_HOLDER_NONE)) _ta_ctr_register(ct);
+  if (_ta_ctr_rise_sole(ct)) return true;
+  int64_t d = (int64_t)atomic_load_explicit(&ct->headroom, memory_order_relaxed);
+  return d >= 0 || _ta_ctr_rise_many(ct, d, false);
+}
+
+/* A count that cannot be undone passed ct's mark: raise it, charging its
+ * budgets whatever their limits. */
+static void _ta_ctr_rise_forced(_ta_ctr_t *ct) {
   if (ta_unlikely(atomic_load_explicit(&ct->holder, memory_order_relaxed) == TA_HOLDER_NONE)) _ta_ctr_register(ct);
   if (_ta_ctr_rise_sole(ct)) return;
   int64_t d = (int64_t)atomic_load_explicit(&ct->headroom, memory_order_relaxed);
-  if (d < 0) _ta_ctr_rise_many(ct, d);
+  if (d < 0) (void)_ta_ctr_rise_many(ct, d, true);
 }
 
 /* A set held by several whose headroom passed TA_PEAK_CAP: the tag's
@@ -320,6 +348,8 @@ TA_NOINLINE static void _ta_ctr_lower(_ta_ctr_t *ct) {
   TA_CTR_ADD(ct->high, -x);
   atomic_signal_fence(memory_order_seq_cst);
   TA_CTR_ADD(ct->headroom, -x);
+  unsigned b = _ta_budget_of(ct->tag);
+  if (b) _ta_budget_add(b, -(int64_t)x); /* after the mark: a charge never below the marks */
 }
 
 /* Called where a thread takes a slow path, or counts a free out of line. */
@@ -337,14 +367,18 @@ static inline void _ta_ctr_cap(_ta_ctr_t *ct) {
 static void _ta_count_fallback(uint32_t tag, size_t up, size_t down) {
   _ta_ctr_t *f = &_ta_ctr_fallback[tag];
   _ta_tag_holders_many(tag, atomic_load(&_ta_tag_holders[tag]));
+  unsigned b = _ta_budget_of(tag);
+  if (b && up) _ta_budget_add(b, (int64_t)up); /* charged, never refused: there is no undo here */
   if (up) atomic_fetch_add_explicit(&f->high, up, memory_order_relaxed);
   if (down) atomic_fetch_add_explicit(&f->headroom, down, memory_order_relaxed);
+  if (b && down) _ta_budget_add(b, -(int64_t)down);
 }
 
 /* Count a block allocated (alloc) or freed by this thread under tag:
  * usable bytes, and the bytes asked for. One copy for each (the caller's
- * constant decides, so neither tests it). */
-static inline __attribute__((always_inline)) void _ta_count(uint32_t tag, size_t bytes, size_t req, bool alloc) {
+ * constant decides, so neither tests it). False if a budget refused the
+ * allocation: nothing is counted, and the caller gives the block back. */
+static inline __attribute__((always_inline)) bool _ta_count(uint32_t tag, size_t bytes, size_t req, bool alloc) {
   _ta_ctr_t *c = _ta_ctr_self(tag);
   if (ta_unlikely(c == NULL)) { /* no record: the shared atomic table */
     _ta_ctr_t *f = &_ta_ctr_fallback[tag];
@@ -358,7 +392,7 @@ static inline __attribute__((always_inline)) void _ta_count(uint32_t tag, size_t
       atomic_fetch_add_explicit(&f->free_req, req, memory_order_relaxed);
       _ta_count_fallback(tag, 0, bytes);
     }
-    return;
+    return true;
   }
   uint32_t st = atomic_load_explicit(&c->holder, memory_order_relaxed);
   if (ta_unlikely(st == TA_HOLDER_NONE)) {
@@ -369,7 +403,14 @@ static inline __attribute__((always_inline)) void _ta_count(uint32_t tag, size_t
     TA_CTR_ADD(c->alloc_bytes, bytes);
     TA_CTR_ADD(c->alloc_blocks, 1);
     TA_CTR_ADD(c->alloc_req, req);
-    if (TA_CTR_SUB_NEG(c->headroom, bytes)) _ta_ctr_rise(c);
+    if (TA_CTR_SUB_NEG(c->headroom, bytes) && ta_unlikely(!_ta_ctr_rise(c))) {
+      TA_CTR_ADD(c->headroom, bytes); /* refused: as if never counted */
+      TA_CTR_ADD(c->alloc_req, -req);
+      TA_CTR_ADD(c->alloc_blocks, -1);
+      TA_CTR_ADD(c->alloc_bytes, -bytes);
+      errno = ENOMEM;
+      return false;
+    }
   } else {
     TA_CTR_ADD(c->free_blocks, 1);
     TA_CTR_ADD(c->free_req, req);
@@ -377,10 +418,12 @@ static inline __attribute__((always_inline)) void _ta_count(uint32_t tag, size_t
     if (st == TA_HOLDER_MANY && ta_unlikely((int64_t)atomic_load_explicit(&c->headroom, memory_order_relaxed) > TA_PEAK_CAP))
       _ta_ctr_lower(c);
   }
+  return true;
 }
 
-TA_NOINLINE static void _ta_count_free(uint32_t tag, size_t bytes, size_t req) { _ta_count(tag, bytes, req, false); }
-TA_NOINLINE static void _ta_count_alloc(uint32_t tag, size_t bytes, size_t req) { _ta_count(tag, bytes, req, true); }
+TA_NOINLINE static void _ta_count_free(uint32_t tag, size_t bytes, size_t req) { (void)_ta_count(tag, bytes, req, false); }
+/* False (errno ENOMEM, nothing counted) if a budget refuses the block. */
+TA_NOINLINE static bool _ta_count_alloc(uint32_t tag, size_t bytes, size_t req) { return _ta_count(tag, bytes, req, true); }
 
 static void _ta_ctr_add(_Atomic(uint64_t) *mine, _Atomic(uint64_t) *shared, size_t d) {
   if (mine) TA_CTR_ADD(*mine, d);
@@ -396,7 +439,7 @@ static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes, s
   if (new_bytes > old_bytes) {
     _ta_ctr_add(c ? &c->alloc_bytes : NULL, &f->alloc_bytes, new_bytes - old_bytes);
     if (!c) _ta_count_fallback(tag, new_bytes - old_bytes, 0);
-    else if (TA_CTR_SUB_NEG(c->headroom, new_bytes - old_bytes)) _ta_ctr_rise(c);
+    else if (TA_CTR_SUB_NEG(c->headroom, new_bytes - old_bytes)) _ta_ctr_rise_forced(c); /* grown already */
   } else if (new_bytes < old_bytes) {
     if (!c) _ta_count_fallback(tag, 0, old_bytes - new_bytes);
     else {

@@ -505,6 +505,15 @@ static void _ta_os_name(void *p, size_t size, const char *name);
 static uint64_t _ta_now_ms(void);
 static void _ta_write_stderr(const char *s, size_t n);
 
+/* budget.c: tag budgets; a rise of a budgeted tag's counter set is
+ * charged there (tags.c), and its blocks grow by moving (alloc.c, huge.c) */
+static unsigned _ta_budget_of(uint32_t tag);
+static bool _ta_budget_rise(unsigned b, uint64_t need, uint64_t *x);
+static void _ta_budget_add(unsigned b, int64_t d);
+static void _ta_budget_tag_new_locked(uint32_t tag);
+static void _ta_budgets_init(void);
+static void _ta_budgets_recount(void);
+
 /* error.c */
 TA_COLD static void _ta_fatal(const char *fmt, ...) __attribute__((noreturn));
 TA_COLD static void _ta_warn(const char *fmt, ...);
@@ -538,7 +547,7 @@ static pthread_mutex_t _ta_threads_lock; /* defined in tags.c */
 static _ta_ctr_t *_ta_ctr_self(uint32_t tag);
 static _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag);
 static _ta_thread_t *_ta_thread_self_slow(void);
-static void _ta_count_alloc(uint32_t tag, size_t bytes, size_t req);
+static bool _ta_count_alloc(uint32_t tag, size_t bytes, size_t req);
 static bool _ta_use_tag(_ta_thread_t *th, uint32_t tag);
 
 /* The calling thread's record, made on first use (NULL only without memory). */
@@ -555,7 +564,7 @@ typedef struct {
   uint64_t high; /* sum of the sets' marks: an upper bound of live bytes */
 } _ta_sum_t;
 static void _ta_tag_note(uint32_t tag);
-static void _ta_ctr_rise(_ta_ctr_t *ct);
+static bool _ta_ctr_rise(_ta_ctr_t *ct);
 static void _ta_ctr_cap(_ta_ctr_t *ct);
 static void _ta_ctr_register(_ta_ctr_t *ct);
 
