@@ -48,7 +48,10 @@ type Process struct {
 	Signal   string `json:"signal,omitempty"`
 	Ended    string `json:"ended"`
 	Tags     []Tag  `json:"tags"`
-	Heap     Heap   `json:"heap"`
+	// Budgets: the process's tag budgets (budgets.go), by tag; absent
+	// when it set none, and from reports made before budgets.
+	Budgets []Budget `json:"budgets,omitempty"`
+	Heap    Heap     `json:"heap"`
 	// Resident: its resident memory as Linux reported it (tagalloc run,
 	// snapshot, the live view); nil in reports made before it was kept.
 	Resident *Resident `json:"resident,omitempty"`
@@ -225,6 +228,7 @@ func FromSnapshot(s *tagtable.Snapshot) Process {
 		p.Tags = []Tag{}
 	}
 	p.Heap.notePeaks(p.Tags)
+	p.Budgets = budgets(s)
 	a := s.Allocator
 	p.Heap.FreeCachedBytes = a.SpansFreeResident + a.HugeCached
 	p.Heap.MappedBytes = a.SpansInUse + p.Heap.FreeCachedBytes + a.HugeLive
@@ -379,6 +383,11 @@ func Read(rd io.Reader) (*Report, error) {
 			if t.LiveBlocks > t.AllocBlocks || t.LiveBytes > t.AllocBytes || (t.LiveRequestedBytes != nil && *t.LiveRequestedBytes > t.LiveBytes) ||
 				(t.LiveRequestedBytesEstimate != nil && *t.LiveRequestedBytesEstimate > t.LiveBytes) {
 				return nil, fmt.Errorf("%w: tag %q of process %d has more live than allocated", ErrReport, t.Name, p.PID)
+			}
+		}
+		for _, b := range p.Budgets { // a budget names a tag or level: a tag's name
+			if b.Tag == "" || len(b.Tag) > 63 {
+				return nil, fmt.Errorf("%w: process %d has a budget of a tag named %q", ErrReport, p.PID, b.Tag)
 			}
 		}
 	}

@@ -119,6 +119,7 @@ func (p Process) WriteTree(w io.Writer) error {
 	fmt.Fprintf(w, "└──%s (%s) -- heap-overhead\n", humanize.IBytes(overhead), pct(overhead, total))
 	fmt.Fprintf(w, "   ├──%s (%s) ── free-cached\n", humanize.IBytes(h.FreeCachedBytes), pct(h.FreeCachedBytes, total))
 	fmt.Fprintf(w, "   └──%s (%s) ── bookkeeping\n", humanize.IBytes(h.BookkeepingBytes), pct(h.BookkeepingBytes, total))
+	p.writeBudgets(w) // beside the tags they limit, before the other measurements
 	fmt.Fprintln(w, "Other Measurements")
 	fmt.Fprintf(w, "%s -- heap-mapped\n", humanize.IBytes(h.MappedBytes))
 	fmt.Fprintf(w, "%s -- heap-span-free (free blocks and never-touched room in spans in use)\n", humanize.IBytes(h.SpanFreeBytes))

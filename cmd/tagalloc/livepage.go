@@ -1,7 +1,7 @@
 // The live page of tagalloc serve and run --serve, and /api/live, what it
-// draws besides the history: the newest sample's tags, heap, libraries
-// and top stacks, in a JSON of its own (the page does not depend on the
-// report's layout).
+// draws besides the history: the newest sample's tags, tag budgets,
+// heap, libraries and top stacks, in a JSON of its own (the page does not
+// depend on the report's layout).
 //
 // Every name on the page (tags, commands, libraries, frames, paths) comes
 // from the measured programs: the script puts it in as text
@@ -38,7 +38,22 @@ type liveProcess struct {
 	// Levels: the tags nested by path (docs/tag-trees.md), what the
 	// page's table shows; largest live bytes first at every level.
 	Levels []liveLevel `json:"levels"`
-	Stacks *liveStacks `json:"stacks"` // null when stacks are off
+	// Budgets: the process's tag budgets, by tag ([] when it set none).
+	Budgets []liveBudget `json:"budgets"`
+	Stacks  *liveStacks  `json:"stacks"` // null when stacks are off
+}
+
+// liveBudget is one tag budget (reporter.Budget, whose JSON names it
+// keeps): a limit on the live bytes of the tag or level Tag and every tag
+// under it, what is charged against it, and what it did past it.
+type liveBudget struct {
+	Tag          string `json:"tag"`
+	LimitBytes   uint64 `json:"limit_bytes"`
+	Policy       string `json:"policy"` // fail, notify, observe
+	ChargedBytes uint64 `json:"charged_bytes"`
+	Crossings    uint64 `json:"crossings"`
+	Refused      uint64 `json:"refused"`
+	Over         bool   `json:"over"`
 }
 
 // liveLevel is one level of a process's tag tree: one tag (Tag true: its
@@ -133,7 +148,7 @@ const (
 func newLiveView(rep *reporter.Report, now time.Time) *liveView {
 	v := &liveView{T: now.UnixMilli(), Processes: []liveProcess{}}
 	for _, p := range rep.Processes {
-		lp := liveProcess{PID: p.PID, Command: p.Command, Ended: p.Ended, Tags: []liveTag{},
+		lp := liveProcess{PID: p.PID, Command: p.Command, Ended: p.Ended, Tags: []liveTag{}, Budgets: []liveBudget{},
 			Heap: liveHeap{p.Heap.LiveBytes, p.Heap.MappedBytes, p.Heap.FreeCachedBytes, p.Heap.BookkeepingBytes}}
 		if lp.Command == nil {
 			lp.Command = []string{}
@@ -144,6 +159,10 @@ func newLiveView(rep *reporter.Report, now time.Time) *liveView {
 			names[i] = t.Name
 		}
 		lp.Levels = newLiveLevels(p.Tags, reporter.TagTree(names))
+		for _, b := range p.Budgets {
+			lp.Budgets = append(lp.Budgets, liveBudget{Tag: b.Tag, LimitBytes: b.LimitBytes, Policy: b.Policy,
+				ChargedBytes: b.ChargedBytes, Crossings: b.Crossings, Refused: b.Refused, Over: b.Over})
+		}
 		if st := p.Stacks; st != nil {
 			ls := &liveStacks{Mode: st.Mode, SampleRate: st.SampleRate, Libraries: []liveLibrary{}, Top: []liveStack{}, Records: len(st.Records)}
 			for _, l := range st.Libraries {
@@ -237,6 +256,7 @@ table { border-collapse: collapse; margin-top: 4px; } td, th { padding: 2px 10px
 td.name, th.name { text-align: left; } .note { color: #666; }
 button.fold { border: none; background: none; padding: 0 4px 0 0; cursor: pointer; font: inherit; }
 tr.level > td.name { font-weight: bold; }
+tr.budget.over { color: #b00; font-weight: bold; }
 ol.frames { margin: 0; padding-left: 22px; text-align: left; font: 12px monospace; white-space: normal; }
 </style></head>
 <body>
@@ -256,6 +276,11 @@ View: <button type="button" id="view-tag" aria-pressed="true">per tag</button><b
 <h2 id="tags-title">Tags (exact)</h2>
 <p id="tags-note" class="note">Tags nest by path (gfx/webgl/textures): a level in bold holds the sums of the tags under it and has no peak of its own (-); (own) is a tag's own bytes beside the tags under it.</p>
 <table id="tags"><thead><tr><th class="name">pid/tag</th><th>live</th><th>live blocks</th><th>peak</th><th>allocated in all</th></tr></thead><tbody></tbody></table>
+<section id="budgets-section" hidden>
+<h2>Budgets</h2>
+<p class="note">A budget limits the live bytes of a tag and every tag under it. Charged: their live bytes plus what each thread reserved above its own (at most 64 KiB a thread). Past the limit, fail refuses the allocation (NULL), notify calls the program back, observe counts.</p>
+<table id="budgets"><thead><tr><th class="name">pid/tag</th><th>charged</th><th>limit</th><th>charged/limit</th><th class="name">policy</th><th>refused</th><th>crossings</th><th class="name">now</th></tr></thead><tbody></tbody></table>
+</section>
 <h2>Heap</h2>
 <table id="heap"><thead><tr><th class="name">pid</th><th>live</th><th>mapped</th><th>free, cached</th><th>bookkeeping</th></tr></thead><tbody></tbody></table>
 <section id="stacks-section">
@@ -484,6 +509,18 @@ function tables() {
   const tagRows = [];
   for (const [pid, l] of tops) levelRows(tagRows, pid, l, 0);
   document.querySelector("#tags tbody").replaceChildren(...tagRows);
+  // budgets: a row per budget, the tag's name as text (nameCell); the
+  // section shows only when a process has one
+  const budgetRows = [];
+  for (const p of procs) for (const b of p.budgets || []) {
+    const share = b.limit_bytes ? (100 * b.charged_bytes / b.limit_bytes).toFixed(1) + "%" : "-";
+    const tr = row([nameCell(p.pid + "/" + b.tag), human(b.charged_bytes), human(b.limit_bytes), share, nameCell(b.policy),
+      String(b.refused), String(b.crossings), nameCell(b.over ? (b.policy === "fail" ? "OVER: refusing" : "OVER") : "under")]);
+    tr.setAttribute("class", b.over ? "budget over" : "budget");
+    budgetRows.push(tr);
+  }
+  document.querySelector("#budgets tbody").replaceChildren(...budgetRows);
+  document.getElementById("budgets-section").hidden = !budgetRows.length;
   document.querySelector("#heap tbody").replaceChildren(...procs.map(p =>
     row([nameCell(String(p.pid)), human(p.heap.live_bytes), human(p.heap.mapped_bytes), human(p.heap.free_cached_bytes), human(p.heap.bookkeeping_bytes)])));
   const withStacks = procs.filter(p => p.stacks);

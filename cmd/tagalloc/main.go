@@ -380,6 +380,7 @@ func writeTop(w io.Writer, p reporter.Process) {
 	for _, t := range p.Tags {
 		writeTopLine(w, p, t.LiveBytes, t.LiveBlocks, t.AllocBytes, t.Peak(), terminalText(t.Name))
 	}
+	writeTopBudgets(w, p)
 }
 
 // writeTopTree writes top's default view: tags nested by path
@@ -399,6 +400,21 @@ func writeTopTree(w io.Writer, p reporter.Process) {
 			sum := l.Totals(p.Tags)
 			writeTopLine(w, p, sum.LiveBytes, sum.LiveBlocks, sum.AllocBytes, "-", name)
 		})
+	}
+	writeTopBudgets(w, p)
+}
+
+// writeTopBudgets writes, below the table, a line per tag budget of the
+// process as the tree prints it (reporter.Budget.Text: the tag's name made
+// safe for the terminal): what is charged of the limit, the policy,
+// refusals and crossings, OVER past the limit. Nothing without budgets.
+func writeTopBudgets(w io.Writer, p reporter.Process) {
+	if len(p.Budgets) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	for _, b := range p.Budgets {
+		fmt.Fprintln(w, b.Text())
 	}
 }
 

@@ -18,6 +18,9 @@ var (
 	procLabels = []string{"pid", "command"}
 	tagLabels  = []string{"pid", "command", "tag"}
 	libLabels  = []string{"pid", "command", "library"}
+	// a budget's limit says its policy too: one series per budget, whose
+	// policy a query can select (policy="fail") or drop (ignoring(policy))
+	budgetLabels = []string{"pid", "command", "tag", "policy"}
 
 	descLive       = prometheus.NewDesc("tagalloc_tag_live_bytes", "Usable bytes of the tag's live heap blocks (exact: the allocator's books).", tagLabels, nil)
 	descLiveBlocks = prometheus.NewDesc("tagalloc_tag_live_blocks", "The tag's live heap blocks (exact).", tagLabels, nil)
@@ -28,6 +31,17 @@ var (
 		"A lower bound of the tag's highest live bytes so far; the peak is exact when tagalloc_tag_peak_live_bytes_upper_bound equals it. Without that series (Go's package alloc), the highest live total seen at queries and slow paths.", tagLabels, nil)
 	descPeakUpper = prometheus.NewDesc("tagalloc_tag_peak_live_bytes_upper_bound",
 		"An upper bound of the tag's highest live bytes so far (the native library's books: equal to the lower bound while one thread at a time held the tag, about 64 KiB per holding thread above it otherwise).", tagLabels, nil)
+
+	// Tag budgets (reporter.Budget): the tag label is the tag or level the
+	// budget covers, whose tags' bytes it counts together.
+	descBudget = prometheus.NewDesc("tagalloc_tag_budget_bytes",
+		"The tag's budget: a limit on the live bytes of the tag and every tag under it (tagalloc_set_budget, TAGALLOC_BUDGET); policy is what the allocator does past it (fail: the allocation returns NULL; notify: the program's callback runs; observe: counted only).", budgetLabels, nil)
+	descBudgetCharged = prometheus.NewDesc("tagalloc_tag_budget_charged_bytes",
+		"What counts against the tag's budget: the live bytes of the tag and every tag under it, plus what each thread's counter set of them reserved above its own live bytes (at most 64 KiB a thread); never past the limit under fail.", tagLabels, nil)
+	descBudgetExceeded = prometheus.NewDesc("tagalloc_tag_budget_exceeded_total",
+		"Times the charge of the tag's budget went past its limit, each counted once until it came back under (under fail, a refused allocation that found it under).", tagLabels, nil)
+	descBudgetRefused = prometheus.NewDesc("tagalloc_tag_budget_refused_total",
+		"Allocations the tag's budget refused (returned NULL) under the fail policy.", tagLabels, nil)
 
 	descHeapLive     = prometheus.NewDesc("tagalloc_heap_live_bytes", "Usable bytes of all live heap blocks (the sum over tags).", procLabels, nil)
 	descHeapBlocks   = prometheus.NewDesc("tagalloc_heap_live_blocks", "All live heap blocks.", procLabels, nil)
@@ -44,6 +58,7 @@ var (
 	descRSSAnon      = prometheus.NewDesc("tagalloc_process_resident_anon_bytes", "The anonymous part of the process's resident memory (RssAnon); present only while the process runs.", procLabels, nil)
 	descRSSUnique    = prometheus.NewDesc("tagalloc_process_resident_unique_bytes", "The process's resident memory no other process maps (Private_Clean + Private_Dirty of /proc/PID/smaps_rollup; read less often than the others); present only while the process runs and the file can be read.", procLabels, nil)
 	metricsDescsList = []*prometheus.Desc{descLive, descLiveBlocks, descLiveReq, descAlloc, descAllocN, descPeak, descPeakUpper,
+		descBudget, descBudgetCharged, descBudgetExceeded, descBudgetRefused,
 		descHeapLive, descHeapBlocks, descMapped, descFreeCached, descSpanFree, descBookkeeping,
 		descSampleRate, descLibLive, descLibLiveN, descLibAlloc,
 		descRSS, descRSSPeak, descRSSAnon, descRSSUnique}
@@ -109,6 +124,12 @@ func collectReport(rep *reporter.Report, ch chan<- prometheus.Metric) {
 			if t.PeakLiveBytesUpper != nil {
 				send(descPeakUpper, prometheus.GaugeValue, *t.PeakLiveBytesUpper, t.Name)
 			}
+		}
+		for _, b := range p.Budgets {
+			send(descBudget, prometheus.GaugeValue, b.LimitBytes, b.Tag, b.Policy)
+			send(descBudgetCharged, prometheus.GaugeValue, b.ChargedBytes, b.Tag)
+			send(descBudgetExceeded, prometheus.CounterValue, b.Crossings, b.Tag)
+			send(descBudgetRefused, prometheus.CounterValue, b.Refused, b.Tag)
 		}
 		h := p.Heap
 		send(descHeapLive, prometheus.GaugeValue, h.LiveBytes)
