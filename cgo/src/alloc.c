@@ -327,9 +327,13 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
   uint32_t tag = TA_TAG_UNTAGGED; /* the block's: realloc keeps it */
   if (pg == NULL) {
     /* Not in an arena: a huge block (one lookup does it all) or bad. */
-    bool found;
-    void *q = _ta_huge_resize(p, size, &found, &mapped, &tag);
+    bool found, refused = false;
+    void *q = _ta_huge_resize(p, size, &found, &mapped, &tag, &refused);
     if (q) return q;
+    if (refused) { /* a budget's: the block stays as it was */
+      errno = ENOMEM;
+      return NULL;
+    }
     if (!found) _ta_bad_pointer("realloc", p);
     k = TA_PTR_HUGE;
   } else {
@@ -352,10 +356,13 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
   case TA_PTR_LARGE:
     if (size > TA_MAX_SMALL && size < _ta_opt.huge_threshold) {
       size_t npages = (size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT;
-      /* the same pages, or the span shrunk or grown where it lies (a
-       * budgeted tag's block moves instead: malloc asks its budgets) */
-      if (npages == pg->npages ||
-          (npages < pg->npages ? _ta_span_shrink_inplace(pg, npages) : !_ta_budget_of(tag) && _ta_span_grow_inplace(pg, npages))) {
+      /* a budgeted tag's block asks its budgets before it grows */
+      if (npages > pg->npages && _ta_budget_of(tag) && !_ta_ctr_admit(tag, (npages - pg->npages) << TA_PAGE_SHIFT)) {
+        errno = ENOMEM;
+        return NULL;
+      }
+      /* the same pages, or the span shrunk or grown where it lies */
+      if (npages == pg->npages || (npages < pg->npages ? _ta_span_shrink_inplace(pg, npages) : _ta_span_grow_inplace(pg, npages))) {
         size_t now = npages << TA_PAGE_SHIFT;
         TA_REALLOC_FROM(pg->requested, now);
         _ta_count_resize(tag, usable, now, pg->requested, size);

@@ -267,7 +267,7 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *re
  * that grows gets an eighth more room than asked (virtual: pages cost
  * nothing until touched), so growing a few bytes at a time does not make a
  * system call per page. One lookup, one lock. */
-static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_out, uint32_t *tag_out) {
+static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_out, uint32_t *tag_out, bool *refused) {
   size_t need = _ta_align_up(size, TA_OS_PAGE);
   pthread_mutex_lock(&_ta_huge_lock);
   _ta_huge_t *e = _ta_huge_find_locked((uintptr_t)p);
@@ -280,9 +280,7 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   uint32_t tag = e->tag;
   *mapped_out = old;
   *tag_out = tag;
-  /* moved by the caller: to a small block, an aligned one, or (growing)
-   * a budgeted tag's, whose budgets malloc asks */
-  if (size <= TA_MAX_SMALL || align > TA_OS_PAGE || (need > old && _ta_budget_of(tag))) {
+  if (size <= TA_MAX_SMALL || align > TA_OS_PAGE) {
     pthread_mutex_unlock(&_ta_huge_lock);
     return NULL;
   }
@@ -295,6 +293,18 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   }
   size_t mapped = need > old ? _ta_align_up(need + need / 8, TA_OS_PAGE) : need;
   if (mapped < need) mapped = need;
+  if (mapped > old && _ta_budget_of(tag)) {
+    /* a budgeted tag's block asks its budgets before it grows, outside
+     * the lock (a notify callback may run); the caller owns the block,
+     * so it is where it was when the lock is taken again */
+    pthread_mutex_unlock(&_ta_huge_lock);
+    if (!_ta_ctr_admit(tag, mapped - old)) {
+      *refused = true;
+      return NULL;
+    }
+    pthread_mutex_lock(&_ta_huge_lock);
+    e = _ta_huge_find_locked((uintptr_t)p);
+  }
   _ta_huge_erase_locked(e);
   void *q = _ta_os_remap(p, old, mapped);
   bool ok = _ta_huge_insert_locked((uintptr_t)(q ? q : p), q ? mapped : old, q ? size : oldreq, align, tag);

@@ -327,6 +327,19 @@ TA_NOINLINE static bool _ta_ctr_rise(_ta_ctr_t *ct) {
   return d >= 0 || _ta_ctr_rise_many(ct, d, false);
 }
 
+/* Room under this thread's mark of tag for bytes more, made before a
+ * block of a budgeted tag grows in place (realloc): the mark rises ahead,
+ * charged to the budgets, so the count of the growth does not rise.
+ * False if a fail budget refuses: the block must not grow. */
+static bool _ta_ctr_admit(uint32_t tag, size_t bytes) {
+  _ta_ctr_t *c = _ta_ctr_self(tag);
+  if (!c) return true; /* the shared counters: charged, never refused */
+  if (ta_unlikely(atomic_load_explicit(&c->holder, memory_order_relaxed) == TA_HOLDER_NONE)) _ta_ctr_register(c);
+  int64_t d = (int64_t)atomic_load_explicit(&c->headroom, memory_order_relaxed) - (int64_t)bytes;
+  if (d >= 0 || atomic_load_explicit(&c->holder, memory_order_relaxed) != TA_HOLDER_MANY) return true;
+  return _ta_ctr_rise_many(c, d, false);
+}
+
 /* A count that cannot be undone passed ct's mark: raise it, charging its
  * budgets whatever their limits. */
 static void _ta_ctr_rise_forced(_ta_ctr_t *ct) {

@@ -513,6 +513,7 @@ static void _ta_budget_add(unsigned b, int64_t d);
 static void _ta_budget_tag_new_locked(uint32_t tag);
 static void _ta_budgets_init(void);
 static void _ta_budgets_recount(void);
+static bool _ta_ctr_admit(uint32_t tag, size_t bytes); /* tags.c */
 
 /* error.c */
 TA_COLD static void _ta_fatal(const char *fmt, ...) __attribute__((noreturn));
@@ -575,7 +576,7 @@ static inline void *_ta_malloc(size_t size);
 static inline void _ta_free(void *p);
 static bool _ta_huge_lookup(const void *p, size_t *mapped);
 static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped, size_t *requested);
-static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped, uint32_t *tag);
+static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped, uint32_t *tag, bool *refused);
 static void _ta_huge_purge(bool all);
 
 /* report.c */

@@ -93,6 +93,38 @@ static void test_fail_one_thread(void) {
   ClearHeapBlockTagForThread();
 }
 
+/* A realloc chain under a fail budget grows in place (a large span, then
+ * its own mapping past 1 MiB, mremap'd) until the budget says no: then
+ * realloc is NULL, the block keeps its bytes and stays charged. */
+static void test_fail_realloc_chain(void) {
+  const size_t limit = 4 << 20;
+  CHECK(tagalloc_set_budget("b-chain", limit, TAGALLOC_BUDGET_FAIL) == 0, "set");
+  SetHeapBlockTagForThread("b-chain");
+  size_t n = 600000;
+  char *p = malloc(n);
+  CHECK(p != NULL, "first");
+  memset(p, 5, n);
+  int steps = 0;
+  for (;;) {
+    char *q = realloc(p, n + 100000);
+    if (!q) {
+      CHECK(errno == ENOMEM, "errno %d", errno);
+      break;
+    }
+    p = q;
+    memset(p + n, 5, 100000);
+    n += 100000;
+    steps++;
+    CHECK(live_of("b-chain") <= limit, "live %zu past %zu", live_of("b-chain"), limit);
+  }
+  CHECK(steps > 20, "refused after %d steps at %zu", steps, n);
+  CHECK(p[0] == 5 && p[n - 1] == 5, "the block lost its bytes");
+  CHECK(live_of("b-chain") == malloc_usable_size(p), "charged %zu, usable %zu", live_of("b-chain"), malloc_usable_size(p));
+  CHECK(budget_of("b-chain").refused == 1, "one refusal");
+  free(p);
+  ClearHeapBlockTagForThread();
+}
+
 /* 8 threads allocate under one fail budget at once, each freeing now and
  * then: the tag's live bytes, read after each allocation, never pass the
  * limit; refusals happen; the books equal the blocks held. */
@@ -226,6 +258,7 @@ int main(int argc, char **argv) {
   (void)argc, (void)argv;
   RUN(test_bad_input);
   RUN(test_fail_one_thread);
+  RUN(test_fail_realloc_chain);
   RUN(test_fail_racing);
   RUN(test_notify_and_observe);
   RUN(test_nested);
