@@ -25,14 +25,21 @@ const maxRequest = 1 << 46
 // so they must not hold Go pointers. The contents are undefined; Free
 // them. Malloc(0) returns an empty slice that is not a block. It panics
 // on a negative or absurd n, on a bad tag name (1..63 bytes, no NUL), and
-// when memory runs out.
+// when memory runs out. It returns nil (and only then) when a fail
+// budget covering tag refuses the block (SetBudget).
 func Malloc(n int, tag string) []byte { return tagOf(tag).Malloc(n) }
 
-// Calloc is Malloc with the bytes zeroed.
+// Calloc is Malloc with the bytes zeroed (nil as Malloc's).
 func Calloc(n int, tag string) []byte { return tagOf(tag).Calloc(n) }
 
 // Malloc is the package's Malloc under the handle's tag: no name lookup.
+// Under a fail budget it returns nil when the block would take the
+// budget's charge past its limit (SetBudget).
 func (t *Tag) Malloc(n int) []byte {
+	l := t.budgets.Load()
+	if l != nil && !chargeAlloc(*l, n) { // a budget covers the tag, and refused (budget.go)
+		return nil
+	}
 	if uint(n-1) < sizeclass.MaxSmall && !debug {
 		c := sizeclass.ClassOf(uint32(n))
 		if s := pinned(procPin()); s != nil {
@@ -52,13 +59,21 @@ func (t *Tag) Malloc(n int) []byte {
 		}
 		procUnpin()
 	}
+	if l != nil { // charged: given back if the slow path panics (budget.go)
+		p, _ := t.allocCharged(n, *l)
+		return unsafe.Slice((*byte)(p), n)
+	}
 	p, _ := t.alloc(n)
 	return unsafe.Slice((*byte)(p), n)
 }
 
 // Calloc is Malloc with the bytes zeroed (memory known to be zero, fresh
-// from the OS, is not cleared again).
+// from the OS, is not cleared again); nil as Malloc's under a fail budget.
 func (t *Tag) Calloc(n int) []byte {
+	l := t.budgets.Load()
+	if l != nil && !chargeAlloc(*l, n) {
+		return nil
+	}
 	if uint(n-1) < sizeclass.MaxSmall && !debug {
 		c := sizeclass.ClassOf(uint32(n))
 		if s := pinned(procPin()); s != nil {
@@ -82,7 +97,13 @@ func (t *Tag) Calloc(n int) []byte {
 		}
 		procUnpin()
 	}
-	p, zero := t.alloc(n)
+	var p unsafe.Pointer
+	var zero bool
+	if l != nil {
+		p, zero = t.allocCharged(n, *l)
+	} else {
+		p, zero = t.alloc(n)
+	}
 	b := unsafe.Slice((*byte)(p), n)
 	if !zero {
 		clear(b)
@@ -173,7 +194,7 @@ func (t *Tag) allocSmall(n int) (unsafe.Pointer, bool) {
 }
 
 // Free returns a block from Malloc, Calloc or Realloc (from any
-// goroutine; the block's tag is debited). A slice with cap 0 (nil, or
+// goroutine; the block's tag and its budgets are debited). A slice with cap 0 (nil, or
 // Malloc(0)'s) is ignored. It panics on a slice alloc did not hand out
 // or not at a block's start, and on a double free: always for large and
 // huge blocks, for small ones when the span shows it (its count of
@@ -185,7 +206,7 @@ func Free(b []byte) {
 	p := unsafe.Pointer(unsafe.SliceData(b))
 	sp := arena.SpanOf(p)
 	if sp == nil || sp.Large() {
-		freeBig(sp, p, uint64(cap(b)))
+		freeBig(sp, p, uint64(cap(b)), true)
 		return
 	}
 	if s := pinned(procPin()); s != nil {
@@ -196,11 +217,13 @@ func Free(b []byte) {
 			id := sp.TagOf(p)
 			if ch := s.ctrs[id/ctrChunkTags&127].Load(); ch != nil {
 				ctr := &ch[id%ctrChunkTags]
-				books.Add(&ctr.FreeBytes, uint64(sp.BlockSize()))
+				usable := uint64(sp.BlockSize())
+				books.Add(&ctr.FreeBytes, usable)
 				books.Add(&ctr.FreeBlocks, 1)
 				books.Add(&ctr.FreeReq, uint64(cap(b)))
 				raceRelease(unsafe.Pointer(s))
 				procUnpin()
+				freed(id, usable) // the tag's budgets, if any (budget.go)
 				return
 			}
 			raceRelease(unsafe.Pointer(s))
@@ -211,29 +234,34 @@ func Free(b []byte) {
 		raceRelease(unsafe.Pointer(s))
 	}
 	procUnpin()
-	freeSmallSlow(sp, p, uint64(cap(b)))
+	freeSmallSlow(sp, p, uint64(cap(b)), true)
 }
 
-// countFree debits a freed block from tag id's books, on whichever shard
-// the caller is on (Free's fast path when the shard had no counters for
-// the tag yet).
+// countFree debits a freed block from tag id's books (and budgets), on
+// whichever shard the caller is on (Free's fast path when the shard had
+// no counters for the tag yet).
 func countFree(id uint32, usable, req uint64) {
 	s, ctr := acquireFor(id)
 	books.Add(&ctr.FreeBytes, usable)
 	books.Add(&ctr.FreeBlocks, 1)
 	books.Add(&ctr.FreeReq, req)
 	s.release()
+	freed(id, usable)
 }
 
 // freeSmallSlow is Free's slow path for small blocks: misuse checks
 // (which panic), debug mode, lists to update, spans to release, first use
-// of the tag on this shard.
-func freeSmallSlow(sp *arena.Span, p unsafe.Pointer, req uint64) {
+// of the tag on this shard. budgets: debit the tag's budgets too (not
+// for Realloc's move, which passes the charge to the new block).
+func freeSmallSlow(sp *arena.Span, p unsafe.Pointer, req uint64, budgets bool) {
 	off := arena.Check(sp, p, uintptr(req))
-	s, ctr := acquireFor(sp.TagOf(p)) // the block's tag, read before it can be handed out again
+	// The block's tag and size, read before it can be handed out again
+	// (or its span released).
+	id, usable := sp.TagOf(p), uint64(sp.BlockSize())
+	s, ctr := acquireFor(id)
 	ok := s.cache.Free(sp, p, off)
 	if ok {
-		books.Add(&ctr.FreeBytes, uint64(sp.BlockSize()))
+		books.Add(&ctr.FreeBytes, usable)
 		books.Add(&ctr.FreeBlocks, 1)
 		books.Add(&ctr.FreeReq, req)
 	}
@@ -246,10 +274,14 @@ func freeSmallSlow(sp *arena.Span, p unsafe.Pointer, req uint64) {
 	if rel != 0 {
 		publish()
 	}
+	if budgets {
+		freed(id, usable)
+	}
 }
 
-// freeBig frees a large block (span sp) or a huge one (sp nil).
-func freeBig(sp *arena.Span, p unsafe.Pointer, req uint64) {
+// freeBig frees a large block (span sp) or a huge one (sp nil); budgets
+// as freeSmallSlow's.
+func freeBig(sp *arena.Span, p unsafe.Pointer, req uint64, budgets bool) {
 	var usable uint64
 	var id uint32
 	if sp != nil {
@@ -272,6 +304,9 @@ func freeBig(sp *arena.Span, p unsafe.Pointer, req uint64) {
 	books.Add(&ctr.FreeReq, req)
 	s.release()
 	publish()
+	if budgets {
+		freed(id, usable)
+	}
 }
 
 // Realloc resizes a block to n bytes, keeping its tag and its first
@@ -279,7 +314,9 @@ func freeBig(sp *arena.Span, p unsafe.Pointer, req uint64) {
 // place when n needs the same size class (or, above 512 KiB, the same
 // pages), else it moves and b must not be used again. Realloc of a cap 0
 // slice is Malloc(n, ""); Realloc(b, 0) frees b and returns an empty
-// slice. Misuse panics as in Free.
+// slice. Misuse panics as in Free. When a fail budget covering the tag
+// refuses the growth (SetBudget), Realloc returns nil and b is untouched,
+// still allocated and charged.
 func Realloc(b []byte, n int) []byte {
 	if cap(b) == 0 {
 		return Malloc(n, "")
@@ -324,6 +361,9 @@ func Realloc(b []byte, n int) []byte {
 		return unsafe.Slice((*byte)(p), n)
 	}
 	t := state.byID[id].Load()
+	if l := t.budgets.Load(); l != nil { // the budgets are charged the growth only (budget.go)
+		return t.reallocBudgeted(*l, p, old, usable, n)
+	}
 	nb := t.Malloc(n)
 	copy(nb, unsafe.Slice((*byte)(p), min(old, uintptr(n))))
 	Free(unsafe.Slice((*byte)(p), old))

@@ -223,6 +223,10 @@ func (s *shard) prepare(id uint32) {
 type Tag struct {
 	id   uint32
 	name string
+	// budgets are the budgets covering the tag, innermost first, or nil
+	// (the allocation paths' one check): budget.go. Stored under
+	// state.mu, loaded without a lock.
+	budgets atomic.Pointer[[]*budget]
 }
 
 // NewTag returns the handle of tag name (the same handle every time).
@@ -258,6 +262,7 @@ func NewTag(name string) (*Tag, error) {
 	t := state.byID[id].Load()
 	if t == nil {
 		t = &Tag{id: id, name: name}
+		t.budgets.Store(budgetsOfLocked(name)) // a budget set before the tag's first use
 		state.byID[id].Store(t)
 	}
 	state.names.Store(name, t)

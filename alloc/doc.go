@@ -42,6 +42,20 @@
 // the tag; unpin. Slow paths (refills, new spans, large and huge blocks,
 // first use of a chunk of tags on a shard) unpin before taking any lock.
 //
+// Budgets (budget.go, docs/budgets-go.md): SetBudget(tag, bytes, policy)
+// limits the live bytes of tag and of every tag under it ("gfx" covers
+// "gfx" and "gfx/webgl/textures"; budgets may nest, and each is checked).
+// A budget keeps a charge, the usable bytes of the live blocks under it,
+// moved by an atomic add at every allocation and free under it, so it is
+// exact however many goroutines allocate. An allocation that would take
+// the charge past the limit is, by the policy: BudgetFail, refused
+// (Malloc and Calloc return nil, Realloc returns nil and leaves its block
+// as it was; nothing is charged, the books do not change), with no
+// overshoot under any race; BudgetNotify, let through, and the OnBudget
+// callback runs once per crossing; BudgetObserve, let through and
+// counted. Budgets reports the charges, crossings and refusals. A tag
+// without a budget pays one load and branch per Malloc and Free.
+//
 // Errors: functions without an error result panic on misuse, with a
 // message naming it: a negative or absurd size, a bad tag name (NewTag
 // returns the error instead), Free or Realloc of memory alloc did not hand
