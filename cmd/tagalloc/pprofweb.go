@@ -103,12 +103,14 @@ func webReport(prof *profile.Profile, addr string, stderr io.Writer) (int, error
 	return 0, nil
 }
 
+// isTerminal says whether w is a terminal (a file whose terminal
+// settings can be read: isatty's test; termiosGet is the OS's request).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
+	if !ok || termiosGet == 0 {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	_, err := unix.IoctlGetTermios(int(f.Fd()), termiosGet)
 	return err == nil
 }
 
