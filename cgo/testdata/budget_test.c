@@ -126,19 +126,25 @@ static void test_fail_realloc_chain(void) {
 }
 
 /* 8 threads allocate under one fail budget at once, each freeing now and
- * then: the tag's live bytes, read after each allocation, never pass the
- * limit; refusals happen; the books equal the blocks held. */
+ * then: the bytes they hold together never pass the limit; refusals
+ * happen; the books equal the blocks held. The bytes held are the test's
+ * own sum (added after malloc returns, taken off before free), never more
+ * than the allocator's live bytes at any instant: a sum of the tag's
+ * counters read one thread after another is not an instant's, and may
+ * exceed it. */
 #define RACERS 8
-static _Atomic(size_t) race_live_max;
+static _Atomic(size_t) race_held, race_live_max;
 static _Atomic(long) race_refused;
+static const char *race_tag = "b-race/worker";
 static void *racer(void *arg) {
   uint64_t seed = (uint64_t)(uintptr_t)arg * 7919 + 3;
-  SetHeapBlockTagForThread("b-race/worker");
+  SetHeapBlockTagForThread(race_tag);
   void *held[512];
   int n = 0;
   for (int i = 0; i < 20000; i++) {
     if (n == 512 || (n > 0 && t_rand(&seed) % 3 == 0)) {
       int k = (int)(t_rand(&seed) % (uint64_t)n);
+      atomic_fetch_sub(&race_held, malloc_usable_size(held[k]));
       free(held[k]);
       held[k] = held[--n];
       continue;
@@ -151,12 +157,15 @@ static void *racer(void *arg) {
       continue;
     }
     held[n++] = p;
-    size_t live = live_of("b-race");
+    size_t live = atomic_fetch_add(&race_held, malloc_usable_size(p)) + malloc_usable_size(p);
     size_t m = atomic_load(&race_live_max);
     while (live > m && !atomic_compare_exchange_weak(&race_live_max, &m, live)) {
     }
   }
-  while (n) free(held[--n]);
+  while (n) {
+    atomic_fetch_sub(&race_held, malloc_usable_size(held[n - 1]));
+    free(held[--n]);
+  }
   return NULL;
 }
 
@@ -169,6 +178,9 @@ static void test_fail_racing(void) {
   /* "b-race" is the level: its own tag holds nothing, the worker's all */
   tagalloc_budget_stats_t b = budget_of("b-race");
   CHECK(atomic_load(&race_live_max) <= limit, "live reached %zu past %zu", atomic_load(&race_live_max), limit);
+  /* they did race at the limit: refused within the reserves of 8 sets and a large block */
+  CHECK(atomic_load(&race_live_max) + RACERS * SLACK + 500000 > limit, "live only reached %zu of %zu",
+        atomic_load(&race_live_max), limit);
   CHECK(atomic_load(&race_refused) > 0 && b.refused == (uint64_t)atomic_load(&race_refused), "refused %ld, counted %llu",
         atomic_load(&race_refused), (unsigned long long)b.refused);
   CHECK(b.charged <= limit, "charged %llu", (unsigned long long)b.charged);
@@ -220,6 +232,39 @@ static void test_notify_and_observe(void) {
   tagalloc_set_budget_callback(NULL, NULL);
 }
 
+/* 8 threads race past a notify budget and an observe budget: nothing is
+ * refused, and the callback ran once per crossing counted. */
+static _Atomic(int) race_notified;
+static void on_race_budget(const char *tag, uint64_t limit, uint64_t charged, void *arg) {
+  (void)tag, (void)limit, (void)charged, (void)arg;
+  atomic_fetch_add(&race_notified, 1);
+}
+
+static void test_notify_observe_racing(void) {
+  const char *tags[] = {"b-nrace/worker", "b-orace/worker"};
+  const char *levels[] = {"b-nrace", "b-orace"};
+  int policies[] = {TAGALLOC_BUDGET_NOTIFY, TAGALLOC_BUDGET_OBSERVE};
+  tagalloc_set_budget_callback(on_race_budget, NULL);
+  for (int k = 0; k < 2; k++) {
+    CHECK(tagalloc_set_budget(levels[k], 1 << 20, policies[k]) == 0, "set");
+    race_tag = tags[k];
+    atomic_store(&race_refused, 0);
+    atomic_store(&race_live_max, 0);
+    pthread_t t[RACERS];
+    for (long i = 0; i < RACERS; i++) pthread_create(&t[i], NULL, racer, (void *)i);
+    for (int i = 0; i < RACERS; i++) pthread_join(t[i], NULL);
+    tagalloc_budget_stats_t b = budget_of(levels[k]);
+    CHECK(atomic_load(&race_refused) == 0 && b.refused == 0, "%s: refused %ld", levels[k], atomic_load(&race_refused));
+    CHECK(atomic_load(&race_live_max) > (1 << 20) && b.crossings >= 1, "%s: live reached %zu, %llu crossings", levels[k],
+          atomic_load(&race_live_max), (unsigned long long)b.crossings);
+    if (k == 0) CHECK((uint64_t)atomic_load(&race_notified) == b.crossings, "%d callbacks, %llu crossings",
+                      atomic_load(&race_notified), (unsigned long long)b.crossings);
+  }
+  CHECK((uint64_t)atomic_load(&race_notified) == budget_of("b-nrace").crossings, "observe called back");
+  tagalloc_set_budget_callback(NULL, NULL);
+  race_tag = "b-race/worker";
+}
+
 /* Nested budgets: gfx (2 MiB) over gfx/webgl (1 MiB) and gfx/video. The
  * inner one refuses webgl at 1 MiB; the outer one refuses video when the
  * two together reach 2 MiB; a budget set on a tag already in use counts
@@ -261,6 +306,7 @@ int main(int argc, char **argv) {
   RUN(test_fail_realloc_chain);
   RUN(test_fail_racing);
   RUN(test_notify_and_observe);
+  RUN(test_notify_observe_racing);
   RUN(test_nested);
   return t_summary();
 }
