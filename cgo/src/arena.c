@@ -219,6 +219,8 @@ static void _ta_note_recent_big(size_t npages, uint64_t now) {
  * 5-25 MiB blocks faulted on every page of every block without it, 30x
  * tcmalloc's faults). retain_min is always allowed. Spans free for
  * longer than the purge delay go regardless. */
+static _Atomic(size_t) _ta_huge_cached_pages; /* huge.c's cache, free and resident like dirty pages */
+
 static size_t _ta_retain_limit_pages(uint64_t now) {
   size_t lim = _ta_opt.retain_min >> TA_PAGE_SHIFT;
   _ta_note_hwm(); /* huge blocks change the heap without the arena */
@@ -228,7 +230,28 @@ static size_t _ta_retain_limit_pages(uint64_t now) {
   size_t keep = used > 2 * recent ? used : 2 * recent;
   if (used < _ta_used_hwm / 4 && room > keep) room = keep;
   if (room < 2 * recent) room = 2 * recent;
+  size_t cached = atomic_load_explicit(&_ta_huge_cached_pages, memory_order_relaxed);
+  room = room > cached ? room - cached : 0; /* the huge cache holds that part */
   return room > lim ? room : lim;
+}
+
+/* Huge blocks live outside the arena but under the same policy: one of
+ * npages allocated counts towards the heap's high-water mark and the
+ * largest recent span (TA_RECENT_MS); the cache of freed huge mappings
+ * may hold what the retain limit leaves after the dirty pages (bytes). A
+ * signal handler inside arena work (the lock is its thread's) gets
+ * retain_min. Takes the arena lock: call without the huge lock. */
+static size_t _ta_arena_huge_budget(size_t alloc_pages) {
+  if (!_ta_arena_lock_take()) return _ta_opt.retain_min;
+  uint64_t now = _ta_now_ms();
+  if (alloc_pages) {
+    _ta_note_hwm();
+    _ta_note_recent_big(alloc_pages, now);
+  }
+  size_t lim = _ta_retain_limit_pages(now) + atomic_load_explicit(&_ta_huge_cached_pages, memory_order_relaxed);
+  size_t room = lim > _ta_dirty_pages ? (lim - _ta_dirty_pages) << TA_PAGE_SHIFT : 0;
+  _ta_arena_lock_drop();
+  return room > _ta_opt.retain_min ? room : _ta_opt.retain_min;
 }
 
 #define TA_PURGE_BATCH 32
@@ -371,6 +394,51 @@ static _ta_page_t *_ta_span_split_claim(_ta_page_t *h, size_t npages, size_t ali
   return _ta_span_claim(ai, idx + lead, npages, kind, flags);
 }
 
+/* Do the free pages from page j of arena a on reach page end: free spans
+ * side by side (a dirty and a clean one lie unjoined), then perhaps the
+ * arena's untouched top? */
+static bool _ta_free_reach_locked(const _ta_arena_t *a, size_t j, size_t end) {
+  while (j < end && j < a->top && a->pages[j].kind == TA_KIND_FREE && a->pages[j].head_off == 0) j += a->pages[j].npages;
+  return j >= end || (j == a->top && end <= a->npages);
+}
+
+/* Take pages [j, end) of arena ai out of the free spans that hold them
+ * (the last one in part) and the top (_ta_free_reach_locked said they are
+ * free). */
+static void _ta_free_take_locked(size_t ai, size_t j, size_t end, uint64_t now) {
+  _ta_arena_t *a = &_ta_arenas[ai];
+  while (j < end && j < a->top) {
+    _ta_page_t *r = &a->pages[j];
+    size_t rn = r->npages;
+    uint8_t rflags = r->flags;
+    _ta_free_span_remove(r);
+    if (j + rn > end) _ta_free_span_insert(ai, end, j + rn - end, rflags, now);
+    j += rn;
+  }
+  if (end > a->top) a->top = end;
+}
+
+/* No single resident span holds npages: a run that starts with a
+ * resident (dirty) span too small for them and goes on over the free
+ * spans after it, or into the top, faults only on the pages past it. The
+ * newest dirty spans are tried first (the likeliest still in the caches),
+ * at most TA_RUN_TRIES of them. NULL if none reaches. */
+#define TA_RUN_TRIES 64
+static _ta_page_t *_ta_span_alloc_run_locked(size_t npages, uint8_t kind, uint64_t now) {
+  int tries = 0;
+  for (_ta_page_t *d = _ta_dirty_last; d && tries < TA_RUN_TRIES; d = d->dprev, tries++) {
+    if (d->npages >= npages) continue; /* best fit's, if it did not take it */
+    size_t ai = d->arena;
+    _ta_arena_t *a = &_ta_arenas[ai];
+    size_t idx = _ta_page_index(a, d), n = d->npages;
+    if (!_ta_free_reach_locked(a, idx + n, idx + npages)) continue;
+    _ta_free_span_remove(d);
+    _ta_free_take_locked(ai, idx + n, idx + npages, now);
+    return _ta_span_claim(ai, idx, npages, kind, 0);
+  }
+  return NULL;
+}
+
 static _ta_page_t *_ta_span_alloc_locked(size_t npages, size_t align_pages, uint8_t kind, uint64_t now) {
   size_t need = npages + (align_pages > 1 ? align_pages - 1 : 0);
   /* Exact bins: the smallest non-empty bin that fits. */
@@ -390,6 +458,13 @@ static _ta_page_t *_ta_span_alloc_locked(size_t npages, size_t align_pages, uint
       best = h;
       if (hd && h->npages == need) break;
     }
+  }
+  if (best && (best->flags & TA_PF_DIRTY)) return _ta_span_split_claim(best, npages, align_pages, kind, now);
+  /* No resident span holds it: one that holds part of it, and free pages
+   * after it, before a span that would fault on every page. */
+  if (align_pages <= 1) {
+    _ta_page_t *h = _ta_span_alloc_run_locked(npages, kind, now);
+    if (h) return h;
   }
   if (best) return _ta_span_split_claim(best, npages, align_pages, kind, now);
   /* Fresh pages from an arena's top (zero). */
@@ -584,19 +659,10 @@ static bool _ta_span_grow_inplace(_ta_page_t *h, size_t npages) {
   size_t idx = _ta_page_index(a, h), n = h->npages, extra = npages - n;
   /* The free pages right after it: one free span or more (a dirty and a
    * clean one lie side by side unjoined), then maybe the arena's top. */
-  size_t end = idx + npages, j = idx + n;
-  while (j < end && j < a->top && a->pages[j].kind == TA_KIND_FREE && a->pages[j].head_off == 0) j += a->pages[j].npages;
-  ok = j >= end || (j == a->top && end <= a->npages);
+  size_t end = idx + npages;
+  ok = _ta_free_reach_locked(a, idx + n, end);
   if (ok) {
-    for (size_t k = idx + n; k < end && k < a->top;) { /* take them, the last one in part */
-      _ta_page_t *r = &a->pages[k];
-      size_t rn = r->npages;
-      uint8_t rflags = r->flags;
-      _ta_free_span_remove(r);
-      if (k + rn > end) _ta_free_span_insert(ai, end, k + rn - end, rflags, now);
-      k += rn;
-    }
-    if (end > a->top) a->top = end;
+    _ta_free_take_locked(ai, idx + n, end, now);
     for (size_t i = n; i < npages; i++) {
       h[i].kind = TA_KIND_INNER;
       h[i].head_off = (uint32_t)i;

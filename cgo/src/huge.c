@@ -3,7 +3,11 @@
  * (address -> sizes) under _ta_huge_lock, grown with mremap. A freed
  * mapping waits in a small cache for reuse (resident, so reusing it costs
  * no page faults) until the purge delay passes or the cache is over its
- * budget, then is unmapped. */
+ * budget, then is unmapped. The budget is the arena's: huge blocks count in
+ * the heap's high-water mark, and the cache holds what the retain limit
+ * leaves after the arena's free resident pages (_ta_arena_huge_budget), so
+ * a program that frees a 64 MiB block and asks for another reuses it, as
+ * one with 64 MiB spans does. */
 
 typedef struct _ta_huge_s {
   uintptr_t addr;    /* 0 empty, 1 deleted */
@@ -33,19 +37,22 @@ static _ta_huge_cached_t _ta_huge_cache[TA_HUGE_CACHE];
 static size_t _ta_huge_ncached, _ta_huge_cached_bytes;
 static _Atomic(size_t) _ta_huge_any_cached; /* a lock-free hint: _ta_huge_ncached != 0 */
 
-/* Resident memory the cache may hold: as the arena's retain limit. */
-static size_t _ta_huge_cache_budget(void) {
-  size_t rel = atomic_load_explicit(&_ta_huge_bytes, memory_order_relaxed) / 8;
-  return rel > _ta_opt.retain_min ? rel : _ta_opt.retain_min;
+/* The cache's size is published for the arena, whose retain limit it
+ * shares (_ta_retain_limit_pages). */
+static void _ta_huge_cache_publish_locked(void) {
+  atomic_store_explicit(&_ta_huge_cached_pages, _ta_huge_cached_bytes >> TA_PAGE_SHIFT, memory_order_relaxed);
+  atomic_store_explicit(&_ta_huge_any_cached, _ta_huge_ncached, memory_order_relaxed);
+  if (_ta_books) atomic_store_explicit(&_ta_books->huge_cached, _ta_huge_cached_bytes, memory_order_relaxed);
 }
 
 /* Take cached mappings out that are too old, or all of them, or the oldest
- * while over budget; returns how many were put in out (to unmap unlocked). */
-static size_t _ta_huge_cache_expire_locked(bool all, uint64_t now, _ta_huge_cached_t *out) {
+ * while over budget (bytes: _ta_arena_huge_budget); returns how many were
+ * put in out (to unmap unlocked). */
+static size_t _ta_huge_cache_expire_locked(bool all, uint64_t now, size_t budget, _ta_huge_cached_t *out) {
   size_t n = 0;
   for (size_t i = 0; i < _ta_huge_ncached;) {
     _ta_huge_cached_t *c = &_ta_huge_cache[i];
-    bool over = _ta_huge_cached_bytes > _ta_huge_cache_budget() && i == 0;
+    bool over = _ta_huge_cached_bytes > budget && i == 0;
     if (all || over || now - c->freed_at_ms >= _ta_opt.purge_delay_ms) {
       out[n++] = *c;
       _ta_huge_cached_bytes -= c->mapped;
@@ -83,10 +90,10 @@ static void *_ta_huge_cache_take_locked(size_t need, size_t align, size_t *mappe
 
 static void _ta_huge_purge(bool all) {
   _ta_huge_cached_t out[TA_HUGE_CACHE];
+  size_t budget = all ? 0 : _ta_arena_huge_budget(0);
   pthread_mutex_lock(&_ta_huge_lock);
-  size_t n = _ta_huge_cache_expire_locked(all, _ta_now_ms(), out);
-  atomic_store_explicit(&_ta_huge_any_cached, _ta_huge_ncached, memory_order_relaxed);
-  if (_ta_books) atomic_store_explicit(&_ta_books->huge_cached, _ta_huge_cached_bytes, memory_order_relaxed);
+  size_t n = _ta_huge_cache_expire_locked(all, _ta_now_ms(), budget, out);
+  _ta_huge_cache_publish_locked();
   pthread_mutex_unlock(&_ta_huge_lock);
   _ta_huge_unmap_all(out, n);
 }
@@ -169,8 +176,7 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) 
   if (atomic_load_explicit(&_ta_huge_any_cached, memory_order_relaxed)) {
     pthread_mutex_lock(&_ta_huge_lock);
     p = _ta_huge_cache_take_locked(need, align < TA_OS_PAGE ? TA_OS_PAGE : align, &mapped);
-    atomic_store_explicit(&_ta_huge_any_cached, _ta_huge_ncached, memory_order_relaxed);
-  if (_ta_books) atomic_store_explicit(&_ta_books->huge_cached, _ta_huge_cached_bytes, memory_order_relaxed);
+    _ta_huge_cache_publish_locked();
     pthread_mutex_unlock(&_ta_huge_lock);
     cached = p != NULL;
   }
@@ -191,6 +197,7 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) 
     return NULL;
   }
   if (!cached) _ta_os_name(p, mapped, "tagalloc huge");
+  (void)_ta_arena_huge_budget(mapped >> TA_PAGE_SHIFT); /* the heap's mark and recent size know it */
   if (ta_unlikely(!_ta_count_alloc(tag, mapped, size))) { /* a budget refused it: back it goes */
     uint32_t t;
     size_t m, r;
@@ -238,8 +245,13 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *re
   *mapped_out = mapped;
   *requested = e->requested;
   _ta_huge_erase_locked(e);
+  pthread_mutex_unlock(&_ta_huge_lock);
+  /* what the retain limit leaves for the cache, with this block off the
+   * heap (the arena lock comes before this one) */
+  size_t budget = _ta_arena_huge_budget(0);
+  pthread_mutex_lock(&_ta_huge_lock);
   uint64_t now = _ta_now_ms();
-  if (mapped <= _ta_huge_cache_budget()) {
+  if (mapped <= budget) {
     if (_ta_huge_ncached == TA_HUGE_CACHE) { /* evict the oldest */
       out[n++] = _ta_huge_cache[0];
       _ta_huge_cached_bytes -= _ta_huge_cache[0].mapped;
@@ -251,9 +263,8 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *re
   } else {
     out[n++] = (_ta_huge_cached_t){p, mapped, now};
   }
-  n += _ta_huge_cache_expire_locked(false, now, out + n);
-  atomic_store_explicit(&_ta_huge_any_cached, _ta_huge_ncached, memory_order_relaxed);
-  if (_ta_books) atomic_store_explicit(&_ta_books->huge_cached, _ta_huge_cached_bytes, memory_order_relaxed);
+  n += _ta_huge_cache_expire_locked(false, now, budget, out + n);
+  _ta_huge_cache_publish_locked();
   pthread_mutex_unlock(&_ta_huge_lock);
   _ta_huge_unmap_all(out, n);
   _ta_arena_purge(false); /* the heap shrank: the arena may now hold too much */
