@@ -10,10 +10,17 @@
 // (Tag.budgets, innermost first); a tag without any has a nil pointer,
 // and that is all the allocation paths look at. Free looks the freed
 // block's tag up only while some budget exists (budgetsOn).
+//
+// The books region shows each budget (its table, books.BudgetSlot, read
+// by tagalloc run, top and snapshot): a budget's slot is a copy of its
+// charge, crossings, refusals and over flag, which every change of them
+// stores again (mirror). The budget's own words stay the ones the
+// allocation paths check; the slot is what other processes read.
 
 package alloc
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -76,17 +83,26 @@ type BudgetStat struct {
 	Refused uint64
 }
 
-// budget is one SetBudget's state. tag never changes; the rest is read
-// by the allocation paths without a lock.
+// budget is one SetBudget's state. tag, id and named never change; the
+// rest is read by the allocation paths without a lock.
 type budget struct {
 	tag                string
 	limit              atomic.Uint64
 	policy             atomic.Int32 // a BudgetPolicy
 	charged            atomic.Uint64
 	crossings, refused atomic.Uint64
-	// refusing: a refusal counted its crossing, and the charge has not
-	// gone down since (the fail policy's way to count a crossing once).
-	refusing atomic.Bool
+	// over is 1 while the charge is past the limit (notify, observe),
+	// or under fail while refusing: a refusal counted its crossing, and
+	// the charge has not gone down since (the fail policy's way to count
+	// a crossing once). The books' over flag.
+	over atomic.Uint32
+	// slot is the budget's slot in the books region (nil: none), which
+	// mirrors charged, crossings, refused and over (state.mu to store).
+	slot atomic.Pointer[books.BudgetSlot]
+	// id is the region's id of tag, if named (a name past the region's
+	// 4096th has none: the budget is then not in the books).
+	id    uint32
+	named bool
 }
 
 var (
@@ -121,6 +137,12 @@ const maxBudgets = books.MaxBudgets
 // that matters. Blocks of names
 // past the 4096th (charged to "overflow") are not under any budget but
 // one on "overflow".
+//
+// The budgets are in the books region too, as the native library's are,
+// so tagalloc run, top and snapshot show them with their charge, counts
+// and whether they are over; a removed one leaves it. A budget's tag
+// takes a tag name in the region (as NewTag would) if no tag has it yet;
+// one on a name past the 4096th is not shown there.
 func SetBudget(tag string, bytes uint64, policy BudgetPolicy) error {
 	if err := books.ValidTag(tag); err != nil {
 		return err
@@ -138,6 +160,9 @@ func SetBudget(tag string, bytes uint64, policy BudgetPolicy) error {
 			delete(budgetsByTag, tag)
 			relistLocked(tag)
 			budgetsOn.Store(len(budgetsByTag) > 0)
+			if s := b.slot.Swap(nil); s != nil {
+				s.Drop() // readers skip it; allocations still holding b write there harmlessly
+			}
 		}
 		return nil
 	case b != nil:
@@ -145,11 +170,18 @@ func SetBudget(tag string, bytes uint64, policy BudgetPolicy) error {
 		// limit with the old policy (or the reverse), once.
 		b.limit.Store(bytes)
 		b.policy.Store(int32(policy))
+		if s := b.slot.Load(); s != nil {
+			s.Set(uint32(policy), bytes)
+		}
+		if policy != BudgetFail {
+			b.settleOver() // past the new limit, or no longer
+		}
 		return nil
 	case len(budgetsByTag) == maxBudgets:
 		return fmt.Errorf("alloc: SetBudget(%q): more than %d budgets", tag, maxBudgets)
 	}
 	b = &budget{tag: tag}
+	b.id, b.named = regionTagLocked(tag)
 	b.limit.Store(bytes)
 	b.policy.Store(int32(policy))
 	// The first charge is the books' figure once the budget is installed
@@ -165,9 +197,148 @@ func SetBudget(tag string, bytes uint64, policy BudgetPolicy) error {
 	b.add(int64(liveUnder(tag) - before)) // two's complement: the change, either sign
 	if b.charged.Load() > bytes {
 		b.crossings.Add(1) // set over its limit: crossed already
-		b.refusing.Store(true)
+		b.over.Store(1)
 	}
+	publishLocked(b)
 	return nil
+}
+
+// regionTagLocked is the books region's id of tag, registering the name
+// as the native library does for a level no tag has used yet (state.mu
+// held); false without a region, or for a name past the region's 4096th
+// (its id would be "overflow"'s).
+func regionTagLocked(tag string) (uint32, bool) {
+	r := state.region
+	if r == nil {
+		return 0, false
+	}
+	if tag == "overflow" {
+		return books.OverflowTag, true // the tag of the names past the 4096th
+	}
+	id, overflowed, err := r.Tag(tag)
+	if err != nil || overflowed || id == books.OverflowTag {
+		return 0, false
+	}
+	return id, true
+}
+
+// publishLocked puts the new budget b in the books region's table
+// (state.mu held). The table's slots are not reused (a removed budget's
+// is left, unused: an allocation that still holds the removed budget
+// may write to it); when they have all been taken, the live budgets move
+// to a new table. Without a region, a name or room for a new table, b
+// stays out of the books (Budgets still has it).
+func publishLocked(b *budget) {
+	r := state.region
+	if r == nil || !b.named {
+		return
+	}
+	s, err := r.NewBudget(b.id, uint32(b.policy.Load()), b.limit.Load(), b.counts())
+	if errors.Is(err, books.ErrBudgetTableFull) {
+		if r.NewBudgetTable() != nil {
+			return
+		}
+		moved := make([]*budget, 0, len(budgetsByTag))
+		for _, o := range budgetsByTag {
+			if o != b && o.named {
+				moved = append(moved, o)
+			}
+		}
+		sort.Slice(moved, func(i, j int) bool { return moved[i].tag < moved[j].tag })
+		for _, o := range moved { // at most maxBudgets-1: they fit
+			so, err := r.NewBudget(o.id, uint32(o.policy.Load()), o.limit.Load(), o.counts())
+			if err != nil {
+				so = nil
+			}
+			o.slot.Store(so) // a copy made under way goes to the old slot: sync again
+			o.sync()
+		}
+		s, err = r.NewBudget(b.id, uint32(b.policy.Load()), b.limit.Load(), b.counts())
+	}
+	if err != nil {
+		return
+	}
+	b.slot.Store(s)
+	b.sync() // what changed since counts
+}
+
+// counts are b's counters, for its slot.
+func (b *budget) counts() books.BudgetCounts {
+	return books.BudgetCounts{Charged: b.charged.Load(), Crossings: b.crossings.Load(), Refused: b.refused.Load(),
+		Over: b.over.Load() != 0}
+}
+
+// mirror64 makes the slot's word dst hold the budget's src (called after
+// each change of src, by the goroutine that made it): it stores the value
+// it read, then reads src again, and goes on until src did not change
+// meanwhile. So a late copy (a goroutine storing a value src has since
+// left) is always followed by one of a newer value: the last store to
+// dst is of a value src still held after the store, and once src stops
+// changing, dst holds it. (Both are sequentially consistent atomics: a
+// plain store could land after the read that checks it.)
+func mirror64(dst, src *atomic.Uint64) {
+	for v := src.Load(); ; {
+		if dst.Load() != v {
+			dst.Store(v)
+		}
+		w := src.Load()
+		if w == v {
+			return
+		}
+		v = w
+	}
+}
+
+// mirror32 is mirror64 for a 32-bit word.
+func mirror32(dst, src *atomic.Uint32) {
+	for v := src.Load(); ; {
+		if dst.Load() != v {
+			dst.Store(v)
+		}
+		w := src.Load()
+		if w == v {
+			return
+		}
+		v = w
+	}
+}
+
+// syncCharged copies the charge to b's slot, if it has one.
+func (b *budget) syncCharged() {
+	if s := b.slot.Load(); s != nil {
+		mirror64(&s.Charged, &b.charged)
+	}
+}
+
+// sync copies every counter to b's slot, if it has one.
+func (b *budget) sync() {
+	if s := b.slot.Load(); s != nil {
+		mirror64(&s.Charged, &b.charged)
+		mirror64(&s.Crossings, &b.crossings)
+		mirror64(&s.Refused, &b.refused)
+		mirror32(&s.Over, &b.over)
+	}
+}
+
+// settleOver makes over say whether the charge is past the limit (the
+// notify and observe policies' meaning, after a change of either),
+// storing it in the slot. It reads both again after each change of
+// over, until they agree: two goroutines moving the charge across the
+// limit each way leave over as the charge they leave.
+func (b *budget) settleOver() {
+	for {
+		o, want := b.over.Load(), uint32(0)
+		if b.charged.Load() > b.limit.Load() {
+			want = 1
+		}
+		if o == want {
+			break
+		}
+		b.over.CompareAndSwap(o, want)
+	}
+	if s := b.slot.Load(); s != nil {
+		mirror32(&s.Over, &b.over)
+	}
 }
 
 // OnBudget sets the callback run when an allocation takes the charge of a
@@ -253,6 +424,7 @@ func (b *budget) add(d int64) {
 			n = 0
 		}
 		if b.charged.CompareAndSwap(c, n) {
+			b.syncCharged()
 			return
 		}
 	}
@@ -266,12 +438,14 @@ func (b *budget) reserve(u uint64) bool {
 	for c := b.charged.Load(); ; c = b.charged.Load() {
 		if c+u > limit || c+u < c {
 			b.refused.Add(1)
-			if b.refusing.CompareAndSwap(false, true) {
+			if b.over.CompareAndSwap(0, 1) {
 				b.crossings.Add(1)
 			}
+			b.sync()
 			return false
 		}
 		if b.charged.CompareAndSwap(c, c+u) {
+			b.syncCharged()
 			return true
 		}
 	}
@@ -279,11 +453,18 @@ func (b *budget) reserve(u uint64) bool {
 
 // uncharge takes u bytes off the charge (a free, a shrink), never below 0;
 // back at most the limit, a fail budget counts its next refusal as a new
-// crossing.
+// crossing, and a notify or observe budget is no longer over.
 func (b *budget) uncharge(u uint64) {
 	b.add(-int64(u))
-	if b.refusing.Load() && b.charged.Load() <= b.limit.Load() {
-		b.refusing.Store(false)
+	if BudgetPolicy(b.policy.Load()) != BudgetFail {
+		b.settleOver()
+		return
+	}
+	if b.over.Load() != 0 && b.charged.Load() <= b.limit.Load() {
+		b.over.Store(0)
+		if s := b.slot.Load(); s != nil {
+			mirror32(&s.Over, &b.over)
+		}
 	}
 }
 
@@ -324,12 +505,17 @@ func charge(l []*budget, u uint64) (ok bool, fired []crossing) {
 		}
 		limit := b.limit.Load()
 		now := b.charged.Add(u)
+		b.syncCharged()
 		if now-u <= limit && now > limit { // this add crossed: no other one did
 			b.crossings.Add(1)
+			if s := b.slot.Load(); s != nil {
+				mirror64(&s.Crossings, &b.crossings)
+			}
 			if BudgetPolicy(b.policy.Load()) == BudgetNotify {
 				fired = append(fired, crossing{b, limit, now})
 			}
 		}
+		b.settleOver()
 	}
 	return true, fired
 }

@@ -23,6 +23,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(smallRegion())
 	f.Add(smallRegionOf(5))
 	f.Add(smallRegionOf(6))
+	f.Add(smallRegionV4Budgets())
 	if fz := flag.Lookup("test.fuzz"); fz == nil || fz.Value.String() == "" {
 		if seed := realRegion(f); seed != nil {
 			f.Add(seed)
@@ -103,6 +104,9 @@ func goRegion(f *testing.F) []byte {
 			Add(&c.AllocBytes, uint64(64*(i+1)))
 			Add(&c.AllocBlocks, 1)
 		}
+		if s, err := r.NewBudget(id, uint32(i+1), 100, BudgetCounts{Charged: uint64(128 * (i + 1))}); err == nil && i == 1 {
+			s.Drop()
+		}
 	}
 	used := atomic.LoadUint64(&r.hdr.Used)
 	return append([]byte(nil), r.mem[:used]...)
@@ -116,8 +120,18 @@ func smallRegion() []byte { return smallRegionOf(3) }
 
 // smallRegionOf is smallRegion in a layout version: from version 4 on, its
 // heap records are not read (bb's counts, which are there, are not its
-// books), and the header names the native writer.
-func smallRegionOf(version uint32) []byte {
+// books), and the header names the native writer; from version 6 on it
+// has a budgets table.
+func smallRegionOf(version uint32) []byte { return smallRegionWith(version, version >= 6) }
+
+// smallRegionV4Budgets is smallRegionOf(4) as package alloc's writer lays
+// it out: a header of version 6's size, with the budgets table, naming
+// the Go writer; the version-5 fields between hold stray values, unused.
+func smallRegionV4Budgets() []byte { return smallRegionWith(4, true) }
+
+// smallRegionWith is smallRegionOf(version), with or without a budgets
+// table: two budgets and, between them, an unused slot (policy 0).
+func smallRegionWith(version uint32, budgets bool) []byte {
 	const base = 0x7f0000000000
 	var h header
 	hs := uint64(binary.Size(h))
@@ -131,6 +145,10 @@ func smallRegionOf(version uint32) []byte {
 		h.HeaderSize = headerV3
 	case 4:
 		h.HeaderSize, h.Writer = headerV4, WriterNative
+		if budgets {
+			h.HeaderSize, h.Writer = headerV6, WriterGo
+			h.HoldersOff, h.PeakUpperOff = 8, 1<<40 // not version 5's tables: unused
+		}
 	case 5:
 		h.HeaderSize, h.Writer = headerV5, WriterNative
 	default:
@@ -191,12 +209,15 @@ func smallRegionOf(version uint32) []byte {
 		ctr(h.PeakUpperOff, 120, 0, 0, 0)
 	}
 	ctr(chunk1, 0, 0, 0, 0, 0, 0)
-	if version >= 6 { // budgets: "a" (fail, at its limit), "bb" (observe, over)
-		h.BudgetsOff, h.BudgetsCount = put(2*budgetSize), 2
+	if budgets { // "a" (fail, at its limit), unused, "bb" (observe, over)
+		h.BudgetsOff, h.BudgetsCount = put(3*budgetSize), 3
 		le.PutUint32(b[h.BudgetsOff:], 1)
 		le.PutUint32(b[h.BudgetsOff+4:], 1)
 		ctr(h.BudgetsOff+8, 64, 64, 1, 2)
 		o := h.BudgetsOff + budgetSize
+		le.PutUint32(b[o:], 3000) // a removed budget's slot: policy 0, whatever else it holds
+		ctr(o+8, 1, 2, 3, 4)
+		o += budgetSize
 		le.PutUint32(b[o:], 2)
 		le.PutUint32(b[o+4:], 3)
 		ctr(o+8, 32, 48, 3, 0)
@@ -336,6 +357,64 @@ func TestSmallRegionV6(t *testing.T) {
 	binary.LittleEndian.PutUint32(b[12:], headerV5)
 	if _, err := Parse(b); err == nil {
 		t.Error("a version-6 region with a version-5 header size parsed")
+	}
+}
+
+// TestSmallRegionV4Budgets: a version-4 header of version 6's size (the
+// Go writer's) has the budgets table, read as version 6's (an unused
+// slot skipped), with version 4's counters and peaks: the version-5
+// fields between are not read. A 280-byte version-4 header has no
+// budgets, whatever follows it; other sizes are refused.
+func TestSmallRegionV4Budgets(t *testing.T) {
+	s, err := Parse(smallRegionV4Budgets())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Budget{
+		{Tag: "a", Limit: 64, Policy: "fail", Charged: 64, Crossings: 1, Refused: 2},
+		{Tag: "bb", Limit: 32, Policy: "observe", Charged: 48, Crossings: 3, Over: true},
+	}
+	if !reflect.DeepEqual(s.Budgets, want) {
+		t.Errorf("budgets %+v, want %+v", s.Budgets, want)
+	}
+	got := map[string]TagTotals{}
+	for _, tg := range s.Tags {
+		got[tg.Name] = tg
+	}
+	if u, a := got["untagged"], got["a"]; len(got) != 2 || u.LiveBytes != 50 || u.AllocBytes != 100 || a.LiveBytes != 64 ||
+		u.PeakBounded || a.PeakBounded || u.PeakLiveBytes != 100 || a.PeakLiveBytes != 64 {
+		t.Errorf("tags %+v: want version 4's counters and peaks", got)
+	}
+	if s.native {
+		t.Error("the Go writer's region is seen as native")
+	}
+	var h header
+	off := func(name string) uintptr { f, _ := reflect.TypeOf(h).FieldByName(name); return f.Offset }
+	// The same budgets table under a 280-byte header: not there.
+	b := smallRegionV4Budgets()
+	binary.LittleEndian.PutUint32(b[12:], headerV4)
+	if s, err := Parse(b); err != nil || s.Budgets != nil {
+		t.Errorf("a 280-byte version-4 header: budgets %+v, %v", s.Budgets, err)
+	}
+	// A stray count past a 280-byte header is not its field.
+	b = smallRegionOf(4)
+	binary.LittleEndian.PutUint64(b[off("BudgetsOff"):], 8)
+	binary.LittleEndian.PutUint32(b[off("BudgetsCount"):], 3)
+	if s, err := Parse(b); err != nil || s.Budgets != nil {
+		t.Errorf("a 280-byte version-4 header with bytes after it: budgets %+v, %v", s.Budgets, err)
+	}
+	for _, size := range []uint32{headerV3, headerV5, headerV6 + 8} {
+		b := smallRegionV4Budgets()
+		binary.LittleEndian.PutUint32(b[12:], size)
+		if _, err := Parse(b); err == nil {
+			t.Errorf("a version-4 region with a header of %d bytes parsed", size)
+		}
+	}
+	// The table is checked as version 6's.
+	b = smallRegionV4Budgets()
+	binary.LittleEndian.PutUint32(b[off("BudgetsCount"):], MaxBudgets)
+	if _, err := Parse(b); err == nil {
+		t.Error("a version-4 budgets table past the end parsed")
 	}
 }
 

@@ -28,6 +28,13 @@ import (
 // TagTotals). Version 6 adds a table of tag budgets (Budget). The native
 // library writes version 6, package alloc's writer (writer.go) version 4;
 // this reader reads all six.
+//
+// A version-4 header has 280 bytes, or the 312 of version 6: then its
+// BudgetsOff and BudgetsCount name a budgets table as version 6's (the
+// Go writer's budgets, beside its version-4 counters), and the version-5
+// fields between (HoldersOff, PeakUpperOff) are unused, read as 0. In
+// every version a budget slot of policy 0 is unused (package alloc keeps
+// a removed budget's slot so: writer.go) and is skipped.
 const (
 	Magic   = "TAGALLOC"
 	Version = 6
@@ -99,23 +106,27 @@ type header struct {
 	Writer, Pad4 uint32
 	// version 5: TagSlots u64 each
 	HoldersOff, PeakUpperOff uint64
-	// version 6: MaxBudgets slots of budgetSize bytes, BudgetsCount in use
+	// version 6 (and version 4 in a header of version 6's size):
+	// MaxBudgets slots of budgetSize bytes, BudgetsCount in use
 	BudgetsOff         uint64
 	BudgetsCount, Pad6 uint32
 }
 
-// Sizes of the older headers (version 1 without the reports, version 2
-// without the reported bytes, version 3 without the writer).
+// Sizes of the headers (version 1 without the reports, version 2 without
+// the reported bytes, version 3 without the writer, ...; version 6's is
+// the whole of header).
 const (
 	headerV1 = 248
 	headerV2 = 256
 	headerV3 = 272
 	headerV4 = 280
 	headerV5 = 296
+	headerV6 = 312 // and version 4's with a budgets table
 )
 
 // Budget is a limit on the live bytes of a tag and of every tag under it
-// (tagalloc_set_budget, TAGALLOC_BUDGET): a version-6 budgets table entry.
+// (tagalloc_set_budget, TAGALLOC_BUDGET; alloc.SetBudget): a budgets
+// table entry (version 6, or a version-4 header of version 6's size).
 type Budget struct {
 	Tag    string // the tag or level it covers
 	Limit  uint64 // bytes
@@ -123,7 +134,8 @@ type Budget struct {
 	// Charged is what counts against the limit: the live bytes of the
 	// tags under it, plus what each counter set holding them has reserved
 	// above its own live bytes (at most 64 KiB a thread; the allocator
-	// checks reservations, not each block). Never past Limit under fail.
+	// checks reservations, not each block; package alloc's budgets charge
+	// the live bytes alone). Never past Limit under fail.
 	Charged uint64
 	// Crossings counts the times Charged went past Limit (each counted
 	// once, until it came back under); Refused the allocations the fail
@@ -223,7 +235,8 @@ type Snapshot struct {
 	Collections uint64
 	// TagNames are the registered tags by id (events name tags by id).
 	TagNames map[uint32]string
-	// Budgets are the process's tag budgets, by tag (version 6).
+	// Budgets are the process's tag budgets, by tag (version 6, and
+	// package alloc's version 4).
 	Budgets []Budget
 	native  bool // written by the native library
 }
@@ -296,37 +309,36 @@ func Parse(b []byte) (*Snapshot, error) {
 }
 
 // parseHeader decodes the header of b and checks its magic, version and
-// size; the fields an older version lacks read as 0.
+// size; the fields past a version's header (those it lacks) read as 0.
 func parseHeader(b []byte) (header, error) {
 	var h header
 	hs := uint64(binary.Size(h))
 	if uint64(len(b)) < headerV1 {
 		return h, fail("%d bytes: too short for a header (%d)", len(b), headerV1)
 	}
-	hb := make([]byte, hs) // a version-1 header reads with no reports
-	copy(hb, b[:min(uint64(len(b)), hs)])
+	if string(b[:8]) != Magic {
+		return h, fail("magic %q, want %q", b[:8], Magic)
+	}
+	version, size := binary.LittleEndian.Uint32(b[8:]), uint64(binary.LittleEndian.Uint32(b[12:]))
+	switch {
+	case version == 1 && size == headerV1,
+		version == 2 && size == headerV2,
+		version == 3 && size == headerV3,
+		version == 4 && (size == headerV4 || size == headerV6), // without the budgets table, or with it
+		version == 5 && size == headerV5,
+		version == 6 && size == headerV6:
+	case version < 1 || version > Version:
+		return h, fail("layout version %d; this tagalloc reads versions 1 to %d (use the tagalloc that ran the program)", version, Version)
+	default:
+		return h, fail("header size %d does not fit version %d", size, version)
+	}
+	hb := make([]byte, hs) // what follows a shorter header is not its fields: they read as 0
+	copy(hb, b[:min(uint64(len(b)), size)])
 	if err := binary.Read(bytes.NewReader(hb), binary.LittleEndian, &h); err != nil {
 		return h, fail("header: %v", err)
 	}
-	if string(h.Magic[:]) != Magic {
-		return h, fail("magic %q, want %q", h.Magic[:], Magic)
-	}
-	switch {
-	case h.Version == 1 && h.HeaderSize == headerV1:
-		h.ReportsOff, h.ReportsCount, h.ReportedOff, h.Collections, h.Writer = 0, 0, 0, 0, 0
-	case h.Version == 2 && h.HeaderSize == headerV2:
-		h.ReportedOff, h.Collections, h.Writer = 0, 0, 0
-	case h.Version == 3 && h.HeaderSize == headerV3:
-		h.Writer = 0
-	case h.Version == 4 && h.HeaderSize == headerV4:
-		h.HoldersOff, h.PeakUpperOff = 0, 0
-	case h.Version == 5 && h.HeaderSize == headerV5:
-		h.BudgetsOff, h.BudgetsCount = 0, 0
-	case h.Version == 6 && uint64(h.HeaderSize) == hs:
-	case h.Version < 1 || h.Version > Version:
-		return h, fail("layout version %d; this tagalloc reads versions 1 to %d (use the tagalloc that ran the program)", h.Version, Version)
-	default:
-		return h, fail("header size %d does not fit version %d", h.HeaderSize, h.Version)
+	if h.Version == 4 {
+		h.HoldersOff, h.PeakUpperOff = 0, 0 // no peak tables, whatever the header's size
 	}
 	return h, nil
 }
@@ -605,6 +617,9 @@ func (p *parser) readBudgets(s *Snapshot) error {
 	for i := uint64(0); i < uint64(h.BudgetsCount); i++ {
 		off := h.BudgetsOff + i*budgetSize
 		tag, pol := p.r.u32(off), p.r.u32(off+4)
+		if pol == 0 {
+			continue // unused: a removed budget's slot
+		}
 		name, ok := s.TagNames[tag]
 		if !ok {
 			name, ok = p.tagName(uint64(tag))
@@ -780,6 +795,7 @@ func Merge(snaps ...*Snapshot) *Snapshot {
 	for _, s := range snaps {
 		if s != snaps[0] {
 			out.Reports = append(append([]Report(nil), out.Reports...), s.Reports...)
+			out.Budgets = append(append([]Budget(nil), out.Budgets...), s.Budgets...)
 			out.Torn = out.Torn || s.Torn
 			a := &out.Allocator
 			a.SpansInUse += s.Allocator.SpansInUse
@@ -818,6 +834,9 @@ func Merge(snaps ...*Snapshot) *Snapshot {
 		}
 	}
 	sortTags(out.Tags)
+	// every region's budgets, by tag (a tag may have two: the native
+	// library's and package alloc's are two budgets)
+	sort.SliceStable(out.Budgets, func(i, j int) bool { return out.Budgets[i].Tag < out.Budgets[j].Tag })
 	return &out
 }
 

@@ -1,6 +1,7 @@
 // The region writer: a Go program's books in the native layout (version
-// 4), so the readers above (and tagalloc run, top, snapshot) read a Go
-// process the way they read a preloaded one.
+// 4, in a header of version 6's size: with a budgets table), so the
+// readers above (and tagalloc run, top, snapshot) read a Go process the
+// way they read a preloaded one.
 
 package books
 
@@ -99,7 +100,7 @@ func align64(n uint64) uint64 { return (n + 63) &^ 63 }
 func (r *Region) format() {
 	h := r.hdr
 	h.Version = WriterVersion // counters as freed bytes, no holders or bounds
-	h.HeaderSize = headerV4
+	h.HeaderSize = headerV6   // with the budgets table (HoldersOff, PeakUpperOff stay 0)
 	h.RegionSize = writerSize
 	h.Base = uint64(uintptr(unsafe.Pointer(&r.mem[0])))
 	h.PID, h.PPID = uint32(os.Getpid()), uint32(os.Getppid())
@@ -124,6 +125,7 @@ func (r *Region) format() {
 	var rep uint64
 	put(&rep, MaxReports*reportSize)
 	h.ReportsOff = uint32(rep)
+	put(&h.BudgetsOff, MaxBudgets*budgetSize) // BudgetsCount 0: none yet
 	for c, cl := range sizeclass.Classes {
 		*(*uint32)(unsafe.Pointer(&r.mem[h.ClassSizesOff+uint64(c)*4])) = uint32(cl.Size)
 	}
@@ -345,4 +347,105 @@ func clean(s string) string {
 		}
 	}
 	return string(out)
+}
+
+// BudgetSlot is a budget's slot in the region's budgets table, laid out
+// as the native library's (cgo/src/budget.c) and read as Budget: tag id,
+// policy (1 fail, 2 notify, 3 observe; 0 an unused slot), limit, charge
+// (signed in the layout; package alloc's is never below 0), crossings,
+// refusals, a parent the readers ignore (0), over (1 while the budget is
+// past its limit, or under fail refusing) and 16 spare bytes. Its owner
+// stores the counters with atomic stores (Charged.Store ...); readers in
+// other processes read them meanwhile.
+type BudgetSlot struct {
+	tag, policy                 atomic.Uint32
+	limit                       atomic.Uint64
+	Charged, Crossings, Refused atomic.Uint64
+	parent                      uint32
+	Over                        atomic.Uint32
+	_                           [2]uint64
+}
+
+// BudgetCounts are a budget's counters, as NewBudget publishes them.
+type BudgetCounts struct {
+	Charged, Crossings, Refused uint64
+	Over                        bool
+}
+
+// ErrBudgetTableFull is NewBudget's error once every slot of the budgets
+// table has been taken (slots are not reused: Drop); NewBudgetTable makes
+// a new table.
+var ErrBudgetTableFull = errors.New("the books region's budgets table is full")
+
+// NewBudget publishes a budget in the next unused slot of the budgets
+// table: tag id, policy (1 to 3), limit and counters, stored before
+// BudgetsCount counts the slot, so a reader sees it whole or not at all.
+// The slot stays the budget's until Drop (or NewBudgetTable).
+func (r *Region) NewBudget(tag, policy uint32, limit uint64, c BudgetCounts) (*BudgetSlot, error) {
+	if tag >= tagSlots || policy < 1 || policy > 3 {
+		return nil, fmt.Errorf("books: a budget of tag %d, policy %d", tag, policy)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mem == nil {
+		return nil, errors.New("the books region is closed")
+	}
+	n := atomic.LoadUint32(&r.hdr.BudgetsCount)
+	if n >= MaxBudgets {
+		return nil, ErrBudgetTableFull
+	}
+	s := r.budgetSlot(n)
+	s.tag.Store(tag)
+	s.limit.Store(limit)
+	s.Charged.Store(c.Charged)
+	s.Crossings.Store(c.Crossings)
+	s.Refused.Store(c.Refused)
+	over := uint32(0)
+	if c.Over {
+		over = 1
+	}
+	s.Over.Store(over)
+	s.policy.Store(policy)
+	atomic.StoreUint32(&r.hdr.BudgetsCount, n+1) // after the slot is whole
+	return s, nil
+}
+
+// budgetSlot is slot i of the current budgets table.
+func (r *Region) budgetSlot(i uint32) *BudgetSlot {
+	return (*BudgetSlot)(unsafe.Pointer(&r.mem[atomic.LoadUint64(&r.hdr.BudgetsOff)+uint64(i)*budgetSize]))
+}
+
+// Set changes a published budget's policy (1 to 3) and limit; its
+// counters stay. (A reader may see the new limit with the old policy.)
+func (s *BudgetSlot) Set(policy uint32, limit uint64) {
+	s.limit.Store(limit)
+	s.policy.Store(policy)
+}
+
+// Drop unpublishes a budget: its slot's policy becomes 0, which readers
+// skip. The slot is not reused (a write to it that was under way, by an
+// allocation still holding the budget, lands where no reader looks);
+// NewBudgetTable leaves the dropped slots behind.
+func (s *BudgetSlot) Drop() { s.policy.Store(0) }
+
+// NewBudgetTable gives the region a new, empty budgets table (its slots
+// all unused), for when NewBudget finds the table full: the caller then
+// publishes its live budgets again, in the new table. The old table is
+// no longer read; writes to its slots that were under way land there
+// harmlessly. A reader copying the header as it changes may pair the new
+// table with the old count: the new table's slots past those filled are
+// zero, unused. Each table takes 4 KiB of the region.
+func (r *Region) NewBudgetTable() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mem == nil {
+		return errors.New("the books region is closed")
+	}
+	off, err := r.alloc(MaxBudgets * budgetSize)
+	if err != nil {
+		return err
+	}
+	atomic.StoreUint32(&r.hdr.BudgetsCount, 0)
+	atomic.StoreUint64(&r.hdr.BudgetsOff, off)
+	return nil
 }

@@ -1,12 +1,15 @@
 package books
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -202,4 +205,113 @@ func TestWriterReports(t *testing.T) {
 	}
 	_, err = r.Snapshot()
 	require.ErrorIs(t, err, ErrFormat)
+}
+
+// The budget slot and the header are laid out as the native library's
+// (cgo/src/budget.c, books.c), which is how readers take them.
+func TestWriterBudgetLayout(t *testing.T) {
+	var s BudgetSlot
+	require.Equal(t, uintptr(budgetSize), unsafe.Sizeof(s))
+	require.Equal(t, []uintptr{0, 4, 8, 16, 24, 32, 40, 44},
+		[]uintptr{unsafe.Offsetof(s.tag), unsafe.Offsetof(s.policy), unsafe.Offsetof(s.limit), unsafe.Offsetof(s.Charged),
+			unsafe.Offsetof(s.Crossings), unsafe.Offsetof(s.Refused), unsafe.Offsetof(s.parent), unsafe.Offsetof(s.Over)})
+	require.Equal(t, uintptr(headerV6), unsafe.Sizeof(header{}))
+	require.Equal(t, headerV6, binary.Size(header{}))
+}
+
+// The Go writer's budgets: published whole, their counters stored in
+// place, a dropped one skipped; a full table is replaced by a new one.
+func TestWriterBudgets(t *testing.T) {
+	t.Setenv("TAGALLOC_DIR", "")
+	r, err := Create("go")
+	require.NoError(t, err)
+	defer r.Close()
+	require.Equal(t, uint32(WriterVersion), r.hdr.Version)
+	require.Equal(t, uint32(headerV6), r.hdr.HeaderSize)
+	s, err := r.Snapshot()
+	require.NoError(t, err)
+	require.Nil(t, s.Budgets)
+
+	gfx, _, err := r.Tag("gfx") // a level no block is charged to
+	require.NoError(t, err)
+	tex, _, err := r.Tag("gfx/tex")
+	require.NoError(t, err)
+	th, err := r.NewThread()
+	require.NoError(t, err)
+	charge(t, th, tex, 3, 1, 4096)
+	a, err := r.NewBudget(gfx, 1, 8192, BudgetCounts{Charged: 8192, Crossings: 1, Refused: 4, Over: true})
+	require.NoError(t, err)
+	b, err := r.NewBudget(tex, 3, 1024, BudgetCounts{})
+	require.NoError(t, err)
+	gone, err := r.NewBudget(Untagged, 2, 1, BudgetCounts{})
+	require.NoError(t, err)
+	b.Charged.Store(2 * 4096)
+	b.Crossings.Add(1)
+	b.Over.Store(1)
+	gone.Drop()
+	a.Set(2, 1<<20)
+	a.Over.Store(0)
+	s, err = r.Snapshot()
+	require.NoError(t, err)
+	require.Equal(t, []Budget{
+		{Tag: "gfx", Limit: 1 << 20, Policy: "notify", Charged: 8192, Crossings: 1, Refused: 4},
+		{Tag: "gfx/tex", Limit: 1024, Policy: "observe", Charged: 8192, Crossings: 1, Over: true},
+	}, s.Budgets)
+	require.Equal(t, uint64(8192), tagMap(s)["gfx/tex"].LiveBytes)
+
+	_, err = r.NewBudget(tagSlots, 1, 1, BudgetCounts{})
+	require.Error(t, err)
+	_, err = r.NewBudget(gfx, 0, 1, BudgetCounts{})
+	require.Error(t, err, "policy 0 is an unused slot")
+
+	// Slots are not reused: the table fills up, dropped slots and all.
+	for i := 3; i < MaxBudgets; i++ {
+		_, err := r.NewBudget(Untagged, 3, uint64(i), BudgetCounts{})
+		require.NoError(t, err)
+	}
+	_, err = r.NewBudget(Untagged, 3, 1, BudgetCounts{})
+	require.ErrorIs(t, err, ErrBudgetTableFull)
+	s, err = r.Snapshot()
+	require.NoError(t, err)
+	require.Len(t, s.Budgets, MaxBudgets-1)
+
+	// A new table: empty, until the live budgets are published again;
+	// writes to the old slots are not read.
+	old := r.hdr.BudgetsOff
+	require.NoError(t, r.NewBudgetTable())
+	require.NotEqual(t, old, r.hdr.BudgetsOff)
+	s, err = r.Snapshot()
+	require.NoError(t, err)
+	require.Nil(t, s.Budgets)
+	c, err := r.NewBudget(tex, 1, 4096, BudgetCounts{Charged: 4096})
+	require.NoError(t, err)
+	b.Charged.Store(1)
+	s, err = r.Snapshot()
+	require.NoError(t, err)
+	require.Equal(t, []Budget{{Tag: "gfx/tex", Limit: 4096, Policy: "fail", Charged: 4096}}, s.Budgets)
+	c.Charged.Store(0)
+	c.Refused.Store(9)
+	s, err = r.Snapshot()
+	require.NoError(t, err)
+	require.Equal(t, []Budget{{Tag: "gfx/tex", Limit: 4096, Policy: "fail", Refused: 9}}, s.Budgets)
+
+	// A reader that pairs the new table with the old count (a header
+	// copied as it changed) sees the unused slots as unused.
+	copyOf := append([]byte(nil), r.mem[:atomic.LoadUint64(&r.hdr.Used)]...)
+	binary.LittleEndian.PutUint32(copyOf[unsafe.Offsetof(r.hdr.BudgetsCount):], MaxBudgets)
+	s, err = Parse(copyOf)
+	require.NoError(t, err)
+	require.Len(t, s.Budgets, 1)
+}
+
+// A process's two regions (the native library's, package alloc's) merge
+// with the budgets of both, by tag.
+func TestMergeKeepsEveryRegionsBudgets(t *testing.T) {
+	native := &Snapshot{PID: 7, native: true, Budgets: []Budget{{Tag: "c", Policy: "fail"}, {Tag: "x", Policy: "fail"}}}
+	goSide := &Snapshot{PID: 7, Budgets: []Budget{{Tag: "a", Policy: "observe"}, {Tag: "x", Policy: "notify"}}}
+	m := Merge(goSide, native)
+	require.Equal(t, []Budget{{Tag: "a", Policy: "observe"}, {Tag: "c", Policy: "fail"}, {Tag: "x", Policy: "fail"}, {Tag: "x", Policy: "notify"}},
+		m.Budgets)
+	require.Len(t, native.Budgets, 2, "inputs untouched")
+	require.Equal(t, "c", native.Budgets[0].Tag)
 }

@@ -435,6 +435,10 @@ func TestRunGoAndCTagsInOneReport(t *testing.T) {
 	require.Equal(t, uint64(9*4096), paths["explicit/go-cache/entries"])
 	require.Equal(t, uint64(9), paths["go-cache-entries"])
 	require.Contains(t, se, "── go-cache/entries")
+	// package alloc's budget, from its region (merged with the native library's)
+	require.Equal(t, []reporter.Budget{{Tag: "go-cache", LimitBytes: 16 << 10, Policy: "observe", ChargedBytes: 4096 * 9,
+		Crossings: 1, Over: true}}, rep.Processes[0].Budgets)
+	require.Contains(t, se, "budget go-cache: 36 KiB of 16 KiB (observe), 0 refused, 1 crossing, OVER")
 }
 
 // snapshot and top read a Go program's books from its memfd, without
@@ -455,6 +459,8 @@ func TestSnapshotOfAGoProgram(t *testing.T) {
 	top, se, code := cli(t, "top", "-n", "1", pid)
 	require.Equal(t, 0, code, se)
 	require.Contains(t, top, "go-cache")
+	require.Contains(t, top, "budget go-cache: 36 KiB of 16 KiB (observe)", "package alloc's budget")
+	require.Len(t, rep.Processes[0].Budgets, 1)
 }
 
 // buildStacksProg compiles testdata/stacks.c (-g, no frame pointers).

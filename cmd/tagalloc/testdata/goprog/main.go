@@ -3,7 +3,8 @@
 // C-side blocks mallocked inside tagcgo.Do ("c-side"). It prints each tag's
 // books as it sees them ("NAME LIVE_BYTES LIVE_BLOCKS ALLOC_BYTES
 // ALLOC_BLOCKS"); with "wait" it then prints "ready PID" and holds its
-// memory until its stdin closes.
+// memory until its stdin closes. A budget of 16 KiB observes "go-cache"
+// (which ends past it, with 9 x 4096 bytes: one crossing).
 package main
 
 /*
@@ -28,6 +29,10 @@ import (
 )
 
 func main() {
+	if err := alloc.SetBudget("go-cache", 16<<10, alloc.BudgetObserve); err != nil {
+		fmt.Fprintln(os.Stderr, "goprog:", err)
+		os.Exit(1)
+	}
 	var keep [][]byte
 	for i := 0; i < 10; i++ {
 		keep = append(keep, alloc.Malloc(4096, "go-cache"))
