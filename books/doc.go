@@ -13,13 +13,16 @@
 // many steps as could fit, and a region that fails a check gives an error
 // naming what is wrong (never a panic or a hang). FuzzParse exercises this.
 //
-// Layout (version 5 from the native library, region.go's Version; 4 from
-// writer.go, WriterVersion; docs/ARCHITECTURE.md, "The books region"): a header at offset 0 (magic "TAGALLOC", version, sizes,
+// Layout (version 6 from the native library, region.go's Version; 4 from
+// writer.go, WriterVersion, with the 312-byte header that carries the
+// budgets table; docs/ARCHITECTURE.md, "The books region"): a header at offset 0 (magic "TAGALLOC", version, sizes,
 // pid, ppid, start time, state, the offsets of the arrays and the field
 // offsets of the records, see header in region.go), then the command
 // line, the tag names (tag_slots slots of tag_name_size bytes,
 // NUL-padded), the fallback counters and tag peaks (one per slot), the
-// class sizes, the reports table and the reported bytes per tag, and the
+// class sizes, the reports table and the reported bytes per tag, the
+// holders and peak upper bounds per tag (version 5 on), the budgets table
+// (version 6, and version 4 with a 312-byte header), and the
 // records (thread records with their per-tag counter chunks) up to
 // `used`. Records refer to each other by their address in the process;
 // base is the region's address there. Versions 1 to 3 also had heap
