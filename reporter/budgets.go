@@ -27,7 +27,8 @@ type Budget struct {
 	Policy string `json:"policy"`
 	// ChargedBytes counts against the limit: the live bytes of the tags
 	// under the budget plus what each thread's counter set of them has
-	// reserved above its own live bytes (at most 64 KiB a thread), so it
+	// reserved above its own live bytes (at most 64 KiB a thread; package
+	// alloc charges live bytes exactly), so it
 	// may run ahead of the tags' live bytes; never past LimitBytes under
 	// fail.
 	ChargedBytes uint64 `json:"charged_bytes"`
@@ -84,7 +85,7 @@ func (p Process) writeBudgets(w io.Writer) {
 	if len(p.Budgets) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "Budgets (charged: live bytes of the tag and the tags under it, plus up to 64 KiB a thread reserved)")
+	fmt.Fprintln(w, "Budgets (charged: live bytes of the tag and the tags under it, plus up to 64 KiB a thread reserved in native programs)")
 	for _, b := range p.Budgets {
 		fmt.Fprintln(w, b.Text())
 	}

@@ -72,7 +72,7 @@ func TestBudgetsTree(t *testing.T) {
 	require.NoError(t, FromSnapshot(budgetSnapshot()).WriteTree(&b))
 	tree := b.String()
 	want := "── bookkeeping\n" +
-		"Budgets (charged: live bytes of the tag and the tags under it, plus up to 64 KiB a thread reserved)\n" +
+		"Budgets (charged: live bytes of the tag and the tags under it, plus up to 64 KiB a thread reserved in native programs)\n" +
 		"budget ?[2Jevil?: 4.0 KiB of 1.0 MiB (observe), 0 refused, 0 crossings\n" +
 		"budget gfx: 200 MiB of 256 MiB (fail), 3 refused, 1 crossing\n" +
 		"budget net: 300 MiB of 256 MiB (notify), 0 refused, 2 crossings, OVER\n" +
