@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/tagalloc/tagalloc/internal/atomicfile"
 )
@@ -24,7 +26,8 @@ import (
 // Bump it whenever the frames the symbolizer gives for an address would
 // change (a fix in object.go, dwarf.go or symtab.go, another demangler
 // version or option, a new Frame field kept on disk) as well as when the
-// encoding changes: files of another version are ignored and rewritten.
+// encoding changes, here or in the unit index (unitindex.go): files of
+// another version are ignored and rewritten.
 const diskCacheVersion = 2 // 2: relative DWARF 5 file names joined with DW_AT_comp_dir
 
 // diskCacheMagic opens every cache file.
@@ -80,12 +83,16 @@ func DiskCacheFromEnv() (dir string, ok bool) {
 // Flush writes the cache file of every build-id that gained frames since
 // it was read or last written, merged with what the file holds by then
 // (another process may have written it meanwhile), through a temporary
-// file renamed over it. It does nothing without WithDiskCache or when
-// nothing was added. Frames may be called meanwhile.
+// file renamed over it. Before, for each object loaded since, it indexes
+// units of it (the unit index: those whose addresses made it load the
+// object first) for about as long as the load took, and writes their
+// files and the new ranges files. It does nothing without WithDiskCache
+// or when nothing was added. Frames may be called meanwhile.
 func (s *Symbolizer) Flush() error {
 	if s.disk == nil {
 		return nil
 	}
+	s.indexMore()
 	return s.disk.flush()
 }
 
@@ -93,6 +100,8 @@ func (s *Symbolizer) Flush() error {
 type diskCache struct {
 	dir         string
 	limit       int                         // maxDiskEntries; lowered by tests
+	minBudget   time.Duration               // the least indexMore spends on an object; raised by tests
+	maxBlocks   int                         // maxBlocksPerFlush; raised by tests
 	fingerprint func(buildID string) string // of what the symbolizer would give for this build-id now
 
 	mu   sync.Mutex
@@ -107,6 +116,10 @@ type diskRecord struct {
 	id   string
 	once sync.Once
 	fp   string // the fingerprint when the file was read: the one the frames found since go with
+
+	ixOnce sync.Once
+	ix     *unitIndex                // read on the first address frames does not hold (index)
+	ixRead atomic.Pointer[unitIndex] // ix once read (for Flush)
 
 	mu     sync.RWMutex
 	frames map[uint64][]Frame // by ELF virtual address; Module unset, Function "" kept as the object gave it
@@ -123,7 +136,7 @@ type diskFile struct {
 }
 
 func newDiskCache(dir string, fingerprint func(string) string) *diskCache {
-	return &diskCache{dir: dir, limit: maxDiskEntries, fingerprint: fingerprint, byID: map[string]*diskRecord{}}
+	return &diskCache{dir: dir, limit: maxDiskEntries, maxBlocks: maxBlocksPerFlush, fingerprint: fingerprint, byID: map[string]*diskRecord{}}
 }
 
 // diskFingerprint describes the configuration the frames of build-id id
@@ -235,6 +248,9 @@ func (d *diskCache) flush() error {
 	for _, r := range recs {
 		d.load(r) // or wait for the read in progress
 		if err := d.flushRecord(r); err != nil {
+			errs = append(errs, err)
+		}
+		if err := d.flushUnits(r); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -464,9 +480,26 @@ func (d *diskDecoder) count(minBytes int) int {
 	return int(v)
 }
 
-func (d *diskDecoder) string() string {
+func (d *diskDecoder) string() string { return string(d.bytes()) }
+
+// bytes reads a length and that many bytes (a slice of the input).
+func (d *diskDecoder) bytes() []byte {
 	n := d.count(1)
-	s := string(d.b[:n])
+	b := d.b[:n:n]
 	d.b = d.b[n:]
-	return s
+	return b
+}
+
+// varint reads a signed (zig-zag) varint.
+func (d *diskDecoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errDiskFile
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
 }

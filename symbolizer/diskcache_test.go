@@ -137,15 +137,16 @@ func TestDiskCacheSameFrames(t *testing.T) {
 }
 
 // TestDiskCacheWithoutObject: once cached, a build-id's frames come back
-// after its file is gone or replaced by garbage, which an address not in
-// the cache shows.
+// after its file is gone or replaced by garbage, as do those of other
+// addresses of the units indexed; an address neither cached nor indexed
+// shows the file is gone.
 func TestDiskCacheWithoutObject(t *testing.T) {
 	x := newFoo(t, 8)
 	for _, r := range x.want {
 		require.Empty(t, r.err)
 		require.Equal(t, OriginDWARF, r.frames[0].Origin, "%+v", r.frames)
 	}
-	first := New(WithDebugDirs(), WithDiskCache(x.cache))
+	first := indexing(New(WithDebugDirs(), WithDiskCache(x.cache)))
 	assert.Equal(t, x.want, lookupAll(first, &x.m, x.addrs))
 	require.NoError(t, first.Flush())
 
@@ -156,6 +157,9 @@ func TestDiskCacheWithoutObject(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), di.Mode().Perm())
 
+	other := x.addrs[0] + 3 // not cached, in a unit the index holds
+	wantOther, err := New(WithDebugDirs()).FramesPC(&x.m, other)
+	require.NoError(t, err)
 	for _, replace := range []func(){
 		func() { require.NoError(t, os.WriteFile(x.lib, []byte("not ELF any more"), 0o644)) },
 		func() { require.NoError(t, os.Remove(x.lib)) },
@@ -163,10 +167,15 @@ func TestDiskCacheWithoutObject(t *testing.T) {
 		replace()
 		s := New(WithDebugDirs(), WithDiskCache(x.cache))
 		assert.Equal(t, x.want, lookupAll(s, &x.m, x.addrs))
+		fr, err := s.FramesPC(&x.m, other)
+		assert.NoError(t, err)
+		assert.Equal(t, wantOther, fr)
 		assert.False(t, loaded(s))
-		_, err := s.FramesPC(&x.m, x.addrs[0]+3) // not cached: the file is needed
-		assert.Error(t, err)
 	}
+	require.NoError(t, os.RemoveAll((&diskCache{dir: x.cache}).unitsDir(x.m.BuildID)))
+	s := New(WithDebugDirs(), WithDiskCache(x.cache))
+	_, err = s.FramesPC(&x.m, other) // neither cached nor indexed: the file is needed
+	assert.Error(t, err)
 }
 
 // TestDiskCacheBadFiles: a cache file that is damaged, of another version,

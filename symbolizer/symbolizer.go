@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/ianlancetaylor/demangle"
 )
@@ -141,6 +142,9 @@ type entry struct {
 	stale   bool
 	keep    bool   // its frames go to the disk cache: the file of the build-id, with DWARF
 	lastUse uint64 // guarded by Symbolizer.mu
+
+	loadTime    time.Duration // how long loading it took
+	indexedMore bool          // indexMore saw it (guarded by Symbolizer.mu)
 }
 
 // New returns a Symbolizer.
@@ -202,8 +206,14 @@ func (s *Symbolizer) frames(m *Module, pc, addr uint64) ([]Frame, error) {
 	if s.disk != nil && m.BuildID != "" {
 		rec = s.disk.record(m.BuildID)
 	}
+	// Else the unit index: the frames at any address of a compile unit an
+	// earlier run (or Flush) indexed.
 	if rec != nil {
 		if fr, ok := rec.get(pc - m.Bias); ok {
+			return named(fr, m, addr), nil
+		}
+		if fr, ok := s.disk.indexed(rec, pc-m.Bias); ok {
+			rec.put(pc-m.Bias, fr, s.disk.limit)
 			return named(fr, m, addr), nil
 		}
 	}
@@ -214,6 +224,7 @@ func (s *Symbolizer) frames(m *Module, pc, addr uint64) ([]Frame, error) {
 	fr := e.obj.frames(pc - m.Bias)
 	if rec != nil && e.keep {
 		rec.put(pc-m.Bias, fr, s.disk.limit)
+		s.disk.want(rec, e.obj, pc-m.Bias)
 	}
 	return named(fr, m, addr), nil
 }
@@ -267,7 +278,9 @@ func (s *Symbolizer) entry(m *Module) *entry {
 
 	e.once.Do(func() {
 		var standIn bool
+		start := time.Now()
 		e.obj, standIn, e.stale, e.err = s.load(m)
+		e.loadTime = time.Since(start)
 		// What the disk cache keeps: frames from DWARF of the file the
 		// process ran (not a debug file standing in for another build),
 		// the costly part to compute again; a file without DWARF loads

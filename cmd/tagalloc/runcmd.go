@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -133,6 +135,16 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 	if err != nil {
 		return code, fmt.Errorf("run: reading the books: %w", err)
 	}
+	if dr != nil {
+		// What this run named, for the next (the symbolizer's disk cache),
+		// written while the report is: every frame is named by now.
+		flushed := make(chan struct{})
+		go func() {
+			defer close(flushed)
+			flushSymbols()
+		}()
+		defer func() { <-flushed }() // not cut off by the exit
+	}
 	if !o.quiet {
 		printSummary(stderr, rep, dr != nil, o.stacks)
 		writeWithoutBooks(stderr, withoutBooks(seen, rep))
@@ -142,9 +154,6 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 	prog.end()
 	if err != nil {
 		return code, fmt.Errorf("run: %w", err)
-	}
-	if dr != nil {
-		flushSymbols() // what this run named, for the next (symbolizer's disk cache)
 	}
 	// the last line: where the report is, unless -q -o FILE (the user
 	// named it and asked for quiet) or -o - (it went to standard output)
@@ -255,14 +264,62 @@ func finalReport(books string, ps *os.ProcessState, dr *drain.Drainer, res resid
 	for _, e := range errs {
 		fmt.Fprintf(stderr, "tagalloc: stacks: %v\n", e)
 	}
-	r := <-c
+	// The stacks' return addresses are named while the books are read
+	// (they need nothing of them), each (module, address) once.
 	var named atomic.Int64
-	sym := newSymbolizer()
 	prog.step("symbolizing", &named, "addresses")
-	return reportWith(r.snaps, r.err, ps, profiles, func(m *tagtable.Module, pc uint64) []symbolizer.Frame {
-		named.Add(1)
+	sym := nameAll(profiles, newSymbolizer(), &named)
+	r := <-c
+	return reportWith(r.snaps, r.err, ps, profiles, sym, res)
+}
+
+// nameAll names every return address of the profiles' stacks with sym,
+// on all CPUs, counting them in named, and returns sym answering from
+// what it found (and asking sym for anything else).
+func nameAll(profiles map[int]*tagtable.Profile, sym reporter.Symbolize, named *atomic.Int64) reporter.Symbolize {
+	type key struct {
+		path, buildID string
+		bias, pc      uint64 // what a frame depends on, with the module's name (path)
+	}
+	type job struct {
+		k key
+		m *tagtable.Module
+	}
+	var jobs []job
+	index := map[key]int{}
+	for _, p := range profiles {
+		for _, st := range p.Stacks {
+			for _, pc := range st {
+				m, ok := p.ModuleOf(pc)
+				if !ok {
+					continue
+				}
+				k := key{m.Path, m.BuildID, m.Bias, pc}
+				if _, ok := index[k]; !ok {
+					index[k] = len(jobs)
+					jobs = append(jobs, job{k, m})
+				}
+			}
+		}
+	}
+	out := make([][]symbolizer.Frame, len(jobs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
+				out[i] = sym(jobs[i].m, jobs[i].k.pc)
+				named.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return func(m *tagtable.Module, pc uint64) []symbolizer.Frame {
+		if i, ok := index[key{m.Path, m.BuildID, m.Bias, pc}]; ok {
+			return out[i] // the reporter only reads them
+		}
 		return sym(m, pc)
-	}, res)
+	}
 }
 
 // printSummary prints the run's tree, saying so when --stacks sampled no

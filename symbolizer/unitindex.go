@@ -1,0 +1,921 @@
+// The unit index (part of the disk cache): for a build-id, its compile
+// units' address ranges and, for the units indexed so far, what the frames
+// at any address of the unit are made of, in files beside the frames of
+// its addresses. An address the frames file does not hold, in a unit the
+// index holds, is named without the object: a run of a sampled program
+// meets a few addresses no run met before (sampling is random), and each
+// of them made it read the whole object (libpython's DWARF, libc's
+// compressed debug file: 30 to 500 ms after the program ended). A run
+// that does read an object indexes more of it at Flush (indexMore).
+
+package symbolizer
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// The magics of the unit index's files.
+const (
+	unitRangesMagic = "TAGRNGS\n"
+	unitBlockMagic  = "TAGUNIT\n"
+)
+
+// The files, in the directory ab/cdef....units of the build-id:
+//
+//	ranges      the units' address ranges
+//	UNIT        (the unit's offset in .debug_info, in hex) its block
+//
+// Each is
+//
+//	magic        unitRangesMagic or unitBlockMagic (8 bytes)
+//	version      diskCacheVersion
+//	build-id     length, bytes
+//	fingerprint  length, bytes
+//	payload
+//	checksum     CRC-32 (IEEE) of all the bytes before it, 4 bytes
+//	             little-endian
+//
+// with integers unsigned varints unless said otherwise ("signed": zig-zag
+// varints). The payload of ranges: count, then each range by ascending
+// start (the order the object's unit index sorts them in): start (the
+// first; then the difference to the previous), length, unit. That of a
+// block: the unit, then
+//
+//	strings    count, each one's length, then their bytes one after
+//	           the other
+//	chains     count, then each: depth (at least 1), then each scope,
+//	           outermost first: name (string), call file (string), call
+//	           line (signed)
+//	intervals  count, start, then each: length (at least 1), kind (0: not
+//	           the unit's: the object decides; 1: named), and when named:
+//	           chain (1 + index; 0: none), symbol (1 + a string index; 0:
+//	           none), the symbol's origin
+//	rows       the unit's line table, in chunks of rowChunk rows: the
+//	           count of rows, then each chunk's first address (the first;
+//	           then the difference to the previous chunk's) and length in
+//	           bytes, then the chunks, each row: the difference of its
+//	           address to the previous row's (not for a chunk's first),
+//	           file and end of sequence ((1 + a string index; 0: none) * 2
+//	           + (0, 1)), line (signed)
+//
+// A lookup decodes the strings' lengths, the chains, the intervals and
+// the chunks' table, and of the rows only the chunk it needs (libpython's
+// unicodeobject.c has 71k rows: decoded whole, 10 ms). A block is
+// written once (another writer writes the same bytes) and
+// never changes; the ranges likewise.
+
+// unitIndex is the index of one build-id: the ranges, and the blocks read
+// or built so far.
+type unitIndex struct {
+	mu        sync.Mutex
+	units     []indexRange // sorted as dwarfIndex.ranges; nil: none yet
+	rangesNew bool         // units came from the object: Flush writes them
+	blocks    map[uint64]*indexBlock
+	busy      map[uint64]bool // blocks being built
+	wanted    map[uint64]int  // units whose addresses loaded the object, and how many, since the last Flush
+}
+
+// indexBlock is one unit's block, as read or built.
+type indexBlock struct {
+	data  []byte     // encoded; nil: no usable block (no file, or a bad one)
+	b     *unitBlock // decoded on first use
+	bad   bool       // data did not decode
+	saved bool       // data is in its file
+}
+
+// indexRange is one address range of a unit.
+type indexRange struct{ lo, hi, unit uint64 }
+
+// unitBlock is one unit's block, decoded but for its rows.
+type unitBlock struct {
+	strData   []byte
+	strEnd    []int // string i is strData[strEnd[i-1]:strEnd[i]]
+	chains    []int // chain i is scopes[chains[i]:chains[i+1]]
+	scopes    []chainScope
+	bounds    []uint64 // interval i is [bounds[i], bounds[i+1])
+	intervals []interval
+	nrows     int
+	chunks    []rowSpan
+	rowData   []byte
+}
+
+// rowSpan is where a chunk of rows starts: its first row's address, and
+// its bytes in rowData.
+type rowSpan struct {
+	addr     uint64
+	from, to int
+}
+
+// rowChunk is how many rows a chunk of a block's line table holds.
+const rowChunk = 64
+
+// chainScope is a scope of a chain: its function's name, and for an
+// inlined call where it was called from.
+type chainScope struct {
+	name, callFile int32 // string indexes
+	callLine       int
+}
+
+// interval is what the frames at the addresses of one interval are made
+// of: the chain of scopes holding them (-1: none) and the symbol (-1:
+// none); hole: the unit does not answer for them.
+type interval struct {
+	hole   bool
+	chain  int32
+	sym    int32
+	origin Origin
+}
+
+func (d *diskCache) unitsDir(id string) string {
+	return filepath.Join(d.dir, id[:2], id[2:]+".units")
+}
+
+func (d *diskCache) rangesPath(id string) string { return filepath.Join(d.unitsDir(id), "ranges") }
+
+func (d *diskCache) blockPath(id string, unit uint64) string {
+	return filepath.Join(d.unitsDir(id), strconv.FormatUint(unit, 16))
+}
+
+// index returns r's unit index, reading its ranges the first time.
+func (d *diskCache) index(r *diskRecord) *unitIndex {
+	r.ixOnce.Do(func() {
+		r.ix = &unitIndex{blocks: map[uint64]*indexBlock{}, busy: map[uint64]bool{}, wanted: map[uint64]int{}}
+		d.load(r) // the fingerprint
+		if p := d.readSealed(d.rangesPath(r.id), unitRangesMagic, r.id, r.fp); p != nil {
+			r.ix.units, _ = decodeRanges(p) // nil if malformed
+		}
+		r.ixRead.Store(r.ix)
+	})
+	return r.ix
+}
+
+// readSealed returns the payload of the file at path if it is usable:
+// whole, of this version, build-id and fingerprint; nil otherwise.
+func (d *diskCache) readSealed(path, magic, id, fp string) []byte {
+	data, err := readLimited(path, maxDiskFileBytes)
+	if err != nil {
+		return nil
+	}
+	f, err := unseal(data, magic)
+	if err != nil || f.version != diskCacheVersion || f.buildID != id || f.fingerprint != fp {
+		return nil
+	}
+	return f.payload
+}
+
+// sealedFile is a unit index file, its payload undecoded.
+type sealedFile struct {
+	version              uint64
+	buildID, fingerprint string
+	payload              []byte
+}
+
+// seal makes the bytes of a unit index file.
+func seal(magic string, f *sealedFile) []byte {
+	out := make([]byte, 0, len(magic)+len(f.buildID)+len(f.fingerprint)+len(f.payload)+32)
+	out = append(out, magic...)
+	out = binary.AppendUvarint(out, f.version)
+	out = appendString(out, f.buildID)
+	out = appendString(out, f.fingerprint)
+	out = append(out, f.payload...)
+	return binary.LittleEndian.AppendUint32(out, crc32.ChecksumIEEE(out))
+}
+
+// unseal checks a unit index file's magic and checksum and reads its
+// header.
+func unseal(data []byte, magic string) (*sealedFile, error) {
+	if len(data) < len(magic)+4 || string(data[:len(magic)]) != magic {
+		return nil, errUnitsFile
+	}
+	sum := binary.LittleEndian.Uint32(data[len(data)-4:])
+	data = data[:len(data)-4]
+	if crc32.ChecksumIEEE(data) != sum {
+		return nil, errUnitsFile
+	}
+	d := diskDecoder{b: data[len(magic):]}
+	f := &sealedFile{version: d.uvarint()}
+	f.buildID = d.string()
+	f.fingerprint = d.string()
+	if d.err != nil {
+		return nil, errUnitsFile
+	}
+	f.payload = d.b
+	return f, nil
+}
+
+// encodeRanges encodes the ranges' payload.
+func encodeRanges(units []indexRange) []byte {
+	out := binary.AppendUvarint(nil, uint64(len(units)))
+	prev := uint64(0)
+	for i, r := range units {
+		if i == 0 {
+			out = binary.AppendUvarint(out, r.lo)
+		} else {
+			out = binary.AppendUvarint(out, r.lo-prev)
+		}
+		prev = r.lo
+		out = binary.AppendUvarint(out, r.hi-r.lo)
+		out = binary.AppendUvarint(out, r.unit)
+	}
+	return out
+}
+
+// decodeRanges decodes the ranges' payload: ascending starts, no empty
+// range.
+func decodeRanges(p []byte) ([]indexRange, error) {
+	d := diskDecoder{b: p}
+	units := make([]indexRange, d.count(3))
+	lo := uint64(0)
+	for i := range units {
+		step, n, unit := d.uvarint(), d.uvarint(), d.uvarint()
+		if lo+step < lo || lo+step+n < lo+step || n == 0 {
+			return nil, errUnitsFile
+		}
+		lo += step
+		units[i] = indexRange{lo, lo + n, unit}
+	}
+	if d.err != nil || len(d.b) != 0 || len(units) == 0 {
+		return nil, errUnitsFile
+	}
+	return units, nil
+}
+
+// unitFor is dwarfIndex.unitFor on the index's units: the unit whose
+// ranges hold pc.
+func (ix *unitIndex) unitFor(pc uint64) (uint64, bool) {
+	i := sort.Search(len(ix.units), func(i int) bool { return ix.units[i].lo > pc }) - 1
+	for j := i; j >= 0 && j > i-maxOverlapScan; j-- {
+		if pc < ix.units[j].hi {
+			return ix.units[j].unit, true
+		}
+	}
+	return 0, false
+}
+
+// indexed returns the frames at vaddr, as the object would give them, if
+// the index of r holds its unit (its block is read the first time).
+func (d *diskCache) indexed(r *diskRecord, vaddr uint64) ([]Frame, bool) {
+	ix := d.index(r)
+	ix.mu.Lock()
+	u, ok := ix.unitFor(vaddr)
+	if !ok {
+		ix.mu.Unlock()
+		return nil, false
+	}
+	st := ix.blocks[u]
+	if st == nil {
+		st = &indexBlock{saved: true}
+		if p := d.readSealed(d.blockPath(r.id, u), unitBlockMagic, r.id, r.fp); p != nil {
+			pd := diskDecoder{b: p}
+			if pd.uvarint() == u && pd.err == nil {
+				st.data = pd.b
+			}
+		}
+		ix.blocks[u] = st
+	}
+	if st.b == nil && st.data != nil && !st.bad {
+		var err error
+		if st.b, err = decodeUnitBlock(st.data); err != nil {
+			st.bad = true
+		}
+	}
+	b := st.b
+	ix.mu.Unlock()
+	if b == nil {
+		return nil, false
+	}
+	return b.frames(vaddr)
+}
+
+// want notes that vaddr, in o (the object of r's build-id, whose frames
+// are kept), loaded the object: Flush builds the block of its unit
+// (indexMore), not the lookup, which the report waits for.
+func (d *diskCache) want(r *diskRecord, o *object, vaddr uint64) {
+	if o.dw == nil {
+		return
+	}
+	if u := o.dw.unitFor(vaddr); u != nil {
+		ix := d.index(r)
+		ix.mu.Lock()
+		ix.wanted[uint64(u.entry.Offset)]++
+		ix.mu.Unlock()
+	}
+}
+
+// addBlock builds the block of unit u of o unless the index has it, and
+// reports whether it did.
+func (d *diskCache) addBlock(r *diskRecord, o *object, u *unit) bool {
+	id := uint64(u.entry.Offset)
+	ix := d.index(r)
+	ix.mu.Lock()
+	if st := ix.blocks[id]; st != nil && st.data != nil && !st.bad || ix.busy[id] {
+		ix.mu.Unlock()
+		return false
+	}
+	ix.busy[id] = true
+	ix.mu.Unlock()
+	data := o.encodeUnitBlock(u)
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	delete(ix.busy, id)
+	if data == nil {
+		return false
+	}
+	if ix.units == nil {
+		ix.units, ix.rangesNew = o.dw.indexRanges(), true
+	}
+	ix.blocks[id] = &indexBlock{data: data} // over a bad one read
+	return true
+}
+
+// blockFiles returns the units whose blocks the index of r has in its
+// directory, by name (not read).
+func (d *diskCache) blockFiles(r *diskRecord) map[uint64]bool {
+	ents, _ := os.ReadDir(d.unitsDir(r.id))
+	out := make(map[uint64]bool, len(ents))
+	for _, e := range ents {
+		if id, err := strconv.ParseUint(e.Name(), 16, 64); err == nil {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// indexRanges is the unit table of the index: x.ranges by unit offset.
+func (x *dwarfIndex) indexRanges() []indexRange {
+	out := make([]indexRange, len(x.ranges))
+	for i, r := range x.ranges {
+		out[i] = indexRange{r.lo, r.hi, uint64(r.u.entry.Offset)}
+	}
+	return out
+}
+
+// frames is object.frames at pc, from the block: false if the block does
+// not answer for pc (the object must), or is malformed there.
+func (b *unitBlock) frames(pc uint64) ([]Frame, bool) {
+	k := sort.Search(len(b.bounds), func(i int) bool { return b.bounds[i] > pc }) - 1
+	if k < 0 || k >= len(b.intervals) || b.intervals[k].hole {
+		return nil, false
+	}
+	v := b.intervals[k]
+	file, line, ok := b.line(pc)
+	if !ok {
+		return nil, false
+	}
+	if v.chain >= 0 {
+		// as object.inlineFrames
+		chain := b.scopes[b.chains[v.chain]:b.chains[v.chain+1]]
+		n := len(chain) - 1
+		out := make([]Frame, 0, len(chain))
+		out = append(out, Frame{Function: b.str(chain[n].name), File: file, Line: line, Inlined: n > 0, Origin: OriginDWARF})
+		for i := n; i >= 1; i-- {
+			out = append(out, Frame{
+				Function: b.str(chain[i-1].name),
+				File:     b.str(chain[i].callFile),
+				Line:     chain[i].callLine,
+				Inlined:  i-1 > 0,
+				Origin:   OriginDWARF,
+			})
+		}
+		for i := range out {
+			if out[i].Function != "" {
+				continue
+			}
+			if v.sym >= 0 && i == len(out)-1 {
+				out[i].Function = b.str(v.sym)
+			} else {
+				out[i].Function = "??"
+			}
+		}
+		return out, true
+	}
+	if v.sym >= 0 {
+		return []Frame{{Function: b.str(v.sym), File: file, Line: line, Origin: v.origin}}, true
+	}
+	if file != "" {
+		return []Frame{{File: file, Line: line}}, true
+	}
+	return nil, true
+}
+
+// str is string i (checked by the decoder).
+func (b *unitBlock) str(i int32) string {
+	from := 0
+	if i > 0 {
+		from = b.strEnd[i-1]
+	}
+	return string(b.strData[from:b.strEnd[i]])
+}
+
+// line is unit.line on the block's rows: the row at pc is the last whose
+// address is at most pc, in the last chunk that starts at most at pc. It
+// decodes that chunk; ok is false if it is malformed.
+func (b *unitBlock) line(pc uint64) (file string, line int, ok bool) {
+	k := sort.Search(len(b.chunks), func(i int) bool { return b.chunks[i].addr > pc }) - 1
+	if k < 0 {
+		return "", 0, true
+	}
+	c := b.chunks[k]
+	d := diskDecoder{b: b.rowData[c.from:c.to]}
+	n := min(rowChunk, b.nrows-k*rowChunk)
+	addr := c.addr
+	var f uint64
+	var l int64
+	for i := range n {
+		if i > 0 {
+			step := d.uvarint()
+			if addr+step < addr {
+				return "", 0, false
+			}
+			if addr+step > pc {
+				break
+			}
+			addr += step
+		}
+		f, l = d.uvarint(), d.varint()
+	}
+	if d.err != nil || f>>1 > uint64(len(b.strEnd)) || l != int64(int32(l)) {
+		return "", 0, false
+	}
+	if f&1 != 0 { // the end of a sequence: no code
+		return "", 0, true
+	}
+	if f>>1 == 0 {
+		return "", int(l), true
+	}
+	return b.str(int32(f>>1) - 1), int(l), true
+}
+
+// encodeUnitBlock builds and encodes the block of unit u: its line table,
+// and the addresses of its ranges cut where anything object.frames looks
+// at changes (a scope's range, a symbol's, another unit's), each interval
+// with the chain of scopes and the symbol at its start, which hold to its
+// end. nil if the unit does not load, or the walk failed.
+func (o *object) encodeUnitBlock(u *unit) (data []byte) {
+	defer func() {
+		if recover() != nil {
+			data = nil
+		}
+	}()
+	x := o.dw
+	if x.load(u) != nil {
+		return nil
+	}
+	var lo, hi uint64
+	first := true
+	for _, r := range x.ranges {
+		if r.u == u {
+			if first || r.lo < lo {
+				lo = r.lo
+			}
+			if first || r.hi > hi {
+				hi = r.hi
+			}
+			first = false
+		}
+	}
+	if first {
+		return nil
+	}
+	bounds := make([]uint64, 0, 2*len(u.lines)/4+64)
+	add := func(a, b uint64) {
+		if a >= lo && a <= hi {
+			bounds = append(bounds, a)
+		}
+		if b >= lo && b <= hi {
+			bounds = append(bounds, b)
+		}
+	}
+	add(lo, hi)
+	for _, r := range x.ranges {
+		add(r.lo, r.hi)
+	}
+	seen := map[*scope]bool{}
+	var walk func(s *scope, depth int)
+	walk = func(s *scope, depth int) {
+		if seen[s] || depth > maxScopeDepth {
+			return
+		}
+		seen[s] = true
+		for _, r := range s.ranges {
+			add(r[0], r[1])
+		}
+		for _, c := range s.children {
+			walk(c, depth+1)
+		}
+	}
+	for _, t := range u.top {
+		add(t.lo, t.hi)
+		_ = x.loadTree(t.s)
+		walk(t.s, 0)
+		for _, n := range t.s.lazy.nested {
+			add(n.lo, n.hi)
+			walk(n.s, 0)
+		}
+	}
+	_ = x.loadAll(u)
+	for _, a := range u.all {
+		add(a.lo, a.hi)
+		walk(a.s, 0)
+	}
+	for i := range o.syms {
+		if s := &o.syms[i]; s.hi > lo && s.lo < hi {
+			add(s.lo, s.hi)
+		}
+	}
+	slices.Sort(bounds)
+	bounds = slices.Compact(bounds)
+
+	e := blockEncoder{index: map[string]uint64{}}
+	type chainKey struct {
+		inner *scope
+		n     int
+	}
+	chains := map[chainKey]int{}
+	var chainBytes []byte
+	nChains := 0
+	ivs := make([]byte, 0, 4*len(bounds))
+	nIvs := 0
+	var encBuf, prevBuf [4 * binary.MaxVarintLen64]byte
+	var prev []byte // the last interval's encoding: equal neighbours are merged
+	start, last := bounds[0], bounds[0]
+	flush := func(end uint64) {
+		if prev != nil && end > last {
+			ivs = binary.AppendUvarint(ivs, end-last)
+			ivs = append(ivs, prev...)
+			nIvs++
+		}
+		last = end
+	}
+	for i := 0; i+1 < len(bounds); i++ {
+		pc := bounds[i]
+		enc := encBuf[:0]
+		if x.unitFor(pc) != u {
+			enc = append(enc, 0)
+		} else {
+			enc = append(enc, 1)
+			chain := x.scopes(u, pc)
+			if len(chain) == 0 {
+				enc = append(enc, 0)
+			} else {
+				k := chainKey{chain[len(chain)-1], len(chain)}
+				id, ok := chains[k]
+				if !ok {
+					id = nChains
+					chains[k] = id
+					nChains++
+					chainBytes = binary.AppendUvarint(chainBytes, uint64(len(chain)))
+					for _, s := range chain {
+						chainBytes = binary.AppendUvarint(chainBytes, e.str(x.name(s.die, o.demangled)))
+						chainBytes = binary.AppendUvarint(chainBytes, e.str(u.fileName(s.callFile)))
+						chainBytes = binary.AppendVarint(chainBytes, int64(s.callLine))
+					}
+				}
+				enc = binary.AppendUvarint(enc, uint64(id)+1)
+			}
+			if s, ok := o.syms.lookup(pc); ok {
+				enc = binary.AppendUvarint(enc, e.str(o.demangled(s.name))+1)
+				enc = binary.AppendUvarint(enc, uint64(s.origin))
+			} else {
+				enc = append(enc, 0, 0)
+			}
+		}
+		if prev != nil && string(enc) == string(prev) {
+			continue // the same as the interval before: one interval
+		}
+		flush(pc)
+		prev = append(prevBuf[:0], enc...)
+	}
+	flush(bounds[len(bounds)-1])
+
+	var chunkTable, rows []byte
+	rows = make([]byte, 0, 5*len(u.lines))
+	prevAddr, prevChunk := uint64(0), uint64(0)
+	chunkStart := 0
+	for i, r := range u.lines {
+		if i%rowChunk == 0 {
+			if i > 0 {
+				chunkTable = binary.AppendUvarint(chunkTable, uint64(len(rows)-chunkStart))
+			}
+			chunkStart = len(rows)
+			chunkTable = binary.AppendUvarint(chunkTable, r.addr-prevChunk)
+			prevChunk = r.addr
+		} else {
+			rows = binary.AppendUvarint(rows, r.addr-prevAddr)
+		}
+		prevAddr = r.addr
+		file := uint64(0)
+		if r.file >= 0 && int(r.file) < len(u.files) {
+			file = e.str(u.files[r.file]) + 1
+		}
+		file <<= 1
+		if r.end {
+			file |= 1
+		}
+		rows = binary.AppendUvarint(rows, file)
+		rows = binary.AppendVarint(rows, int64(r.line))
+	}
+	if len(u.lines) > 0 {
+		chunkTable = binary.AppendUvarint(chunkTable, uint64(len(rows)-chunkStart))
+	}
+
+	size := len(rows) + len(chunkTable) + len(chainBytes) + len(ivs) + 32
+	for _, s := range e.strs {
+		size += len(s) + 2
+	}
+	out := binary.AppendUvarint(make([]byte, 0, size), uint64(len(e.strs)))
+	for _, s := range e.strs {
+		out = binary.AppendUvarint(out, uint64(len(s)))
+	}
+	for _, s := range e.strs {
+		out = append(out, s...)
+	}
+	out = binary.AppendUvarint(out, uint64(nChains))
+	out = append(out, chainBytes...)
+	out = binary.AppendUvarint(out, uint64(nIvs))
+	out = binary.AppendUvarint(out, start)
+	out = append(out, ivs...)
+	out = binary.AppendUvarint(out, uint64(len(u.lines)))
+	out = append(out, chunkTable...)
+	return append(out, rows...)
+}
+
+// blockEncoder interns a block's strings.
+type blockEncoder struct {
+	index map[string]uint64
+	strs  []string
+}
+
+func (e *blockEncoder) str(s string) uint64 {
+	i, ok := e.index[s]
+	if !ok {
+		i = uint64(len(e.strs))
+		e.index[s] = i
+		e.strs = append(e.strs, s)
+	}
+	return i
+}
+
+var errUnitsFile = errors.New("symbolizer: malformed unit index file")
+
+// decodeUnitBlock decodes a block but for its rows (line decodes a chunk
+// at a time), checking every count, index and step.
+func decodeUnitBlock(data []byte) (*unitBlock, error) {
+	d := diskDecoder{b: data}
+	b := &unitBlock{strEnd: make([]int, d.count(1))}
+	total := 0
+	for i := range b.strEnd {
+		n := d.uvarint()
+		if n > uint64(len(d.b)) || total+int(n) > len(d.b) {
+			return nil, errUnitsFile
+		}
+		total += int(n)
+		b.strEnd[i] = total
+	}
+	if d.err != nil {
+		return nil, errUnitsFile
+	}
+	b.strData, d.b = d.b[:total:total], d.b[total:]
+	nstr := uint64(len(b.strEnd))
+	nchains := d.count(1)
+	b.chains = make([]int, 0, nchains+1)
+	for range nchains {
+		b.chains = append(b.chains, len(b.scopes))
+		n := d.count(3)
+		if n == 0 {
+			return nil, errUnitsFile
+		}
+		for range n {
+			name, file, line := d.uvarint(), d.uvarint(), d.varint()
+			if name >= nstr || file >= nstr || line != int64(int32(line)) {
+				return nil, errUnitsFile
+			}
+			b.scopes = append(b.scopes, chainScope{name: int32(name), callFile: int32(file), callLine: int(line)})
+		}
+	}
+	b.chains = append(b.chains, len(b.scopes))
+	n := d.count(2)
+	b.intervals = make([]interval, n)
+	b.bounds = make([]uint64, 0, n+1)
+	at := d.uvarint()
+	b.bounds = append(b.bounds, at)
+	for i := range b.intervals {
+		step := d.uvarint()
+		if step == 0 || at+step < at {
+			return nil, errUnitsFile
+		}
+		at += step
+		b.bounds = append(b.bounds, at)
+		switch d.uvarint() {
+		case 0:
+			b.intervals[i] = interval{hole: true}
+		case 1:
+			chain, sym, origin := d.uvarint(), d.uvarint(), d.uvarint()
+			if chain > uint64(nchains) || sym > nstr || origin > uint64(OriginDynsym) {
+				return nil, errUnitsFile
+			}
+			b.intervals[i] = interval{chain: int32(chain) - 1, sym: int32(sym) - 1, origin: Origin(origin)}
+		default:
+			return nil, errUnitsFile
+		}
+	}
+	b.nrows = d.count(2)
+	nchunks := (b.nrows + rowChunk - 1) / rowChunk
+	if nchunks > len(d.b)/2 {
+		return nil, errUnitsFile
+	}
+	b.chunks = make([]rowSpan, nchunks)
+	addr, off := uint64(0), 0
+	for i := range b.chunks {
+		step, n := d.uvarint(), d.uvarint()
+		if addr+step < addr || n > uint64(len(d.b)) {
+			return nil, errUnitsFile
+		}
+		addr += step
+		b.chunks[i] = rowSpan{addr: addr, from: off, to: off + int(n)}
+		off += int(n)
+	}
+	if d.err != nil || off != len(d.b) {
+		return nil, errUnitsFile
+	}
+	b.rowData = d.b
+	return b, nil
+}
+
+// flushUnits writes the ranges and the blocks of r's unit index that
+// were built since it was read or last written, each in a file of its
+// own.
+func (d *diskCache) flushUnits(r *diskRecord) error {
+	ix := r.ixRead.Load()
+	if ix == nil {
+		return nil
+	}
+	type pending struct {
+		id   uint64
+		data []byte
+		st   *indexBlock
+	}
+	ix.mu.Lock()
+	var ranges []indexRange
+	if ix.rangesNew {
+		ranges = ix.units
+	}
+	var blocks []pending
+	for id, st := range ix.blocks {
+		if st.data != nil && !st.saved {
+			blocks = append(blocks, pending{id, st.data, st})
+		}
+	}
+	ix.mu.Unlock()
+	if ranges == nil && len(blocks) == 0 {
+		return nil
+	}
+	done := func(rangesDone bool, p []pending) {
+		ix.mu.Lock()
+		if rangesDone {
+			ix.rangesNew = false
+		}
+		for _, b := range p {
+			b.st.saved = true
+		}
+		ix.mu.Unlock()
+	}
+	if d.fingerprint(r.id) != r.fp {
+		done(true, blocks) // as flushRecord: not what the symbolizer would give now
+		return nil
+	}
+	hdr := func(payload []byte) *sealedFile {
+		return &sealedFile{version: diskCacheVersion, buildID: r.id, fingerprint: r.fp, payload: payload}
+	}
+	if ranges != nil {
+		if err := writeAtomic(d.rangesPath(r.id), seal(unitRangesMagic, hdr(encodeRanges(ranges)))); err != nil {
+			return err
+		}
+		done(true, nil)
+	}
+	var errs []error
+	for _, b := range blocks {
+		payload := binary.AppendUvarint(make([]byte, 0, len(b.data)+binary.MaxVarintLen64), b.id)
+		if err := writeAtomic(d.blockPath(r.id, b.id), seal(unitBlockMagic, hdr(append(payload, b.data...)))); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done(false, []pending{b})
+	}
+	return errors.Join(errs...)
+}
+
+// indexMore builds blocks of the indexes of the objects loaded (and
+// kept), for about as long as loading each took (at least minBudget), at
+// most maxBlocksPerFlush: first those of the units whose addresses loaded
+// it (want), then, once an object, those of the units its cached
+// addresses lie in (the most first), the units sampled stacks run
+// through, then the others, the biggest first. Each unit left out costs a
+// later run that meets an address in it a load of the object: with a
+// block for each unit a miss met only, a short python program still met
+// one or two new units of libpython's 142 a run after sixteen runs, each
+// a load of libpython (30 ms) or libc (160 ms); this way a run that loads
+// an object indexes about as much again, and the loads stop coming. (A
+// first run with nothing cached took 0.7 s longer building the blocks of
+// every unit its misses met.)
+func (s *Symbolizer) indexMore() {
+	if s.disk == nil {
+		return
+	}
+	type job struct {
+		id    string
+		e     *entry
+		first bool
+	}
+	var jobs []job
+	s.mu.Lock()
+	for id, e := range s.byID {
+		if e.keep {
+			jobs = append(jobs, job{id, e, !e.indexedMore})
+			e.indexedMore = true
+		}
+	}
+	s.mu.Unlock()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	for _, j := range jobs {
+		rec := s.disk.record(j.id)
+		if rec == nil || j.e.obj.dw == nil {
+			continue
+		}
+		x := j.e.obj.dw
+		ix := s.disk.index(rec)
+		ix.mu.Lock()
+		wanted := ix.wanted
+		ix.wanted = map[uint64]int{}
+		ix.mu.Unlock()
+		if len(wanted) == 0 && !j.first {
+			continue
+		}
+		count := map[*unit]int{} // the rank: wanted, then cached, then by size
+		size := map[*unit]uint64{}
+		for _, r := range x.ranges {
+			size[r.u] += r.hi - r.lo
+			if n := wanted[uint64(r.u.entry.Offset)]; n > 0 {
+				count[r.u] = 1<<40 + n
+			}
+		}
+		if j.first {
+			rec.mu.RLock()
+			for a := range rec.frames {
+				if u := x.unitFor(a); u != nil && count[u] < 1<<40 {
+					count[u]++
+				}
+			}
+			rec.mu.RUnlock()
+		}
+		units := make([]*unit, 0, len(size))
+		for u := range size {
+			if j.first || count[u] > 0 {
+				units = append(units, u)
+			}
+		}
+		slices.SortFunc(units, func(a, b *unit) int {
+			if count[a] != count[b] {
+				return cmp.Compare(count[b], count[a])
+			}
+			if size[a] != size[b] {
+				return cmp.Compare(size[b], size[a])
+			}
+			return cmp.Compare(a.entry.Offset, b.entry.Offset)
+		})
+		ix.mu.Lock()
+		if ix.units == nil { // none read: those of the object (written by Flush)
+			ix.units, ix.rangesNew = x.indexRanges(), true
+		}
+		ix.mu.Unlock()
+		budget := max(j.e.loadTime, s.disk.minBudget)
+		start := time.Now()
+		files := s.disk.blockFiles(rec)
+		built := 0
+		for _, u := range units {
+			if time.Since(start) >= budget || built >= s.disk.maxBlocks {
+				break
+			}
+			// a unit that loaded the object is built again whatever its file
+			// holds (the lookup did not use it)
+			if (count[u] >= 1<<40 || !files[uint64(u.entry.Offset)]) && s.disk.addBlock(rec, j.e.obj, u) {
+				built++
+			}
+		}
+	}
+}
+
+// maxBlocksPerFlush bounds the blocks an object's index gains at a Flush,
+// each a file to write (libc has 1937 units, most of them small).
+const maxBlocksPerFlush = 256
