@@ -200,16 +200,9 @@ static void _ta_budgets_recount(void) {
 
 /* Set (or change) the budget on name (n bytes, valid). Tags lock held. */
 static int _ta_budget_set_locked(const char *name, size_t n, uint64_t limit, uint32_t policy) {
-  int32_t found = _ta_tag_find(name, n);
-  uint32_t tag;
-  if (found >= 0) {
-    tag = (uint32_t)found;
-  } else { /* a level no tag has used yet: register its name */
-    tag = atomic_load_explicit(&_ta_books->tag_count, memory_order_relaxed);
-    if (tag > TA_MAX_TAGS) return ENOSPC;
-    _ta_tag_publish_locked(tag, name, n);
-    atomic_store_explicit(&_ta_books->tag_count, tag + 1, memory_order_release);
-  }
+  int32_t id = _ta_tag_intern_locked(name, n); /* a level no tag has used yet is registered */
+  if (id < 0) return ENOSPC;
+  uint32_t tag = (uint32_t)id;
   uint32_t count = atomic_load_explicit(&_ta_books->budgets_count, memory_order_relaxed);
   for (uint32_t i = 0; i < count; i++) {
     if (_ta_budgets[i].tag == tag) { /* a new limit or policy: the charge stays */
@@ -281,7 +274,8 @@ TA_EXPORT int tagalloc_budget_stats(const char *tag, tagalloc_budget_stats_t *ou
 }
 
 /* TAGALLOC_BUDGET='gfx=256M,parser=64M:notify' at start: each entry a tag,
- * a size (K, M, G: powers of 1024) and a policy (fail by default). A bad
+ * a size (the options' syntax, _ta_parse_size) and a policy (fail by
+ * default). A bad
  * entry is an error naming it, and the program does not start (a budget
  * silently left out would not do what the user asked). */
 static void _ta_budgets_init(void) {
@@ -308,23 +302,11 @@ static void _ta_budgets_init(void) {
       else if (strcmp(colon + 1, "observe") == 0) policy = TA_BUDGET_OBSERVE;
       else policy = 0;
     }
-    uint64_t bytes = 0;
+    size_t bytes = 0;
     bool ok = eq != NULL && policy != 0;
     if (ok) {
       *eq = 0;
-      char *num = eq + 1, *unit = num;
-      while (*unit >= '0' && *unit <= '9') {
-        if (bytes > UINT64_MAX / 10) ok = false;
-        bytes = bytes * 10 + (uint64_t)(*unit++ - '0');
-      }
-      unsigned shift = 0;
-      if (*unit == 'K' || *unit == 'k') shift = 10, unit++;
-      else if (*unit == 'M' || *unit == 'm') shift = 20, unit++;
-      else if (*unit == 'G' || *unit == 'g') shift = 30, unit++;
-      if (*unit == 'i') unit++;
-      if (*unit == 'B') unit++;
-      ok = ok && unit != num && *unit == 0 && bytes > 0 && bytes <= ((uint64_t)INT64_MAX >> shift);
-      bytes <<= shift;
+      ok = _ta_parse_size(eq + 1, &bytes) && bytes > 0 && bytes <= (size_t)INT64_MAX; /* the options' syntax */
     }
     size_t n = ok ? _ta_tag_len(entry) : 0;
     if (!n) {

@@ -90,22 +90,24 @@ static void _ta_tag_publish_locked(uint32_t id, const char *name, size_t n) {
   }
 }
 
+/* The id of name, registered if new (tags lock held); -1 past the limit. */
+static int32_t _ta_tag_intern_locked(const char *name, size_t n) {
+  int32_t id = _ta_tag_find(name, n);
+  if (id >= 0) return id;
+  uint32_t next = atomic_load_explicit(&_ta_books->tag_count, memory_order_relaxed); /* ids below are valid */
+  if (next > TA_MAX_TAGS) return -1;
+  _ta_tag_publish_locked(next, name, n);
+  atomic_store_explicit(&_ta_books->tag_count, next + 1, memory_order_release);
+  return (int32_t)next;
+}
+
 /* The id of name, registering it if new; the overflow tag past the limit. */
 static uint32_t _ta_tag_intern(const char *name, size_t n) {
   int32_t id = _ta_tag_find(name, n);
   if (id >= 0) return (uint32_t)id;
   pthread_mutex_lock(&_ta_tags_lock);
-  id = _ta_tag_find(name, n);
-  if (id < 0) {
-    uint32_t next = atomic_load_explicit(&_ta_books->tag_count, memory_order_relaxed); /* ids below are valid */
-    if (next <= TA_MAX_TAGS) {
-      _ta_tag_publish_locked(next, name, n);
-      atomic_store_explicit(&_ta_books->tag_count, next + 1, memory_order_release);
-      id = (int32_t)next;
-    } else {
-      id = TA_TAG_OVERFLOW;
-    }
-  }
+  id = _ta_tag_intern_locked(name, n);
+  if (id < 0) id = TA_TAG_OVERFLOW;
   pthread_mutex_unlock(&_ta_tags_lock);
   if (id == TA_TAG_OVERFLOW) {
     bool f = false;
@@ -318,14 +320,19 @@ static inline bool _ta_ctr_rise_sole(_ta_ctr_t *ct) {
   return true;
 }
 
-/* ct passed its mark: raise it (above). False if a budget refused the
- * bytes that passed it: the caller undoes its count and fails. */
-TA_NOINLINE static bool _ta_ctr_rise(_ta_ctr_t *ct) {
+/* ct passed its mark, or would pass it by ahead bytes more (a growth in
+ * place, about to be counted): raise it (above). False if a budget refused
+ * the bytes: the caller undoes its count, or does not grow. force: charged
+ * whatever the budgets say (a count that cannot be undone). */
+static inline bool _ta_ctr_rise_by(_ta_ctr_t *ct, size_t ahead, bool force) {
   if (ta_unlikely(atomic_load_explicit(&ct->holder, memory_order_relaxed) == TA_HOLDER_NONE)) _ta_ctr_register(ct);
-  if (_ta_ctr_rise_sole(ct)) return true;
-  int64_t d = (int64_t)atomic_load_explicit(&ct->headroom, memory_order_relaxed);
-  return d >= 0 || _ta_ctr_rise_many(ct, d, false);
+  if (_ta_ctr_rise_sole(ct)) return true; /* never budgeted: budgeted tags' sets are many */
+  int64_t d = (int64_t)atomic_load_explicit(&ct->headroom, memory_order_relaxed) - (int64_t)ahead;
+  return d >= 0 || _ta_ctr_rise_many(ct, d, force);
 }
+
+TA_NOINLINE static bool _ta_ctr_rise(_ta_ctr_t *ct) { return _ta_ctr_rise_by(ct, 0, false); }
+static void _ta_ctr_rise_forced(_ta_ctr_t *ct) { (void)_ta_ctr_rise_by(ct, 0, true); }
 
 /* Room under this thread's mark of tag for bytes more, made before a
  * block of a budgeted tag grows in place (realloc): the mark rises ahead,
@@ -333,20 +340,7 @@ TA_NOINLINE static bool _ta_ctr_rise(_ta_ctr_t *ct) {
  * False if a fail budget refuses: the block must not grow. */
 static bool _ta_ctr_admit(uint32_t tag, size_t bytes) {
   _ta_ctr_t *c = _ta_ctr_self(tag);
-  if (!c) return true; /* the shared counters: charged, never refused */
-  if (ta_unlikely(atomic_load_explicit(&c->holder, memory_order_relaxed) == TA_HOLDER_NONE)) _ta_ctr_register(c);
-  int64_t d = (int64_t)atomic_load_explicit(&c->headroom, memory_order_relaxed) - (int64_t)bytes;
-  if (d >= 0 || atomic_load_explicit(&c->holder, memory_order_relaxed) != TA_HOLDER_MANY) return true;
-  return _ta_ctr_rise_many(c, d, false);
-}
-
-/* A count that cannot be undone passed ct's mark: raise it, charging its
- * budgets whatever their limits. */
-static void _ta_ctr_rise_forced(_ta_ctr_t *ct) {
-  if (ta_unlikely(atomic_load_explicit(&ct->holder, memory_order_relaxed) == TA_HOLDER_NONE)) _ta_ctr_register(ct);
-  if (_ta_ctr_rise_sole(ct)) return;
-  int64_t d = (int64_t)atomic_load_explicit(&ct->headroom, memory_order_relaxed);
-  if (d < 0) (void)_ta_ctr_rise_many(ct, d, true);
+  return !c || _ta_ctr_rise_by(c, bytes, false); /* the shared counters: charged, never refused */
 }
 
 /* A set held by several whose headroom passed TA_PEAK_CAP: the tag's
