@@ -268,29 +268,19 @@ func (b *budget) counts() books.BudgetCounts {
 		Over: b.over.Load() != 0}
 }
 
-// mirror64 makes the slot's word dst hold the budget's src (called after
+// mirror makes the slot's word dst hold the budget's src (called after
 // each change of src, by the goroutine that made it): it stores the value
 // it read, then reads src again, and goes on until src did not change
 // meanwhile. So a late copy (a goroutine storing a value src has since
 // left) is always followed by one of a newer value: the last store to
 // dst is of a value src still held after the store, and once src stops
 // changing, dst holds it. (Both are sequentially consistent atomics: a
-// plain store could land after the read that checks it.)
-func mirror64(dst, src *atomic.Uint64) {
-	for v := src.Load(); ; {
-		if dst.Load() != v {
-			dst.Store(v)
-		}
-		w := src.Load()
-		if w == v {
-			return
-		}
-		v = w
-	}
-}
-
-// mirror32 is mirror64 for a 32-bit word.
-func mirror32(dst, src *atomic.Uint32) {
+// plain store could land after the read that checks it.) W is
+// *atomic.Uint64 or *atomic.Uint32.
+func mirror[V comparable, W interface {
+	Load() V
+	Store(V)
+}](dst, src W) {
 	for v := src.Load(); ; {
 		if dst.Load() != v {
 			dst.Store(v)
@@ -306,17 +296,17 @@ func mirror32(dst, src *atomic.Uint32) {
 // syncCharged copies the charge to b's slot, if it has one.
 func (b *budget) syncCharged() {
 	if s := b.slot.Load(); s != nil {
-		mirror64(&s.Charged, &b.charged)
+		mirror(&s.Charged, &b.charged)
 	}
 }
 
 // sync copies every counter to b's slot, if it has one.
 func (b *budget) sync() {
 	if s := b.slot.Load(); s != nil {
-		mirror64(&s.Charged, &b.charged)
-		mirror64(&s.Crossings, &b.crossings)
-		mirror64(&s.Refused, &b.refused)
-		mirror32(&s.Over, &b.over)
+		mirror(&s.Charged, &b.charged)
+		mirror(&s.Crossings, &b.crossings)
+		mirror(&s.Refused, &b.refused)
+		mirror(&s.Over, &b.over)
 	}
 }
 
@@ -337,7 +327,7 @@ func (b *budget) settleOver() {
 		b.over.CompareAndSwap(o, want)
 	}
 	if s := b.slot.Load(); s != nil {
-		mirror32(&s.Over, &b.over)
+		mirror(&s.Over, &b.over)
 	}
 }
 
@@ -463,7 +453,7 @@ func (b *budget) uncharge(u uint64) {
 	if b.over.Load() != 0 && b.charged.Load() <= b.limit.Load() {
 		b.over.Store(0)
 		if s := b.slot.Load(); s != nil {
-			mirror32(&s.Over, &b.over)
+			mirror(&s.Over, &b.over)
 		}
 	}
 }
@@ -509,7 +499,7 @@ func charge(l []*budget, u uint64) (ok bool, fired []crossing) {
 		if now-u <= limit && now > limit { // this add crossed: no other one did
 			b.crossings.Add(1)
 			if s := b.slot.Load(); s != nil {
-				mirror64(&s.Crossings, &b.crossings)
+				mirror(&s.Crossings, &b.crossings)
 			}
 			if BudgetPolicy(b.policy.Load()) == BudgetNotify {
 				fired = append(fired, crossing{b, limit, now})

@@ -318,6 +318,13 @@ func TestSmallRegionV5(t *testing.T) {
 	}
 }
 
+// smallBudgets are the budgets smallRegionOf(6) and smallRegionV4Budgets
+// write, as the reader gives them.
+var smallBudgets = []Budget{
+	{Tag: "a", Limit: 64, Policy: "fail", Charged: 64, Crossings: 1, Refused: 2},
+	{Tag: "bb", Limit: 32, Policy: "observe", Charged: 48, Crossings: 3, Over: true},
+}
+
 // TestSmallRegionV6: the budgets table, by tag; a budget naming no tag,
 // an unknown policy or more slots than the table has is refused.
 func TestSmallRegionV6(t *testing.T) {
@@ -325,12 +332,8 @@ func TestSmallRegionV6(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Budget{
-		{Tag: "a", Limit: 64, Policy: "fail", Charged: 64, Crossings: 1, Refused: 2},
-		{Tag: "bb", Limit: 32, Policy: "observe", Charged: 48, Crossings: 3, Over: true},
-	}
-	if !reflect.DeepEqual(s.Budgets, want) {
-		t.Errorf("budgets %+v, want %+v", s.Budgets, want)
+	if !reflect.DeepEqual(s.Budgets, smallBudgets) {
+		t.Errorf("budgets %+v, want %+v", s.Budgets, smallBudgets)
 	}
 	var h header
 	f, _ := reflect.TypeOf(h).FieldByName("BudgetsOff")
@@ -370,12 +373,8 @@ func TestSmallRegionV4Budgets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Budget{
-		{Tag: "a", Limit: 64, Policy: "fail", Charged: 64, Crossings: 1, Refused: 2},
-		{Tag: "bb", Limit: 32, Policy: "observe", Charged: 48, Crossings: 3, Over: true},
-	}
-	if !reflect.DeepEqual(s.Budgets, want) {
-		t.Errorf("budgets %+v, want %+v", s.Budgets, want)
+	if !reflect.DeepEqual(s.Budgets, smallBudgets) {
+		t.Errorf("budgets %+v, want %+v", s.Budgets, smallBudgets)
 	}
 	got := map[string]TagTotals{}
 	for _, tg := range s.Tags {

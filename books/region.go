@@ -681,15 +681,13 @@ func (p *parser) buildTags(s *Snapshot) error {
 		if p.allocN[t] == 0 && t != 0 {
 			continue
 		}
-		slot := p.r.b[h.NamesOff+t*uint64(h.TagNameSize) : h.NamesOff+(t+1)*uint64(h.TagNameSize)]
-		n := bytes.IndexByte(slot, 0)
-		if n <= 0 {
+		name, ok := p.tagName(t)
+		if !ok {
 			return fail("tag %d has no name", t)
 		}
 		if s.TagNames == nil {
 			s.TagNames = map[uint32]string{}
 		}
-		name := printable(slot[:n])
 		s.TagNames[uint32(t)] = name
 		s.Tags = append(s.Tags, p.tagTotals(t, name, &s.Torn))
 	}

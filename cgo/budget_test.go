@@ -17,21 +17,7 @@ import (
 // debug core and under the thread sanitizer.
 func TestBudgets(t *testing.T) {
 	t.Parallel()
-	t.Run("preload", func(t *testing.T) {
-		r := runProg(t, 2*time.Minute, []string{"LD_PRELOAD=" + lib(t)}, buildC(t, "budget_test", "plain"))
-		requirePassed(t, "budget_test", r)
-	})
-	t.Run("core-debug", func(t *testing.T) {
-		r := runProg(t, 2*time.Minute, nil, buildC(t, "budget_test", "core"))
-		requirePassed(t, "budget_test (debug core)", r)
-	})
-	t.Run("tsan", func(t *testing.T) {
-		if !tsanAvailable() {
-			t.Skip("the thread sanitizer is not available")
-		}
-		r := runProg(t, 5*time.Minute, []string{"TSAN_OPTIONS=halt_on_error=1"}, buildC(t, "budget_test", "tsan"))
-		requirePassed(t, "budget_test under the thread sanitizer", r)
-	})
+	runEveryBuild(t, "budget_test")
 }
 
 // An unmodified program (testdata/budget_prog.c) calls a library that tags

@@ -169,20 +169,27 @@ func TestTags(t *testing.T) {
 // and under the thread sanitizer.
 func TestPeaks(t *testing.T) {
 	t.Parallel()
+	runEveryBuild(t, "peaks_test")
+}
+
+// runEveryBuild runs the C test program testdata/NAME.c preloaded, linked
+// with the debug core, and under the thread sanitizer (where there is
+// one), each as a subtest that must pass.
+func runEveryBuild(t *testing.T, name string) {
 	t.Run("preload", func(t *testing.T) {
-		r := runProg(t, 2*time.Minute, []string{"LD_PRELOAD=" + lib(t)}, buildC(t, "peaks_test", "plain"))
-		requirePassed(t, "peaks_test", r)
+		r := runProg(t, 2*time.Minute, []string{"LD_PRELOAD=" + lib(t)}, buildC(t, name, "plain"))
+		requirePassed(t, name, r)
 	})
 	t.Run("core-debug", func(t *testing.T) {
-		r := runProg(t, 2*time.Minute, nil, buildC(t, "peaks_test", "core"))
-		requirePassed(t, "peaks_test (debug core)", r)
+		r := runProg(t, 2*time.Minute, nil, buildC(t, name, "core"))
+		requirePassed(t, name+" (debug core)", r)
 	})
 	t.Run("tsan", func(t *testing.T) {
 		if !tsanAvailable() {
 			t.Skip("the thread sanitizer is not available")
 		}
-		r := runProg(t, 5*time.Minute, []string{"TSAN_OPTIONS=halt_on_error=1"}, buildC(t, "peaks_test", "tsan"))
-		requirePassed(t, "peaks_test under the thread sanitizer", r)
+		r := runProg(t, 5*time.Minute, []string{"TSAN_OPTIONS=halt_on_error=1"}, buildC(t, name, "tsan"))
+		requirePassed(t, name+" under the thread sanitizer", r)
 	})
 }
 

@@ -56,12 +56,14 @@ func (st *Stacks) tilde() string {
 type recordKind struct {
 	name         string
 	size, blocks func(StackRecord) uint64
+	of           string // what a record's share is of
+	peak         bool   // the records at the peak: a report has them if it has a peak
 }
 
 var recordKinds = [...]recordKind{
-	{"Live", func(r StackRecord) uint64 { return r.LiveBytes }, func(r StackRecord) uint64 { return r.LiveBlocks }},
-	{"Peak", func(r StackRecord) uint64 { return r.PeakBytes }, func(r StackRecord) uint64 { return r.PeakBlocks }},
-	{"Cumulative", func(r StackRecord) uint64 { return r.AllocBytes }, func(r StackRecord) uint64 { return r.AllocBlocks }},
+	{"Live", func(r StackRecord) uint64 { return r.LiveBytes }, func(r StackRecord) uint64 { return r.LiveBlocks }, "the heap", false},
+	{"Peak", func(r StackRecord) uint64 { return r.PeakBytes }, func(r StackRecord) uint64 { return r.PeakBlocks }, "the peak", true},
+	{"Cumulative", func(r StackRecord) uint64 { return r.AllocBytes }, func(r StackRecord) uint64 { return r.AllocBlocks }, "the heap", false},
 }
 
 // ranked returns the records of recs with any of k's bytes, largest
@@ -97,13 +99,13 @@ func (p Process) writeDMD(w io.Writer) error {
 	texts := stackTexts{}
 	for _, k := range recordKinds {
 		kind, size, blocks := k.name, k.size, k.blocks
-		if kind == "Peak" && st.Peak == nil {
+		if k.peak && st.Peak == nil {
 			continue // a report made before peaks were kept
 		}
 		recs, total, _ := k.ranked(st.Records)
 		n := len(recs)
 		fmt.Fprintf(b, "#-----------------------------------------------------------------\n# %s records: %s\n", kind, comma(uint64(n)))
-		if kind == "Peak" {
+		if k.peak {
 			at := "the heap's peak"
 			if st.Mode != "full" {
 				at = "the peak of the sampled blocks' estimate"
@@ -132,11 +134,7 @@ func (p Process) writeDMD(w io.Writer) error {
 					fmt.Fprintf(b, "  %s reallocs of sampled blocks, %s%s bytes copied\n", comma(r.Reallocs), tilde, comma(r.BytesCopied))
 				}
 			}
-			of := "the heap"
-			if kind == "Peak" {
-				of = "the peak"
-			}
-			fmt.Fprintf(b, "  %.2f%% of %s (%.2f%% cumulative)\n", pctf(size(r), total), of, pctf(run, total))
+			fmt.Fprintf(b, "  %.2f%% of %s (%.2f%% cumulative)\n", pctf(size(r), total), k.of, pctf(run, total))
 			b.WriteString("  Allocated at {\n")
 			b.WriteString(texts.text(r.Frames, "    "))
 			b.WriteString("  }\n}\n\n")

@@ -131,24 +131,36 @@ func (o *object) frames(pc uint64) (out []Frame) {
 // frames, innermost first: the innermost frame's line is pc's row in the
 // line table; each caller's line is where the inlined call was made.
 func (o *object) inlineFrames(u *unit, chain []*scope, file string, line int, pc uint64) []Frame {
-	k := len(chain) - 1
-	out := make([]Frame, 0, len(chain))
-	out = append(out, Frame{Function: o.dw.name(chain[k].die, o.demangled), File: file, Line: line, Inlined: k > 0, Origin: OriginDWARF})
-	for i := k; i >= 1; i-- {
-		out = append(out, Frame{
-			Function: o.dw.name(chain[i-1].die, o.demangled),
-			File:     u.fileName(chain[i].callFile),
-			Line:     chain[i].callLine,
-			Inlined:  i-1 > 0,
-			Origin:   OriginDWARF,
+	return chainFrames(len(chain)-1, file, line,
+		func(i int) string { return o.dw.name(chain[i].die, o.demangled) },
+		func(i int) (string, int) { return u.fileName(chain[i].callFile), chain[i].callLine },
+		func() string {
+			if s, ok := o.syms.lookup(pc); ok {
+				return o.demangled(s.name)
+			}
+			return ""
 		})
+}
+
+// chainFrames lays out an inlined chain of scopes 0 (the function) to n
+// (the innermost inlined call) at a row file:line, innermost first: name(i)
+// names scope i, call(i) is where scope i was called from (i >= 1). A frame
+// whose scope has no name takes sym() (the symbol at the address; "" if
+// none) if it is the function's own, else "??". One layout for the object
+// (inlineFrames) and for the unit index that stands for it (unitBlock.frames).
+func chainFrames(n int, file string, line int, name func(i int) string, call func(i int) (string, int), sym func() string) []Frame {
+	out := make([]Frame, 0, n+1)
+	out = append(out, Frame{Function: name(n), File: file, Line: line, Inlined: n > 0, Origin: OriginDWARF})
+	for i := n; i >= 1; i-- {
+		f, l := call(i)
+		out = append(out, Frame{Function: name(i - 1), File: f, Line: l, Inlined: i-1 > 0, Origin: OriginDWARF})
 	}
 	for i := range out {
 		if out[i].Function != "" {
 			continue
 		}
-		if s, ok := o.syms.lookup(pc); ok && i == len(out)-1 {
-			out[i].Function = o.demangled(s.name)
+		if s := sym(); s != "" && i == len(out)-1 {
+			out[i].Function = s
 		} else {
 			out[i].Function = "??"
 		}

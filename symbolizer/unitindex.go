@@ -374,31 +374,16 @@ func (b *unitBlock) frames(pc uint64) ([]Frame, bool) {
 		return nil, false
 	}
 	if v.chain >= 0 {
-		// as object.inlineFrames
 		chain := b.scopes[b.chains[v.chain]:b.chains[v.chain+1]]
-		n := len(chain) - 1
-		out := make([]Frame, 0, len(chain))
-		out = append(out, Frame{Function: b.str(chain[n].name), File: file, Line: line, Inlined: n > 0, Origin: OriginDWARF})
-		for i := n; i >= 1; i-- {
-			out = append(out, Frame{
-				Function: b.str(chain[i-1].name),
-				File:     b.str(chain[i].callFile),
-				Line:     chain[i].callLine,
-				Inlined:  i-1 > 0,
-				Origin:   OriginDWARF,
-			})
-		}
-		for i := range out {
-			if out[i].Function != "" {
-				continue
-			}
-			if v.sym >= 0 && i == len(out)-1 {
-				out[i].Function = b.str(v.sym)
-			} else {
-				out[i].Function = "??"
-			}
-		}
-		return out, true
+		return chainFrames(len(chain)-1, file, line,
+			func(i int) string { return b.str(chain[i].name) },
+			func(i int) (string, int) { return b.str(chain[i].callFile), chain[i].callLine },
+			func() string {
+				if v.sym >= 0 {
+					return b.str(v.sym)
+				}
+				return ""
+			}), true
 	}
 	if v.sym >= 0 {
 		return []Frame{{Function: b.str(v.sym), File: file, Line: line, Origin: v.origin}}, true
