@@ -162,7 +162,8 @@ static inline _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag) {
   return _ta_ctr_chunk_new(th, tag); /* the first count of a tag in its chunk */
 }
 
-static _ta_ctr_t *_ta_ctr_self(uint32_t tag) { return _ta_ctr_of(_ta_thread_self(), tag); }
+/* always inline: the out-of-line counts (a cross-thread free, a large block) are one call, not two */
+static inline __attribute__((always_inline)) _ta_ctr_t *_ta_ctr_self(uint32_t tag) { return _ta_ctr_of(_ta_thread_self(), tag); }
 
 /* ---- peaks ----------------------------------------------------------------------- */
 
