@@ -46,12 +46,6 @@ type Site struct {
 	EstAllocBytes, EstAllocBlocks float64
 	EstLiveBytes, EstLiveBlocks   float64
 	EstLiveRequested              float64
-	Reallocs, Moves               uint64
-	EstBytesCopied                float64
-	// Growth of the sampled blocks' requested sizes by realloc: how many
-	// reallocs asked for more, and the sum of log(new/old) over them.
-	GrowSteps    uint64
-	SumLogGrowth float64
 	// PeakLiveBytes and PeakLiveBlocks are the site's live estimates at
 	// the moment the profile's estimated live bytes were highest
 	// (Profile.PeakLiveBytes): the heap's peak by stack, exact in mode
@@ -59,7 +53,25 @@ type Site struct {
 	// table only while peakEpoch is the profile's (else the site has not
 	// changed since the peak, and its live figures are its peak's).
 	PeakLiveBytes, PeakLiveBlocks float64
-	peakEpoch                     uint64 // to 128 bytes: the key and the figures every event updates fill the first cache line
+	peakEpoch                     uint64
+	// TagPeakLiveBytes and TagPeakLiveBlocks are the same at the moment
+	// the site's own tag's estimated live bytes were highest
+	// (Profile.TagPeaks): what the stack held of its tag's peak, kept
+	// the same way against the tag's epoch.
+	TagPeakLiveBytes, TagPeakLiveBlocks float64
+	tagPeakEpoch                        uint64
+	Reallocs, Moves                     uint64
+	EstBytesCopied                      float64
+	// Growth of the sampled blocks' requested sizes by realloc: how many
+	// reallocs asked for more, and the sum of log(new/old) over them.
+	GrowSteps    uint64
+	SumLogGrowth float64
+	// To 192 bytes, three whole cache lines (segments are page-aligned):
+	// the key and the figures every event updates fill the first, the
+	// peaks' figures and stamps every event reads the second (with the
+	// realloc counts), what reallocs alone update the third. 152 bytes
+	// would split the first line's fields across two lines in most sites.
+	_ [5]uint64
 }
 
 // Profile is a process's sampled heap, as its events tell it.
@@ -109,6 +121,11 @@ type Profile struct {
 	PeakMs        uint64
 	liveBytes     float64 // the estimated live bytes of all sites now
 	peakEpoch     uint64  // counts the peaks: a site stamped with it saved its figures at this one
+	// Each tag's own peak (TagPeaks), kept as the profile's is: by tag id
+	// below denseTags, in tagPeaksFar for ids the library never hands
+	// out (a corrupt or hostile ring's; at most one per site).
+	tagPeaks    []TagPeak
+	tagPeaksFar map[uint32]*TagPeak
 
 	store     *profileStore
 	histLimit int    // the history's byte limit (0: none)
@@ -237,29 +254,125 @@ func (p *Profile) clone(withHistory bool) *Profile {
 	dst.siteOf = src.siteOf.Clone()
 	c.Dropped, c.DroppedBytes, c.UnknownFrees = p.Dropped, p.DroppedBytes, p.UnknownFrees
 	c.liveBytes, c.PeakLiveBytes, c.PeakMs, c.peakEpoch = p.liveBytes, p.PeakLiveBytes, p.PeakMs, p.peakEpoch
-	if !withHistory { // a fork's copy: the child's peak starts at the fork, with every site's figures as they are
+	c.tagPeaks = slices.Clone(p.tagPeaks)
+	for id, t := range p.tagPeaksFar {
+		c.tagPeakOf(id)
+		*c.tagPeaksFar[id] = *t
+	}
+	if !withHistory { // a fork's copy: the child's peaks start at the fork, with every site's figures as they are
 		c.PeakLiveBytes, c.PeakMs, c.peakEpoch = p.liveBytes, p.clockMs, p.peakEpoch+1
+		c.eachTagPeak(func(_ uint32, t *TagPeak) {
+			t.PeakLiveBytes, t.PeakMs = t.LiveBytes, p.clockMs
+			t.epoch++
+		})
 	}
 	return c
 }
 
-// siteChanging saves s's figures as they were at the profile's peak, if
-// they have not been saved since: call it before changing s's live
-// figures (the peak's are then kept while the live ones move on).
-func (p *Profile) siteChanging(s *Site) {
-	if s.peakEpoch != p.peakEpoch {
-		s.PeakLiveBytes, s.PeakLiveBlocks, s.peakEpoch = s.EstLiveBytes, s.EstLiveBlocks, p.peakEpoch
+// TagPeak is one tag's own peak: the highest the estimated live bytes of
+// its sites together have been (exact in mode full, unless events were
+// dropped), PeakMs the drainer's clock when it was reached; LiveBytes is
+// their estimated live bytes now. A forked child's starts at the fork.
+// Each site of the tag holds its share of it in TagPeakLiveBytes.
+type TagPeak struct {
+	LiveBytes     float64
+	PeakLiveBytes float64
+	PeakMs        uint64
+	epoch         uint64 // counts the tag's peaks: a site of the tag stamped with it saved its figures at this one
+}
+
+// denseTags bounds the tag ids kept in a slice: those the library hands
+// out (untagged, the named tags and overflow).
+const denseTags = MaxTags + 2
+
+// tagPeakOf returns tag's peak state, made if need be. The pointer is
+// good until the next call (the slice may grow).
+func (p *Profile) tagPeakOf(tag uint32) *TagPeak {
+	if tag < denseTags {
+		if int(tag) >= len(p.tagPeaks) {
+			p.tagPeaks = append(p.tagPeaks, make([]TagPeak, int(tag)+1-len(p.tagPeaks))...)
+		}
+		return &p.tagPeaks[tag]
+	}
+	t := p.tagPeaksFar[tag]
+	if t == nil {
+		if p.tagPeaksFar == nil {
+			p.tagPeaksFar = map[uint32]*TagPeak{}
+		}
+		t = &TagPeak{}
+		p.tagPeaksFar[tag] = t
+	}
+	return t
+}
+
+// tagEpoch is tag's epoch (0 for a tag never charged).
+func (p *Profile) tagEpoch(tag uint32) uint64 {
+	if tag < denseTags {
+		if int(tag) < len(p.tagPeaks) {
+			return p.tagPeaks[tag].epoch
+		}
+		return 0
+	}
+	if t := p.tagPeaksFar[tag]; t != nil {
+		return t.epoch
+	}
+	return 0
+}
+
+// eachTagPeak calls f with every tag's peak state.
+func (p *Profile) eachTagPeak(f func(tag uint32, t *TagPeak)) {
+	for i := range p.tagPeaks {
+		f(uint32(i), &p.tagPeaks[i])
+	}
+	for id, t := range p.tagPeaksFar {
+		f(id, t)
 	}
 }
 
-// liveChanged adds d to the live bytes of all sites; past the peak, now
-// is the peak: a new epoch, in which no site has saved figures (each
-// one's peak figures are its live ones until it changes).
-func (p *Profile) liveChanged(d float64) {
+// TagPeaks returns a copy of each tag's peak, by tag id, for the tags
+// whose estimated live bytes ever rose above zero.
+func (p *Profile) TagPeaks() map[uint32]TagPeak {
+	out := map[uint32]TagPeak{}
+	p.eachTagPeak(func(id uint32, t *TagPeak) {
+		if t.PeakLiveBytes > 0 {
+			v := *t
+			v.epoch = 0
+			out[id] = v
+		}
+	})
+	return out
+}
+
+// siteChanging saves s's figures as they were at the profile's peak and
+// at its tag's, if they have not been saved since: call it before
+// changing s's live figures (the peaks' are then kept while the live
+// ones move on), and pass what it returns, s's tag's peak state, to
+// liveChanged.
+func (p *Profile) siteChanging(s *Site) *TagPeak {
+	if s.peakEpoch != p.peakEpoch {
+		s.PeakLiveBytes, s.PeakLiveBlocks, s.peakEpoch = s.EstLiveBytes, s.EstLiveBlocks, p.peakEpoch
+	}
+	t := p.tagPeakOf(s.Tag)
+	if s.tagPeakEpoch != t.epoch {
+		s.TagPeakLiveBytes, s.TagPeakLiveBlocks, s.tagPeakEpoch = s.EstLiveBytes, s.EstLiveBlocks, t.epoch
+	}
+	return t
+}
+
+// liveChanged adds d to the live bytes of all sites and to those of the
+// changed site's tag t; past a peak, now is the peak: a new epoch, in
+// which no site (of the tag) has saved figures (each one's peak figures
+// are its live ones until it changes).
+func (p *Profile) liveChanged(t *TagPeak, d float64) {
 	p.liveBytes += d
 	if p.liveBytes > p.PeakLiveBytes {
 		p.PeakLiveBytes, p.PeakMs = p.liveBytes, p.clockMs
 		p.peakEpoch++
+	}
+	t.LiveBytes += d
+	if t.LiveBytes > t.PeakLiveBytes {
+		t.PeakLiveBytes, t.PeakMs = t.LiveBytes, p.clockMs
+		t.epoch++
 	}
 }
 
@@ -268,7 +381,10 @@ func (p *Profile) atPeak(s Site) Site {
 	if s.peakEpoch != p.peakEpoch {
 		s.PeakLiveBytes, s.PeakLiveBlocks = s.EstLiveBytes, s.EstLiveBlocks
 	}
-	s.peakEpoch = 0
+	if s.tagPeakEpoch != p.tagEpoch(s.Tag) {
+		s.TagPeakLiveBytes, s.TagPeakLiveBlocks = s.EstLiveBytes, s.EstLiveBlocks
+	}
+	s.peakEpoch, s.tagPeakEpoch = 0, 0
 	return s
 }
 
@@ -424,7 +540,7 @@ func (p *Profile) Alloc(addr, usable, req uint64, tag, stack uint32) {
 	s, si := p.site(SiteKey{stack, tag})
 	p.newBlock(addr, LiveBlock{Usable: usable, Requested: req, Tag: tag, Stack: stack, Weight: w, site: si})
 	p.record(histAlloc, si, estBytes(w, usable), 0, addr, usable, req, 0)
-	p.siteChanging(s)
+	t := p.siteChanging(s)
 	s.Samples++
 	s.LiveSamples++
 	s.EstAllocBlocks += w
@@ -432,7 +548,7 @@ func (p *Profile) Alloc(addr, usable, req uint64, tag, stack uint32) {
 	s.EstLiveBlocks += w
 	s.EstLiveBytes += w * float64(usable)
 	s.EstLiveRequested += w * float64(req)
-	p.liveChanged(w * float64(usable))
+	p.liveChanged(t, w*float64(usable))
 }
 
 // Free ends a sampled block.
@@ -445,8 +561,7 @@ func (p *Profile) Free(addr uint64) {
 	}
 	s, si := p.siteOfBlock(b)
 	p.record(histFree, si, estBytes(b.Weight, b.Usable), 0, addr, b.Usable, b.Requested, 0)
-	p.siteChanging(s)
-	p.liveChanged(-b.Weight * float64(b.Usable))
+	p.liveChanged(p.siteChanging(s), -b.Weight*float64(b.Usable))
 	if b.Weight > 0 { // a chain's block not counted since its last realloc weighs 0
 		s.LiveSamples--
 	}
@@ -527,7 +642,7 @@ func (p *Profile) Resize(old, new, usable, req uint64, how Realloc) {
 		s.EstAllocBlocks += w
 	}
 	p.record(histResize, si, int64(math.Round(allocInc)), uint64(math.Round(allocInc-liveInc)), old, new, usable, req)
-	p.siteChanging(s)
+	t := p.siteChanging(s)
 	if b.Weight > 0 {
 		s.LiveSamples--
 	}
@@ -545,7 +660,7 @@ func (p *Profile) Resize(old, new, usable, req uint64, how Realloc) {
 		s.EstLiveRequested += w * float64(req)
 	}
 	b.Usable, b.Requested, b.Weight = usable, req, w
-	p.liveChanged(liveInc)
+	p.liveChanged(t, liveInc)
 }
 
 // LiveBlockAt returns the sampled block that starts at addr, if it is

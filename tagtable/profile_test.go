@@ -117,9 +117,11 @@ func TestProfileStoreAndClone(t *testing.T) {
 // (segments are page-aligned).
 func TestLiveBlockIsOneLine(t *testing.T) {
 	require.Equal(t, uintptr(64), unsafe.Sizeof(LiveBlock{}))
-	// a site is two lines, the figures of allocations and frees in the first
-	require.Equal(t, uintptr(128), unsafe.Sizeof(Site{}))
-	require.Equal(t, uintptr(64), unsafe.Offsetof(Site{}.Reallocs))
+	// a site is three lines, the figures of allocations and frees in the
+	// first, the peaks' figures and stamps (read by every event) in the second
+	require.Equal(t, uintptr(192), unsafe.Sizeof(Site{}))
+	require.Equal(t, uintptr(64), unsafe.Offsetof(Site{}.PeakLiveBytes))
+	require.LessOrEqual(t, unsafe.Offsetof(Site{}.tagPeakEpoch)+8, uintptr(128))
 }
 
 // A record standing for a run of in-place reallocs the library left out
@@ -372,4 +374,181 @@ func TestProfilePeak(t *testing.T) {
 	c.Alloc(next+0x1000, 1<<20, 1<<20, 0, 0)
 	require.Equal(t, float64(total+1<<20), c.PeakLiveBytes)
 	require.Equal(t, float64(peak), p.PeakLiveBytes, "the parent's is its own")
+}
+
+// Each tag's own peak: the tag's live bytes at their highest, when, and
+// each of its sites' share of that moment, against a model that copies
+// the tag's sites' live bytes whenever the tag's total reaches a new
+// high. The walk favours one tag per phase (allocations for it, frees
+// of the others), so the tags peak at different moments, and what a tag
+// held at its own peak differs from what it held at the heap's. Then a
+// clone keeps the peaks and a fork's copy starts them at the fork; and a
+// sampled profile's sites' shares add up to its tags' estimated peaks.
+func TestProfileTagPeaks(t *testing.T) {
+	const tags = 3
+	type blk struct {
+		site   SiteKey
+		usable uint64
+	}
+	walk := func(p *Profile, check bool) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		live := map[uint64]blk{}
+		var addrs []uint64
+		siteLive := map[SiteKey]uint64{}
+		var tagLive, tagPeak [tags]uint64
+		var tagPeakMs [tags]uint64
+		var atTagPeak [tags]map[SiteKey]uint64
+		note := func(tag uint32, ms uint64) {
+			if tagLive[tag] > tagPeak[tag] {
+				tagPeak[tag], tagPeakMs[tag] = tagLive[tag], ms
+				atTagPeak[tag] = map[SiteKey]uint64{}
+				for k, v := range siteLive {
+					if k.Tag == tag {
+						atTagPeak[tag][k] = v
+					}
+				}
+			}
+		}
+		next := uint64(0x10000)
+		for step := 0; step < 24000; step++ {
+			p.SetClock(uint64(step))
+			favoured := uint32(step / 4000 % tags)    // phases 0 1 2 0 1 2
+			pick := func(tag uint32, want bool) int { // a live block of tag (want) or of another; -1 if none found
+				for try := 0; try < 8 && len(addrs) > 0; try++ {
+					i := rng.IntN(len(addrs))
+					if (live[addrs[i]].site.Tag == tag) == want {
+						return i
+					}
+				}
+				return -1
+			}
+			op := rng.IntN(10)
+			i := -1
+			switch {
+			case op < 4: // free a block of another tag
+				i = pick(favoured, false)
+			case op < 5: // free one of the favoured tag's
+				i = pick(favoured, true)
+			case op < 7: // resize one, moved or not
+				if j := rng.IntN(max(len(addrs), 1)); len(addrs) > 0 {
+					b := live[addrs[j]]
+					a, to := addrs[j], addrs[j]
+					if rng.IntN(2) == 0 {
+						next += 0x1000
+						to = next
+					}
+					u := uint64(16 << rng.IntN(8))
+					p.Resize(a, to, u, u, Realloc{Selected: true})
+					delete(live, a)
+					live[to] = blk{b.site, u}
+					addrs[j] = to
+					siteLive[b.site] += u - b.usable
+					tagLive[b.site.Tag] += u - b.usable
+					note(b.site.Tag, uint64(step))
+				}
+				continue
+			}
+			if i < 0 { // allocate for the favoured tag
+				k := SiteKey{Stack: uint32(rng.IntN(6)), Tag: favoured}
+				u := uint64(16 << rng.IntN(8))
+				next += 0x1000
+				p.Alloc(next, u, u, k.Tag, k.Stack)
+				live[next] = blk{k, u}
+				addrs = append(addrs, next)
+				siteLive[k] += u
+				tagLive[k.Tag] += u
+				note(k.Tag, uint64(step))
+				continue
+			}
+			a := addrs[i]
+			addrs[i] = addrs[len(addrs)-1]
+			addrs = addrs[:len(addrs)-1]
+			b := live[a]
+			delete(live, a)
+			p.Free(a)
+			siteLive[b.site] -= b.usable
+			tagLive[b.site.Tag] -= b.usable
+		}
+		peaks := p.TagPeaks()
+		if !check { // sampled: the sites' shares add up to each tag's estimate
+			require.Len(t, peaks, tags)
+			for tag, tp := range peaks {
+				var sum float64
+				for _, s := range p.SortedSites() {
+					if s.Tag == tag {
+						sum += s.TagPeakLiveBytes
+					}
+				}
+				require.InEpsilon(t, tp.PeakLiveBytes, sum, 1e-9, "tag %d", tag)
+				require.GreaterOrEqual(t, tp.PeakLiveBytes, tp.LiveBytes)
+			}
+			return
+		}
+		require.Len(t, peaks, tags)
+		differs := false
+		for tag := uint32(0); tag < tags; tag++ {
+			tp := peaks[tag]
+			require.Equal(t, float64(tagPeak[tag]), tp.PeakLiveBytes, "tag %d", tag)
+			require.Equal(t, tagPeakMs[tag], tp.PeakMs, "tag %d", tag)
+			require.Equal(t, float64(tagLive[tag]), tp.LiveBytes, "tag %d", tag)
+			require.Less(t, tagLive[tag], tagPeak[tag], "tag %d ends below its peak", tag)
+			var sum float64
+			for _, s := range p.SortedSites() {
+				if s.Tag != tag {
+					continue
+				}
+				require.Equal(t, float64(atTagPeak[tag][s.SiteKey]), s.TagPeakLiveBytes, "site %v", s.SiteKey)
+				sum += s.TagPeakLiveBytes
+				differs = differs || s.TagPeakLiveBytes != s.PeakLiveBytes
+			}
+			require.Equal(t, tp.PeakLiveBytes, sum, "tag %d: its sites' shares add up to its peak", tag)
+		}
+		require.True(t, differs, "a tag's peak is not the heap's")
+		require.NotEqual(t, peaks[0].PeakMs, peaks[1].PeakMs)
+		require.NotEqual(t, peaks[1].PeakMs, peaks[2].PeakMs)
+		require.NotEqual(t, peaks[0].PeakMs, peaks[2].PeakMs)
+	}
+
+	p := NewProfile(1, "full", 1)
+	defer p.Close()
+	walk(p, true)
+
+	// a clone keeps each tag's peak and its sites' shares
+	c := p.Clone()
+	defer c.Close()
+	require.Equal(t, p.TagPeaks(), c.TagPeaks())
+	require.Equal(t, p.SortedSites(), c.SortedSites())
+
+	// a fork's copy: each tag's peak is what it held at the fork, then its own
+	p.SetClock(1 << 20)
+	p.Fork(1)
+	f := p.Forks[1]
+	for tag, tp := range f.TagPeaks() {
+		require.Equal(t, tp.LiveBytes, tp.PeakLiveBytes, "tag %d", tag)
+		require.Equal(t, uint64(1<<20), tp.PeakMs)
+	}
+	for _, s := range f.SortedSites() {
+		require.Equal(t, s.EstLiveBytes, s.TagPeakLiveBytes)
+	}
+	before := f.TagPeaks()
+	f.Alloc(1<<40, 1<<20, 1<<20, 1, 0)
+	after := f.TagPeaks()
+	require.Equal(t, before[1].PeakLiveBytes+1<<20, after[1].PeakLiveBytes)
+	require.Equal(t, before[0], after[0], "another tag's peak is its own")
+	s, ok := f.Site(SiteKey{Stack: 0, Tag: 1})
+	require.True(t, ok)
+	require.Equal(t, s.EstLiveBytes, s.TagPeakLiveBytes)
+	require.Equal(t, c.TagPeaks(), p.TagPeaks(), "the parent's are its own")
+
+	// an id the library never hands out (a corrupt ring's) has its own peak too
+	p.Alloc(1<<41, 4096, 4096, 1<<31, 0)
+	p.Free(1 << 41)
+	require.Equal(t, 4096.0, p.TagPeaks()[1<<31].PeakLiveBytes)
+	s, _ = p.Site(SiteKey{Stack: 0, Tag: 1 << 31})
+	require.Equal(t, 4096.0, s.TagPeakLiveBytes)
+	require.Zero(t, s.EstLiveBytes)
+
+	sp := NewProfile(2, "sampled", 4096)
+	defer sp.Close()
+	walk(sp, false)
 }
