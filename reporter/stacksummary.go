@@ -28,8 +28,9 @@ func writeStacksSummary(w io.Writer, st *Stacks) {
 	if tilde == "" {
 		how = "full, every block"
 	}
-	liveRecs, live, liveBlocks := recordKinds[0].ranked(st.Records)
-	allocRecs, alloc, _ := recordKinds[1].ranked(st.Records)
+	liveKind, allocKind := recordKindNamed("Live"), recordKindNamed("Cumulative")
+	liveRecs, live, liveBlocks := liveKind.ranked(st.Records)
+	allocRecs, alloc, _ := allocKind.ranked(st.Records)
 	fmt.Fprintf(w, "\nWho allocated it (--stacks %s)\n", how)
 	fmt.Fprintf(w, "  %s%s live in %s%s blocks, %s%s allocated in all; %s samples",
 		tilde, humanize.IBytes(live), tilde, humanize.Comma(int64(liveBlocks)), tilde, humanize.IBytes(alloc), humanize.Comma(int64(st.Samples)))
@@ -71,8 +72,8 @@ func writeStacksSummary(w io.Writer, st *Stacks) {
 		recs  []StackRecord
 		total uint64
 	}{
-		{"Holding most (live)", recordKinds[0], liveRecs, live},
-		{"Allocating most (in all)", recordKinds[1], allocRecs, alloc},
+		{"Holding most (live)", liveKind, liveRecs, live},
+		{"Allocating most (in all)", allocKind, allocRecs, alloc},
 	} {
 		if len(by.recs) == 0 {
 			continue
@@ -92,4 +93,15 @@ func writeStacksSummary(w io.Writer, st *Stacks) {
 		}
 	}
 	fmt.Fprintln(w, "  (every record: -o FILE.json, then tagalloc report FILE.json --format dmd)")
+}
+
+// recordKindNamed is the record kind called name: by name, not by its
+// place among the DMD text's sections, which grow.
+func recordKindNamed(name string) recordKind {
+	for _, k := range recordKinds {
+		if k.name == name {
+			return k
+		}
+	}
+	panic("reporter: no record kind " + name)
 }
