@@ -69,6 +69,6 @@
 // double free panics, and poisons freed blocks, checking the poison when
 // a block is reused (a write after free panics at the next allocation).
 //
-// Options (read once): TAGALLOC_GO_DEBUG, TAGALLOC_PURGE_DELAY_MS (see
-// options.go).
+// Options (read once): TAGALLOC_GO_DEBUG, TAGALLOC_PURGE_DELAY_MS,
+// TAGALLOC_RETAIN_MIN (see options.go).
 package alloc

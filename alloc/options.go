@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/tagalloc/tagalloc/internal/size"
 )
 
 // option is one setting: its environment variable, default and meaning.
@@ -15,7 +17,8 @@ type option struct {
 
 var optionTable = []option{
 	{"TAGALLOC_GO_DEBUG", "0", "1: exact double-free detection (a bitmap of blocks in use), freed blocks poisoned and checked on reuse"},
-	{"TAGALLOC_PURGE_DELAY_MS", "500", "free memory stays resident this long before it is returned to the OS (as the native library)"},
+	{"TAGALLOC_PURGE_DELAY_MS", "200", "free memory stays resident at most this long before it is returned to the OS (as the native library)"},
+	{"TAGALLOC_RETAIN_MIN", "8M", "free memory always allowed to stay resident, the retain limit's floor (as the native library; K, M, G suffixes)"},
 }
 
 // env reads an option's value (its default if unset or unparsable).
@@ -35,4 +38,21 @@ func envInt(name string) int64 {
 
 func purgeDelay() time.Duration {
 	return time.Duration(max(envInt("TAGALLOC_PURGE_DELAY_MS"), 1)) * time.Millisecond
+}
+
+// retainMin is TAGALLOC_RETAIN_MIN in bytes, read as the native library
+// reads it (its default if unset or unreadable).
+func retainMin() uintptr {
+	const name = "TAGALLOC_RETAIN_MIN"
+	for _, o := range optionTable {
+		if o.env != name {
+			continue
+		}
+		if v, err := size.Parse(os.Getenv(name), 1<<40); err == nil && v > 0 {
+			return uintptr(v)
+		}
+		v, _ := size.Parse(o.def, 1<<40)
+		return uintptr(v)
+	}
+	panic("alloc: unknown option " + name)
 }

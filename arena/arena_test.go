@@ -393,3 +393,87 @@ func TestInstallTakesARemoteFree(t *testing.T) {
 	}
 	owner.Free(cur, q, Check(cur, q, 1))
 }
+
+// The retain limit is the native library's (arena.c): the room under the
+// heap's high-water mark, capped at the heap itself or twice the largest
+// recent span once the heap is under a quarter of its mark, never below
+// twice that span nor RetainBytes.
+func TestRetainLimit(t *testing.T) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	hwm, big, at := a.hwm, a.recentBig, a.recentBigAt
+	defer func() { a.hwm, a.recentBig, a.recentBigAt = hwm, big, at }()
+	const MiB = 1 << 20
+	now := int64(time.Since(a.start))
+	used := heapBytes()
+	a.recentBig, a.recentBigAt = 3*MiB, now
+	a.hwm = used + 5*MiB // within the mark: all the room under it
+	if got, want := retainLimitLocked(now), max(uint64(5*MiB), 6*MiB); got != want {
+		t.Errorf("heap %d under its mark by 5 MiB: limit %d, want %d", used, got, want)
+	}
+	a.hwm = 8*used + 400*MiB // most of the heap freed: the heap or twice the recent span
+	if got, want := retainLimitLocked(now), max(used, 6*MiB); got != want {
+		t.Errorf("heap %d far under its mark: limit %d, want %d", used, got, want)
+	}
+	a.recentBigAt = now - 2*recentWindow // no recent span: RetainBytes at least
+	a.hwm = used
+	if got, want := retainLimitLocked(now), uint64(a.opt.RetainBytes); got != want {
+		t.Errorf("heap at its mark, nothing recent: limit %d, want %d", got, want)
+	}
+}
+
+// A span freed under the heap's high-water mark stays resident for reuse
+// (RetainBytes alone, 1 MiB in these tests, would have purged it at once)
+// until the delay passes.
+func TestRetainUnderMark(t *testing.T) {
+	const n = 64 // pages: 4 MiB
+	var spans []*Span
+	for range 4 {
+		s, err := AllocLarge(n*sizeclass.PageSize, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unsafe.Slice((*byte)(s.Start()), s.Bytes())[0] = 1
+		spans = append(spans, s)
+	}
+	Purge()
+	FreeLarge(spans[1], spans[1].Start())
+	if r := ReadStats().FreeResident; r < n*sizeclass.PageSize {
+		t.Errorf("a 4 MiB span freed under the mark: %d bytes resident, want all of it", r)
+	}
+	for _, s := range []*Span{spans[0], spans[2], spans[3]} {
+		FreeLarge(s, s.Start())
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for ReadStats().FreeResident != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the purge timer did not purge the free spans")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A heap that frees most of itself gets its memory back at once: 48 MiB
+// freed from a 48 MiB mark leaves at most the retain limit's floor
+// resident (the largest recent span, 1 MiB, twice; the heap; RetainBytes).
+func TestRetainFallsWhenHeapShrinks(t *testing.T) {
+	Purge()
+	var spans []*Span
+	for range 48 {
+		s, err := AllocLarge(1<<20, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unsafe.Slice((*byte)(s.Start()), s.Bytes())[0] = 1
+		spans = append(spans, s)
+	}
+	for _, s := range spans {
+		FreeLarge(s, s.Start())
+	}
+	a.mu.Lock()
+	limit := max(heapBytes(), 2*a.recentBig, uint64(a.opt.RetainBytes))
+	a.mu.Unlock()
+	if r := ReadStats().FreeResident; r > limit+4*uint64(a.opt.RetainBytes) {
+		t.Errorf("48 MiB freed: %d bytes still resident, want at most %d (+ the span freed last)", r, limit)
+	}
+}

@@ -46,10 +46,12 @@
 //     span that gets a remote free goes on its owner's reclaim stack.
 //  4. A span whose blocks all came back goes back to the arena.
 //
-// Memory returns to the OS: free spans are coalesced and kept resident
-// ("dirty") for PurgeDelay (500 ms) in case they are wanted again, then a
-// timer purges them (MADV_DONTNEED); dirty memory beyond RetainBytes
-// (64 MiB) is purged at once. Huge blocks are unmapped on free.
+// Memory returns to the OS by the native library's rules (heap.go,
+// purgeLocked): free spans are coalesced and kept resident ("dirty") for
+// at most PurgeDelay (200 ms) in case they are wanted again, then a timer
+// purges them (MADV_DONTNEED); dirty memory beyond the retain limit (the
+// room under the heap's high-water mark, at least RetainBytes, 8 MiB) is
+// purged at once, oldest first. Huge blocks are unmapped on free.
 //
 // Errors: running out of arena or OS memory is ErrOutOfMemory. Misuse
 // found outside an exclusive section panics with a *MisuseError; found

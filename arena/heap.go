@@ -19,8 +19,8 @@ import (
 // Options are read once, by Init; set them before the first allocation.
 type Options struct {
 	Reserve     uintptr       // address space to reserve (default 64 GiB on Linux)
-	PurgeDelay  time.Duration // a free span stays resident this long (default 500 ms)
-	RetainBytes uintptr       // dirty memory beyond this is purged at once (default 64 MiB)
+	PurgeDelay  time.Duration // a free span stays resident at most this long (default 200 ms)
+	RetainBytes uintptr       // free resident memory always allowed, the retain limit's floor (default 8 MiB)
 	HugeMin     uintptr       // blocks this big get their own mapping (default 32 MiB)
 	Debug       bool          // keep a bitmap of blocks in use: exact double-free detection
 }
@@ -43,9 +43,16 @@ var a struct {
 	bits  []byte         // Debug: 512 bytes (4096 bits) per page: blocks in use
 	top   uint32         // pages ever handed out; [top, len(descs)) is fresh
 	bins  [nBins]uint32
-	dirty uint32 // dirty free spans (any order)
-	start time.Time
-	timer *time.Timer // purges dirty spans after the delay
+	// Dirty free spans, oldest first (the order they became free in):
+	// purging starts at dirty, and the span freed last is dirtyLast.
+	dirty, dirtyLast uint32
+	start            time.Time
+	timer            *time.Timer // purges dirty spans after the delay
+	// The retain limit's inputs (retainLimitLocked), in bytes: the heap's
+	// high-water mark (decaying), and the largest span or huge block
+	// allocated in the last recentWindow, with when (ns since start).
+	hwm, recentBig uint64
+	recentBigAt    int64
 
 	// Figures, in bytes (written under mu, read by anyone).
 	inUse      atomic.Uint64 // spans holding blocks
@@ -78,10 +85,10 @@ func initArena(opt Options) error {
 		opt.Reserve = reserveDefault
 	}
 	if opt.PurgeDelay == 0 {
-		opt.PurgeDelay = 500 * time.Millisecond
+		opt.PurgeDelay = DefaultPurgeDelay
 	}
 	if opt.RetainBytes == 0 {
-		opt.RetainBytes = 64 << 20
+		opt.RetainBytes = DefaultRetainBytes
 	}
 	if opt.HugeMin == 0 {
 		opt.HugeMin = 32 << 20
@@ -180,12 +187,15 @@ func listRemove(head *uint32, s *Span) {
 	s.next, s.prev = 0, 0
 }
 
+// dirtyPush appends s, just freed, to the dirty list (newest last).
 func dirtyPush(s *Span) {
-	s.dprev, s.dnext = 0, a.dirty
-	if a.dirty != 0 {
-		spanAt(a.dirty).dprev = s.page
+	s.dnext, s.dprev = 0, a.dirtyLast
+	if a.dirtyLast != 0 {
+		spanAt(a.dirtyLast).dnext = s.page
+	} else {
+		a.dirty = s.page
 	}
-	a.dirty = s.page
+	a.dirtyLast = s.page
 	a.dirtyBytes.Add(uint64(s.Bytes()))
 }
 
@@ -197,6 +207,8 @@ func dirtyRemove(s *Span) {
 	}
 	if s.dnext != 0 {
 		spanAt(s.dnext).dprev = s.dprev
+	} else {
+		a.dirtyLast = s.dprev
 	}
 	s.dnext, s.dprev = 0, 0
 	a.dirtyBytes.Add(-uint64(s.Bytes()))
@@ -270,6 +282,7 @@ func allocSpanLocked(n uint32, kind uint8) (*Span, error) {
 		d.kind, d.headOff = kindInner, i
 	}
 	a.inUse.Add(uint64(n) << sizeclass.PageShift)
+	noteAllocLocked(uint64(n) << sizeclass.PageShift)
 	return s, nil
 }
 
@@ -305,24 +318,43 @@ func freeSpanLocked(s *Span) {
 	purgeLocked(false)
 }
 
-// purgeLocked gives dirty spans back to the OS: those free for longer
-// than the delay (all of them if all), and more while dirty memory
-// exceeds the retain limit, so RSS falls right after a large free. If
-// dirty memory remains, a timer comes back after the delay.
+// purgeLocked gives dirty spans back to the OS (the policy of the
+// native library's arena.c, docs/ARCHITECTURE.md "Returning memory to
+// the OS"): all of them if all; else, oldest first, those free for
+// longer than the delay, and more while dirty memory exceeds the retain
+// limit, sparing the span freed last (up to 4 x RetainBytes) so that a
+// block freed and asked for again is not faulted back in. Each old span
+// purged halves the high-water mark's distance to the heap. If dirty
+// memory remains, a timer comes back after the delay.
 func purgeLocked(all bool) {
 	now := int64(time.Since(a.start))
 	delay := int64(a.opt.PurgeDelay)
-	for i := a.dirty; i != 0; {
-		s := spanAt(i)
-		i = s.dnext
-		if all || now-s.freedAt >= delay || a.dirtyBytes.Load() > uint64(a.opt.RetainBytes) {
-			dirtyRemove(s)
-			osPurge(a.mem[uintptr(s.page)<<sizeclass.PageShift:][:s.Bytes()])
-			if s.flags&flagTags != 0 {
-				osPurge(a.tmem[uintptr(s.page)*tagSlotBytes:][:uintptr(s.npages)*tagSlotBytes])
-			}
-			s.flags = flagZero
+	var limit uint64
+	var spare uint32
+	if !all {
+		limit = retainLimitLocked(now)
+		if last := a.dirtyLast; last != 0 && uint64(spanAt(last).Bytes()) <= 4*uint64(a.opt.RetainBytes) {
+			spare = last
+			limit += uint64(spanAt(last).Bytes())
 		}
+	}
+	for a.dirty != 0 {
+		s := spanAt(a.dirty)
+		old := now-s.freedAt >= delay
+		if !all && !old && (a.dirtyBytes.Load() <= limit || s.page == spare) {
+			break
+		}
+		if old {
+			if u := heapBytes(); a.hwm > u {
+				a.hwm = u + (a.hwm-u)/2
+			}
+		}
+		dirtyRemove(s)
+		osPurge(a.mem[uintptr(s.page)<<sizeclass.PageShift:][:s.Bytes()])
+		if s.flags&flagTags != 0 {
+			osPurge(a.tmem[uintptr(s.page)*tagSlotBytes:][:uintptr(s.npages)*tagSlotBytes])
+		}
+		s.flags = flagZero
 	}
 	if a.dirty != 0 && a.timer == nil {
 		a.timer = time.AfterFunc(a.opt.PurgeDelay, func() {
@@ -332,6 +364,53 @@ func purgeLocked(all bool) {
 			a.mu.Unlock()
 		})
 	}
+}
+
+// The policy's defaults, the native library's (TAGALLOC_PURGE_DELAY_MS,
+// TAGALLOC_RETAIN_MIN).
+const (
+	DefaultPurgeDelay  = 200 * time.Millisecond
+	DefaultRetainBytes = 8 << 20
+)
+
+// recentWindow is how long a big allocation counts as recent: the size
+// the program is likely to ask for again.
+const recentWindow = int64(time.Second)
+
+// heapBytes is the heap: spans in use and huge blocks.
+func heapBytes() uint64 { return a.inUse.Load() + a.hugeLive.Load() }
+
+// noteAllocLocked notes an allocation of n bytes (a span or a huge
+// block): the heap's high-water mark, and the largest recent one.
+func noteAllocLocked(n uint64) {
+	a.hwm = max(a.hwm, heapBytes())
+	now := int64(time.Since(a.start))
+	if n >= a.recentBig || now-a.recentBigAt > recentWindow {
+		a.recentBig, a.recentBigAt = n, now
+	}
+}
+
+// retainLimitLocked is how much free memory may stay resident, in bytes:
+// while the heap plus its free memory stays under the heap's high-water
+// mark, all of it (peak RSS is then about the heap's peak); once the heap
+// falls below a quarter of that mark, no more than the heap itself or
+// twice the largest span asked for in the last second, whichever is
+// more, so a program that frees most of its heap gets its RSS back at
+// once; never less than twice that span (a block freed and asked for
+// again keeps its pages), nor than RetainBytes.
+func retainLimitLocked(now int64) uint64 {
+	used := heapBytes()
+	a.hwm = max(a.hwm, used)
+	room := a.hwm - used
+	var recent uint64
+	if now-a.recentBigAt <= recentWindow {
+		recent = a.recentBig
+	}
+	keep := max(used, 2*recent)
+	if used < a.hwm/4 && room > keep {
+		room = keep
+	}
+	return max(room, 2*recent, uint64(a.opt.RetainBytes))
 }
 
 // Purge gives every free span's memory back to the OS now.

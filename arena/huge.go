@@ -41,6 +41,9 @@ func AllocHuge(size uintptr, tag uint32) (p unsafe.Pointer, usable uintptr, err 
 	huge.mu.Unlock()
 	a.hugeLive.Add(uint64(n))
 	a.hugeCount.Add(1)
+	a.mu.Lock() // the heap's mark and the recent size know it (purgeLocked)
+	noteAllocLocked(uint64(n))
+	a.mu.Unlock()
 	return p, n, nil
 }
 
@@ -70,5 +73,8 @@ func FreeHuge(p unsafe.Pointer) (usable uintptr, tag uint32, ok bool) {
 	}
 	a.hugeLive.Add(-uint64(len(b.mem)))
 	a.hugeCount.Add(-1)
+	a.mu.Lock() // the heap shrank: its free memory may now be over the limit
+	purgeLocked(false)
+	a.mu.Unlock()
 	return uintptr(len(b.mem)), b.tag, true
 }
