@@ -365,13 +365,19 @@ func (p *Profile) siteChanging(s *Site) *TagPeak {
 // are its live ones until it changes).
 func (p *Profile) liveChanged(t *TagPeak, d float64) {
 	p.liveBytes += d
-	if p.liveBytes > p.PeakLiveBytes {
-		p.PeakLiveBytes, p.PeakMs = p.liveBytes, p.clockMs
+	t.LiveBytes += d
+	p.notePeaks(t, p.liveBytes, t.LiveBytes)
+}
+
+// notePeaks makes a moment when all sites held live bytes and t's tag
+// tagLive the peaks they are higher than.
+func (p *Profile) notePeaks(t *TagPeak, live, tagLive float64) {
+	if live > p.PeakLiveBytes {
+		p.PeakLiveBytes, p.PeakMs = live, p.clockMs
 		p.peakEpoch++
 	}
-	t.LiveBytes += d
-	if t.LiveBytes > t.PeakLiveBytes {
-		t.PeakLiveBytes, t.PeakMs = t.LiveBytes, p.clockMs
+	if tagLive > t.PeakLiveBytes {
+		t.PeakLiveBytes, t.PeakMs = tagLive, p.clockMs
 		t.epoch++
 	}
 }
@@ -643,6 +649,17 @@ func (p *Profile) Resize(old, new, usable, req uint64, how Realloc) {
 	}
 	p.record(histResize, si, int64(math.Round(allocInc)), uint64(math.Round(allocInc-liveInc)), old, new, usable, req)
 	t := p.siteChanging(s)
+	if moved && weighed {
+		// realloc takes the new block before it frees the old one: for a
+		// moment both are live, and that moment may be a peak (the books
+		// count it), with s's figures then saved as its peak's
+		x := w * float64(usable)
+		lb, lk := s.EstLiveBytes, s.EstLiveBlocks
+		s.EstLiveBytes, s.EstLiveBlocks = lb+x, lk+w
+		p.notePeaks(t, p.liveBytes+x, t.LiveBytes+x)
+		t = p.siteChanging(s)
+		s.EstLiveBytes, s.EstLiveBlocks = lb, lk
+	}
 	if b.Weight > 0 {
 		s.LiveSamples--
 	}

@@ -346,6 +346,13 @@ func TestProfilePeak(t *testing.T) {
 				to = next
 			}
 			p.Resize(a, to, u, u, Realloc{Selected: true})
+			if to != a { // moved: the new block is live before the old is freed
+				siteLive[b.site] += u
+				total += u
+				note()
+				siteLive[b.site] -= u
+				total -= u
+			}
 			delete(live, a)
 			live[to] = blk{b.site, u}
 			addrs[i] = to
@@ -439,6 +446,13 @@ func TestProfileTagPeaks(t *testing.T) {
 					}
 					u := uint64(16 << rng.IntN(8))
 					p.Resize(a, to, u, u, Realloc{Selected: true})
+					if to != a { // moved: the new block is live before the old is freed
+						siteLive[b.site] += u
+						tagLive[b.site.Tag] += u
+						note(b.site.Tag, uint64(step))
+						siteLive[b.site] -= u
+						tagLive[b.site.Tag] -= u
+					}
 					delete(live, a)
 					live[to] = blk{b.site, u}
 					addrs[j] = to
@@ -551,4 +565,31 @@ func TestProfileTagPeaks(t *testing.T) {
 	sp := NewProfile(2, "sampled", 4096)
 	defer sp.Close()
 	walk(sp, false)
+}
+
+// A moved realloc holds both blocks for a moment (the new one is taken
+// before the old is freed), as the books count it: that moment can be
+// the heap's and the tag's peak, the site's share two blocks. An
+// in-place resize has no such moment.
+func TestReallocMomentIsAPeak(t *testing.T) {
+	p := NewProfile(1, "full", 1)
+	defer p.Close()
+	p.Alloc(0x1000, 1000, 1000, 3, 1)
+	p.Alloc(0x9000, 500, 500, 4, 2) // another tag's: in the heap's peak, not tag 3's
+	p.SetClock(7)
+	p.Resize(0x1000, 0x2000, 1500, 1500, Realloc{Selected: true})
+	require.Equal(t, 3000.0, p.PeakLiveBytes)
+	require.Equal(t, TagPeak{LiveBytes: 1500, PeakLiveBytes: 2500, PeakMs: 7}, p.TagPeaks()[3])
+	s, _ := p.Site(SiteKey{Stack: 1, Tag: 3})
+	require.Equal(t, [4]float64{2500, 2, 2500, 2}, [4]float64{s.PeakLiveBytes, s.PeakLiveBlocks, s.TagPeakLiveBytes, s.TagPeakLiveBlocks})
+	require.Equal(t, [2]float64{1500, 1}, [2]float64{s.EstLiveBytes, s.EstLiveBlocks})
+
+	p.SetClock(9)
+	p.Resize(0x2000, 0x2000, 2400, 2400, Realloc{Selected: true}) // in place: 2,400 at most
+	require.Equal(t, 3000.0, p.PeakLiveBytes)
+	require.Equal(t, 2500.0, p.TagPeaks()[3].PeakLiveBytes)
+	p.Resize(0x2000, 0x2000, 2600, 2600, Realloc{Selected: true})
+	require.Equal(t, TagPeak{LiveBytes: 2600, PeakLiveBytes: 2600, PeakMs: 9}, p.TagPeaks()[3])
+	s, _ = p.Site(SiteKey{Stack: 1, Tag: 3})
+	require.Equal(t, [2]float64{2600, 1}, [2]float64{s.TagPeakLiveBytes, s.TagPeakLiveBlocks})
 }
