@@ -53,7 +53,7 @@ func init() {
 			about: "tree: the first process's tree, then the others grouped by command (how many, their totals, the largest);\n" +
 				"--pid PID shows one process's tree, --command NAME every tree of one command (both keep those processes in any format).\n" +
 				"pprof: every process with stacks, merged, each sample labelled with its pid (--pid keeps one).\n" +
-				"The default sample type is inuse_space, or alloc_space when nothing sampled is live.\n" +
+				"The default sample type is inuse_space; when nothing sampled is live, peak_space (alloc_space in reports without a peak).\n" +
 				"about-memory is gzipped when the -o FILE ends in .gz. --web serves pprof's web UI (a flame graph) instead."},
 		{name: "diff", args: "A.json B.json", run: diffCmd,
 			summary: "what changed from A to B (B - A), per process and tag, as about:memory's \"Load and diff\""},

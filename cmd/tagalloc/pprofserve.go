@@ -17,8 +17,8 @@ import (
 )
 
 // pprofProfiles are the profiles served, each with the sample type pprof
-// shows first ("" keeps the report's: inuse_space, or alloc_space when
-// nothing sampled is live).
+// shows first ("" keeps the report's: inuse_space; when nothing sampled is
+// live, peak_space, or alloc_space without a peak).
 var pprofProfiles = []pprofEndpoint{
 	{"heap", "", "live heap blocks by allocating stack (inuse_space; alloc_space too)"},
 	{"allocs", reporter.AllocSpace, "every block allocated, by stack (alloc_space; inuse_space too)"},

@@ -108,7 +108,11 @@ func writeWithoutBooks(w io.Writer, imgs []*progImage) {
 	if len(imgs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n%d programs ran without tagalloc's books (their memory is not in this report):\n", len(imgs))
+	progs := "programs"
+	if len(imgs) == 1 {
+		progs = "program"
+	}
+	fmt.Fprintf(w, "\n%d %s ran without tagalloc's books (their memory is not in this report):\n", len(imgs), progs)
 	for i, img := range imgs {
 		if i == maxWithoutBooks {
 			fmt.Fprintf(w, "  ... and %d more\n", len(imgs)-i)
