@@ -142,10 +142,17 @@ func TestDelayedPurge(t *testing.T) {
 	if ReadStats().FreeResident == 0 {
 		t.Fatal("a small free span was purged at once")
 	}
+	waitPurged(t)
+}
+
+// waitPurged waits (up to 2 s) for the purge timer to leave no free
+// memory resident.
+func waitPurged(t *testing.T) {
+	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
 	for ReadStats().FreeResident != 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("the purge timer did not purge the free span")
+			t.Fatal("the purge timer did not purge the free spans")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -444,13 +451,7 @@ func TestRetainUnderMark(t *testing.T) {
 	for _, s := range []*Span{spans[0], spans[2], spans[3]} {
 		FreeLarge(s, s.Start())
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for ReadStats().FreeResident != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the purge timer did not purge the free spans")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitPurged(t)
 }
 
 // A heap that frees most of itself gets its memory back at once: 48 MiB
