@@ -1,4 +1,4 @@
-// DMD-style reports of the stacks section: live and cumulative records,
+// DMD-style reports of the stacks section: live, peak, tag-peak and cumulative records,
 // as Firefox's DMD prints them (records sorted by size, requested and slop
 // bytes, each record's share of the heap and the running share), then
 // per-library totals.
@@ -51,19 +51,22 @@ func (st *Stacks) tilde() string {
 }
 
 // recordKind ranks stack records: by the bytes they hold live, by what
-// they held at the heap's peak, or by all they ever allocated (DMD's live
-// and cumulative records, and tagalloc's peak).
+// they held at the heap's peak, by what they held at their own tag's
+// peak, or by all they ever allocated (DMD's live and cumulative records,
+// and tagalloc's peaks).
 type recordKind struct {
 	name         string
 	size, blocks func(StackRecord) uint64
 	of           string // what a record's share is of
 	peak         bool   // the records at the peak: a report has them if it has a peak
+	byTag        bool   // the records at their tags' peaks: tag by tag, if the report has the tags' peaks
 }
 
 var recordKinds = [...]recordKind{
-	{"Live", func(r StackRecord) uint64 { return r.LiveBytes }, func(r StackRecord) uint64 { return r.LiveBlocks }, "the heap", false},
-	{"Peak", func(r StackRecord) uint64 { return r.PeakBytes }, func(r StackRecord) uint64 { return r.PeakBlocks }, "the peak", true},
-	{"Cumulative", func(r StackRecord) uint64 { return r.AllocBytes }, func(r StackRecord) uint64 { return r.AllocBlocks }, "the heap", false},
+	{"Live", func(r StackRecord) uint64 { return r.LiveBytes }, func(r StackRecord) uint64 { return r.LiveBlocks }, "the heap", false, false},
+	{"Peak", func(r StackRecord) uint64 { return r.PeakBytes }, func(r StackRecord) uint64 { return r.PeakBlocks }, "the peak", true, false},
+	{"Tag peak", func(r StackRecord) uint64 { return r.TagPeakBytes }, func(r StackRecord) uint64 { return r.TagPeakBlocks }, "the tag's peak", false, true},
+	{"Cumulative", func(r StackRecord) uint64 { return r.AllocBytes }, func(r StackRecord) uint64 { return r.AllocBlocks }, "the heap", false, false},
 }
 
 // ranked returns the records of recs with any of k's bytes, largest
@@ -98,47 +101,20 @@ func (p Process) writeDMD(w io.Writer) error {
 	p.writeDMDTags(b)
 	texts := stackTexts{}
 	for _, k := range recordKinds {
-		kind, size, blocks := k.name, k.size, k.blocks
-		if k.peak && st.Peak == nil {
+		switch {
+		case k.peak && st.Peak == nil, k.byTag && st.TagPeaks == nil:
 			continue // a report made before peaks were kept
+		case k.byTag:
+			writeTagPeaks(b, st, k, texts)
+			continue
 		}
 		recs, total, _ := k.ranked(st.Records)
-		n := len(recs)
-		fmt.Fprintf(b, "#-----------------------------------------------------------------\n# %s records: %s\n", kind, comma(uint64(n)))
+		fmt.Fprintf(b, "#-----------------------------------------------------------------\n# %s records: %s\n", k.name, comma(uint64(len(recs))))
 		if k.peak {
-			at := "the heap's peak"
-			if st.Mode != "full" {
-				at = "the peak of the sampled blocks' estimate"
-			}
-			fmt.Fprintf(b, "# what was live at %s: %s%s bytes, at %s\n", at, tilde, comma(st.Peak.LiveBytes), msString(st.Peak.Ms))
+			fmt.Fprintf(b, "# what was live at %s: %s%s bytes, at %s\n", st.peakName("the heap's peak", "the peak of the sampled blocks' estimate"), tilde, comma(st.Peak.LiveBytes), msString(st.Peak.Ms))
 		}
 		b.WriteString("\n")
-		var run uint64
-		for i, r := range recs {
-			run += size(r)
-			blk := "blocks"
-			if blocks(r) == 1 {
-				blk = "block"
-			}
-			fmt.Fprintf(b, "%s {\n", kind)
-			fmt.Fprintf(b, "  %s%s %s in heap block record %s of %s (tag %s)\n", tilde, comma(blocks(r)), blk, comma(uint64(i+1)), comma(uint64(n)), r.Tag)
-			if kind == "Live" {
-				slop := uint64(0)
-				if r.LiveBytes > r.LiveRequestedBytes {
-					slop = r.LiveBytes - r.LiveRequestedBytes
-				}
-				fmt.Fprintf(b, "  %s%s bytes (%s%s requested / %s%s slop)\n", tilde, comma(r.LiveBytes), tilde, comma(r.LiveRequestedBytes), tilde, comma(slop))
-			} else {
-				fmt.Fprintf(b, "  %s%s bytes\n", tilde, comma(size(r)))
-				if kind == "Cumulative" && r.Reallocs > 0 {
-					fmt.Fprintf(b, "  %s reallocs of sampled blocks, %s%s bytes copied\n", comma(r.Reallocs), tilde, comma(r.BytesCopied))
-				}
-			}
-			fmt.Fprintf(b, "  %.2f%% of %s (%.2f%% cumulative)\n", pctf(size(r), total), k.of, pctf(run, total))
-			b.WriteString("  Allocated at {\n")
-			b.WriteString(texts.text(r.Frames, "    "))
-			b.WriteString("  }\n}\n\n")
-		}
+		writeRecords(b, st, k, recs, total, texts)
 	}
 	if len(st.Growth) > 0 {
 		fmt.Fprintf(b, "#-----------------------------------------------------------------\n# Growth of realloc chains, by call site\n\n")
@@ -166,6 +142,84 @@ func (p Process) writeDMD(w io.Writer) error {
 	return b.Flush()
 }
 
+// peakName names the moment of a peak of st: exact in mode full, else
+// sampled (the peak of an estimate).
+func (st *Stacks) peakName(exact, sampled string) string {
+	if st.Mode == "full" {
+		return exact
+	}
+	return sampled
+}
+
+// writeRecords writes recs, ranked by k (totalling total bytes), as DMD
+// records of kind k.
+func writeRecords(b *bufio.Writer, st *Stacks, k recordKind, recs []StackRecord, total uint64, texts stackTexts) {
+	tilde := st.tilde()
+	n := len(recs)
+	var run uint64
+	for i, r := range recs {
+		run += k.size(r)
+		blk := "blocks"
+		if k.blocks(r) == 1 {
+			blk = "block"
+		}
+		fmt.Fprintf(b, "%s {\n", k.name)
+		fmt.Fprintf(b, "  %s%s %s in heap block record %s of %s (tag %s)\n", tilde, comma(k.blocks(r)), blk, comma(uint64(i+1)), comma(uint64(n)), termtext.Clean(r.Tag))
+		if k.name == "Live" {
+			slop := uint64(0)
+			if r.LiveBytes > r.LiveRequestedBytes {
+				slop = r.LiveBytes - r.LiveRequestedBytes
+			}
+			fmt.Fprintf(b, "  %s%s bytes (%s%s requested / %s%s slop)\n", tilde, comma(r.LiveBytes), tilde, comma(r.LiveRequestedBytes), tilde, comma(slop))
+		} else {
+			fmt.Fprintf(b, "  %s%s bytes\n", tilde, comma(k.size(r)))
+			if k.name == "Cumulative" && r.Reallocs > 0 {
+				fmt.Fprintf(b, "  %s reallocs of sampled blocks, %s%s bytes copied\n", comma(r.Reallocs), tilde, comma(r.BytesCopied))
+			}
+		}
+		fmt.Fprintf(b, "  %.2f%% of %s (%.2f%% cumulative)\n", pctf(k.size(r), total), k.of, pctf(run, total))
+		b.WriteString("  Allocated at {\n")
+		b.WriteString(texts.text(r.Frames, "    "))
+		b.WriteString("  }\n}\n\n")
+	}
+}
+
+// writeTagPeaks writes the records at their own tags' peaks, tag by tag
+// (largest peak first): each tag's peak and when, then its records ranked
+// by what they held then, numbered within the tag. A record's share is of
+// its tag's peak.
+func writeTagPeaks(b *bufio.Writer, st *Stacks, k recordKind, texts stackTexts) {
+	byTag := map[string][]StackRecord{}
+	for _, tp := range st.TagPeaks {
+		byTag[tp.Tag] = nil
+	}
+	n := 0
+	for _, r := range st.Records {
+		if recs, ok := byTag[r.Tag]; ok && k.size(r) > 0 {
+			byTag[r.Tag] = append(recs, r)
+			n++
+		}
+	}
+	tilde := st.tilde()
+	fmt.Fprintf(b, "#-----------------------------------------------------------------\n# %s records: %s\n", k.name, comma(uint64(n)))
+	fmt.Fprintf(b, "# what each tag held at %s, tag by tag\n\n", st.peakName("its own peak", "the peak of its sampled blocks' estimate"))
+	for _, tp := range st.TagPeaks {
+		mine, ok := byTag[tp.Tag]
+		if !ok {
+			continue // a name listed twice (a corrupt report): its records once
+		}
+		delete(byTag, tp.Tag)
+		recs, total, blocks := k.ranked(mine)
+		blk := "blocks"
+		if blocks == 1 {
+			blk = "block"
+		}
+		fmt.Fprintf(b, "# tag %s: %s%s bytes at its peak, at %s; %s in %s%s %s\n\n", termtext.Clean(tp.Tag), tilde, comma(tp.LiveBytes), msString(tp.Ms),
+			plural(len(recs), "record", "records"), tilde, comma(blocks), blk)
+		writeRecords(b, st, k, recs, total, texts)
+	}
+}
+
 // writeHistory prints what the event history keeps and its timeline: a
 // row per time bucket, bytes allocated/freed by all, then by the records
 // that allocated most in the span.
@@ -181,7 +235,7 @@ func writeHistory(b *bufio.Writer, h *History, tilde string) {
 		msString(h.StartMs), msString(h.EndMs))
 	fmt.Fprintf(b, "  Timeline: %sbytes allocated / freed per %s\n", tilde, msString(h.BucketMs))
 	for i, s := range h.Timeline {
-		fmt.Fprintf(b, "    [%d] %s\n", i, s.Name)
+		fmt.Fprintf(b, "    [%d] %s\n", i, termtext.Clean(s.Name)) // a record's tag and frame: the program's
 	}
 	fmt.Fprintf(b, "  %10s", "from")
 	for i := range h.Timeline {

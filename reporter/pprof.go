@@ -19,6 +19,10 @@ const (
 	AllocSpace = "alloc_space"
 	InuseSpace = "inuse_space"
 	PeakSpace  = "peak_space" // held at the heap's peak (StackRecord.PeakBytes)
+	// TagPeakSpace is what each record held at its own tag's peak
+	// (StackRecord.TagPeakBytes): with -tagfocus=tag=NAME, what NAME held
+	// at its peak.
+	TagPeakSpace = "tag_peak_space"
 )
 
 // Profile builds a pprof heap profile of process p's stacks (see
@@ -37,7 +41,11 @@ func (p Process) Profile() (*profile.Profile, error) {
 // alloc_objects, alloc_space, inuse_objects, inuse_space (Go's heap
 // profile), then peak_objects and peak_space (what each record held at
 // its process's heap peak: -sample_index=peak_space; merged processes'
-// peaks are each their own moment); one sample per record, labelled with
+// peaks are each their own moment), then tag_peak_objects and
+// tag_peak_space (what each record held at its own tag's peak, each tag's
+// its own moment: -sample_index=tag_peak_space -tagfocus=tag=NAME shows
+// what NAME held at its peak; without a focus the tags' peaks are added
+// up, a total no moment had); one sample per record, labelled with
 // its tag and library (-tagfocus=tag=NAME) and with the number label pid
 // (-tagfocus=pid=N). The default sample type is inuse_space, or
 // peak_space when nothing sampled is live (a program that freed
@@ -97,6 +105,7 @@ func newPprofBuilder() *pprofBuilder {
 				{Type: "alloc_objects", Unit: "count"}, {Type: AllocSpace, Unit: "bytes"},
 				{Type: "inuse_objects", Unit: "count"}, {Type: InuseSpace, Unit: "bytes"},
 				{Type: "peak_objects", Unit: "count"}, {Type: PeakSpace, Unit: "bytes"},
+				{Type: "tag_peak_objects", Unit: "count"}, {Type: TagPeakSpace, Unit: "bytes"},
 			},
 			PeriodType: &profile.ValueType{Type: "space", Unit: "bytes"},
 		},
@@ -113,12 +122,20 @@ func (b *pprofBuilder) add(p Process) {
 	if b.prof.Period == 0 {
 		b.prof.Period = int64(st.SampleRate) // pprof has one period; each process's is in its comment
 	}
-	b.prof.Comments = append(b.prof.Comments, fmt.Sprintf("tagalloc: process %d (%s), stacks %s, one sample in %d bytes",
-		p.PID, strings.Join(p.Command, " "), st.Mode, st.SampleRate))
+	comment := fmt.Sprintf("tagalloc: process %d (%s), stacks %s, one sample in %d bytes",
+		p.PID, strings.Join(p.Command, " "), st.Mode, st.SampleRate)
+	if st.TagPeaks != nil {
+		how := "exact"
+		if st.Mode != "full" {
+			how = "estimates"
+		}
+		comment += fmt.Sprintf("; %s: what each stack held at its own tag's peak (%s; -tagfocus=tag=NAME for one tag's)", TagPeakSpace, how)
+	}
+	b.prof.Comments = append(b.prof.Comments, comment)
 	for _, r := range st.Records {
 		s := &profile.Sample{
 			Value: []int64{int64(r.AllocBlocks), int64(r.AllocBytes), int64(r.LiveBlocks), int64(r.LiveBytes),
-				int64(r.PeakBlocks), int64(r.PeakBytes)},
+				int64(r.PeakBlocks), int64(r.PeakBytes), int64(r.TagPeakBlocks), int64(r.TagPeakBytes)},
 			Label:    map[string][]string{"tag": {r.Tag}, "library": {r.Library}},
 			NumLabel: map[string][]int64{"pid": {int64(p.PID)}},
 		}

@@ -114,7 +114,7 @@ func TestPprofDefaultSampleType(t *testing.T) {
 		}
 		return out
 	}
-	all := []string{"alloc_objects", AllocSpace, "inuse_objects", InuseSpace, "peak_objects", PeakSpace}
+	all := []string{"alloc_objects", AllocSpace, "inuse_objects", InuseSpace, "peak_objects", PeakSpace, "tag_peak_objects", TagPeakSpace}
 	prof := roundTrip(t, r, 0)
 	require.Equal(t, InuseSpace, prof.DefaultSampleType)
 	require.Equal(t, all, types(prof))

@@ -44,6 +44,11 @@ type Stacks struct {
 	// and each record's PeakBytes is its share of it: who held the memory
 	// at the heap's peak. Absent from reports made before it was kept.
 	Peak *StacksPeak `json:"peak,omitempty"`
+	// TagPeaks are each tag's own peak, the moment its records' live
+	// bytes together were highest, largest first; each record's
+	// TagPeakBytes is its share of its tag's. Absent from reports made
+	// before they were kept.
+	TagPeaks []StacksTagPeak `json:"tag_peaks,omitempty"`
 	// Mappings are the executable mappings the frames' addresses fall in
 	// (pprof's mappings: tagalloc report --format pprof); absent from
 	// reports made before they were kept.
@@ -56,6 +61,15 @@ type Stacks struct {
 // Ms is when, in milliseconds since the run began (the drainer's pass
 // that saw it: 2.5 to 100 ms resolution).
 type StacksPeak struct {
+	LiveBytes uint64 `json:"live_bytes"`
+	Ms        uint64 `json:"ms"`
+}
+
+// StacksTagPeak is the highest one tag's sampled stacks' live bytes
+// reached together, as StacksPeak is for all tags: an estimate when
+// sampled, exact in mode full unless events were dropped.
+type StacksTagPeak struct {
+	Tag       string `json:"tag"`
 	LiveBytes uint64 `json:"live_bytes"`
 	Ms        uint64 `json:"ms"`
 }
@@ -124,10 +138,14 @@ type StackRecord struct {
 	AllocBlocks        uint64  `json:"alloc_blocks"`
 	// PeakBytes and PeakBlocks are what the record held at the peak
 	// (Stacks.Peak).
-	PeakBytes   uint64 `json:"peak_bytes,omitempty"`
-	PeakBlocks  uint64 `json:"peak_blocks,omitempty"`
-	Reallocs    uint64 `json:"reallocs,omitempty"` // of the sampled blocks
-	BytesCopied uint64 `json:"bytes_copied,omitempty"`
+	PeakBytes  uint64 `json:"peak_bytes,omitempty"`
+	PeakBlocks uint64 `json:"peak_blocks,omitempty"`
+	// TagPeakBytes and TagPeakBlocks are what the record held at its own
+	// tag's peak (Stacks.TagPeaks).
+	TagPeakBytes  uint64 `json:"tag_peak_bytes,omitempty"`
+	TagPeakBlocks uint64 `json:"tag_peak_blocks,omitempty"`
+	Reallocs      uint64 `json:"reallocs,omitempty"` // of the sampled blocks
+	BytesCopied   uint64 `json:"bytes_copied,omitempty"`
 	// GrowSteps are the reallocs that asked for more; GrowthRatio their
 	// geometric mean new/old (requested sizes): ~1 is just-enough growth.
 	GrowSteps   uint64  `json:"grow_steps,omitempty"`
@@ -354,6 +372,7 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 			LiveBytes: round(s.EstLiveBytes), LiveRequestedBytes: round(s.EstLiveRequested), LiveBlocks: round(s.EstLiveBlocks),
 			AllocBytes: round(s.EstAllocBytes), AllocBlocks: round(s.EstAllocBlocks),
 			PeakBytes: round(s.PeakLiveBytes), PeakBlocks: round(s.PeakLiveBlocks),
+			TagPeakBytes: round(s.TagPeakLiveBytes), TagPeakBlocks: round(s.TagPeakLiveBlocks),
 			Reallocs: s.Reallocs, BytesCopied: round(s.EstBytesCopied), GrowSteps: s.GrowSteps}
 		if s.GrowSteps > 0 {
 			r.GrowthRatio = math.Exp(s.SumLogGrowth / float64(s.GrowSteps))
@@ -372,6 +391,7 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 	for _, l := range libs {
 		st.Libraries = append(st.Libraries, *l)
 	}
+	st.TagPeaks = tagPeaks(p, names)
 	st.Growth = diagnoseGrowth(st.Records)
 	<-tlDone
 	st.History = history(p, tl, index, st.Records)
@@ -388,6 +408,35 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 		return a.Name < b.Name
 	})
 	return st
+}
+
+// tagPeaks lists the tags' own peaks of p by name (names by id, as
+// FromProfile names the records' tags), largest first. Where ids share a
+// name (tags no name was read for are all "untagged"), the name's is the
+// highest of theirs.
+func tagPeaks(p *tagtable.Profile, names map[uint32]string) []StacksTagPeak {
+	byName := map[string]StacksTagPeak{}
+	for id, tp := range p.TagPeaks() {
+		tag, ok := names[id]
+		if !ok {
+			tag = "untagged"
+		}
+		v := StacksTagPeak{Tag: tag, LiveBytes: round(tp.PeakLiveBytes), Ms: tp.PeakMs}
+		if old, ok := byName[tag]; !ok || v.LiveBytes > old.LiveBytes {
+			byName[tag] = v
+		}
+	}
+	out := make([]StacksTagPeak, 0, len(byName))
+	for _, v := range byName {
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].LiveBytes != out[j].LiveBytes {
+			return out[i].LiveBytes > out[j].LiveBytes
+		}
+		return out[i].Tag < out[j].Tag
+	})
+	return out
 }
 
 // mappingsOf lists the modules of p that hold an address of byPC, in
