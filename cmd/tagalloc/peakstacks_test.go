@@ -68,6 +68,8 @@ func TestRunStacksAtPeak(t *testing.T) {
 				require.InEpsilon(t, float64(books["scratch"][2]), float64(scratchPeak), 0.25, "an estimate")
 			}
 
+			checkTagPeaks(t, mode, rep.Processes[0], books)
+
 			var dmd bytes.Buffer
 			require.NoError(t, rep.WriteDMD(&dmd))
 			require.Contains(t, dmd.String(), "# Peak records: ")
@@ -75,6 +77,13 @@ func TestRunStacksAtPeak(t *testing.T) {
 			peak := dmd.String()[strings.Index(dmd.String(), "# Peak records: "):]
 			peak = peak[:strings.Index(peak, "# Cumulative records")]
 			require.Contains(t, peak, "scratch_phase", "scratch is in the peak section")
+			require.Contains(t, dmd.String(), "# Tag peak records: ")
+			tagPeak := dmd.String()[strings.Index(dmd.String(), "# Tag peak records: "):]
+			tagPeak = tagPeak[:strings.Index(tagPeak, "# Cumulative records")]
+			require.Contains(t, tagPeak, "# tag scratch: ")
+			require.Contains(t, tagPeak, "# tag config: ")
+			require.Contains(t, tagPeak, "scratch_phase")
+			require.Contains(t, tagPeak, "parse_config")
 
 			prof, err := rep.Profile(0)
 			require.NoError(t, err)
@@ -90,10 +99,87 @@ func TestRunStacksAtPeak(t *testing.T) {
 				ps += s.Value[idx]
 			}
 			require.Equal(t, int64(sum), ps)
+			// tag_peak_space, focused on a tag: what it held at its own peak
+			var scratchTagPeak int64
+			for _, r := range st.Records {
+				if r.Tag == "scratch" {
+					scratchTagPeak += int64(r.TagPeakBytes)
+				}
+			}
+			require.Positive(t, scratchTagPeak)
+			require.Equal(t, scratchTagPeak, tagPeakSpace(t, prof, "scratch"))
 			var buf bytes.Buffer
 			require.NoError(t, prof.Write(&buf))
 			_, err = profile.Parse(&buf)
 			require.NoError(t, err)
 		})
 	}
+}
+
+// checkTagPeaks: each tag's own peak from the stacks (issue 21, item 2).
+// Under --stacks full it is the books' exact peak of every tag, the
+// records' tag_peak_bytes add up to it, and "config" (which freed half of
+// what it took before the heap's peak) held more at its own peak than at
+// the heap's: all it allocated. Sampled, the large tags' peaks are
+// estimated within 25%.
+func checkTagPeaks(t *testing.T, mode string, p reporter.Process, books map[string][4]uint64) {
+	t.Helper()
+	st := p.Stacks
+	require.NotEmpty(t, st.TagPeaks)
+	peaks := map[string]reporter.StacksTagPeak{}
+	for _, tp := range st.TagPeaks {
+		peaks[tp.Tag] = tp
+	}
+	shares, heapShares := map[string]uint64{}, map[string]uint64{}
+	for _, r := range st.Records {
+		shares[r.Tag] += r.TagPeakBytes
+		heapShares[r.Tag] += r.PeakBytes
+	}
+	exact := 0
+	for _, tag := range p.Tags {
+		tp, ok := peaks[tag.Name]
+		if !ok || tag.PeakLiveBytesUpper == nil || *tag.PeakLiveBytesUpper != tag.PeakLiveBytes {
+			continue // a tag the stacks never saw live, or whose books' peak is a range
+		}
+		exact++
+		if mode == "full" {
+			require.Equal(t, tag.PeakLiveBytes, tp.LiveBytes, "tag %s: the stacks' peak is the books' exact one", tag.Name)
+		} else if tag.PeakLiveBytes >= 4<<20 { // enough samples (one per 64 KiB) for a 25% estimate
+			require.InEpsilon(t, float64(tag.PeakLiveBytes), float64(tp.LiveBytes), 0.25, "tag %s: an estimate", tag.Name)
+		}
+	}
+	require.GreaterOrEqual(t, exact, 3, "gpu, config, grow and scratch have exact books' peaks")
+	for tag, tp := range peaks {
+		if mode == "full" {
+			require.Equal(t, tp.LiveBytes, shares[tag], "tag %s: the records' shares make its peak", tag)
+		} else {
+			require.InDelta(t, float64(tp.LiveBytes), float64(shares[tag]), float64(len(st.Records)), "tag %s: rounding apart", tag)
+		}
+	}
+	if mode == "full" {
+		require.Equal(t, books["config"][2], peaks["config"].LiveBytes, "config held all it allocated at its own peak")
+		require.Less(t, heapShares["config"], peaks["config"].LiveBytes, "and half of it at the heap's")
+		require.Equal(t, books["scratch"][2], peaks["scratch"].LiveBytes)
+		require.Equal(t, books["gpu"][0], peaks["gpu"].LiveBytes, "the textures are still live")
+		require.LessOrEqual(t, peaks["config"].Ms, st.Peak.Ms, "config peaked before the heap did")
+	}
+}
+
+// tagPeakSpace sums prof's tag_peak_space over the samples of tag.
+func tagPeakSpace(t *testing.T, prof *profile.Profile, tag string) int64 {
+	t.Helper()
+	idx := -1
+	for i, v := range prof.SampleType {
+		if v.Type == reporter.TagPeakSpace {
+			idx = i
+		}
+	}
+	require.GreaterOrEqual(t, idx, 0)
+	var sum int64
+	for _, s := range prof.Sample {
+		if len(s.Label["tag"]) == 1 && s.Label["tag"][0] == tag {
+			sum += s.Value[idx]
+		}
+	}
+	return sum
 }
