@@ -75,7 +75,7 @@ func TestRunStacksAtPeak(t *testing.T) {
 			require.Contains(t, dmd.String(), "# Peak records: ")
 			require.Contains(t, dmd.String(), "# what was live at the ")
 			peak := dmd.String()[strings.Index(dmd.String(), "# Peak records: "):]
-			peak = peak[:strings.Index(peak, "# Cumulative records")]
+			peak = peak[:strings.Index(peak, "# Tag peak records")]
 			require.Contains(t, peak, "scratch_phase", "scratch is in the peak section")
 			require.Contains(t, dmd.String(), "# Tag peak records: ")
 			tagPeak := dmd.String()[strings.Index(dmd.String(), "# Tag peak records: "):]
@@ -121,7 +121,7 @@ func TestRunStacksAtPeak(t *testing.T) {
 // records' tag_peak_bytes add up to it, and "config" (which freed half of
 // what it took before the heap's peak) held more at its own peak than at
 // the heap's: all it allocated. Sampled, the large tags' peaks are
-// estimated within 25%.
+// estimated within 35%.
 func checkTagPeaks(t *testing.T, mode string, p reporter.Process, books map[string][4]uint64) {
 	t.Helper()
 	st := p.Stacks
@@ -144,8 +144,10 @@ func checkTagPeaks(t *testing.T, mode string, p reporter.Process, books map[stri
 		exact++
 		if mode == "full" {
 			require.Equal(t, tag.PeakLiveBytes, tp.LiveBytes, "tag %s: the stacks' peak is the books' exact one", tag.Name)
-		} else if tag.PeakLiveBytes >= 4<<20 { // enough samples (one per 64 KiB) for a 25% estimate
-			require.InEpsilon(t, float64(tag.PeakLiveBytes), float64(tp.LiveBytes), 0.25, "tag %s: an estimate", tag.Name)
+		} else if tag.PeakLiveBytes >= 4<<20 {
+			// one sample per 64 KiB: gpu's 2,000 blocks of 4 KiB give ~121
+			// samples, a standard error of 9%; 35% is 4 of them
+			require.InEpsilon(t, float64(tag.PeakLiveBytes), float64(tp.LiveBytes), 0.35, "tag %s: an estimate", tag.Name)
 		}
 	}
 	require.GreaterOrEqual(t, exact, 3, "gpu, config, grow and scratch have exact books' peaks")
