@@ -357,106 +357,149 @@ func addSat(a, b int64) int64 {
 // path, amounts a JavaScript number holds exactly. Duplicate paths are
 // allowed: about:memory sums them and marks the line "[2]".
 func (f *MemReportFile) Check() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrMemReport}, args...)...)
-	}
 	if f.Version != memReportVersion {
-		return bad("version %d, want %d", f.Version, memReportVersion)
+		return badMemReport("version %d, want %d", f.Version, memReportVersion)
 	}
 	if !f.HasMozMallocUsableSize {
-		return bad("hasMozMallocUsableSize is false (about:memory warns that most of the heap is unclassified)")
+		return badMemReport("hasMozMallocUsableSize is false (about:memory warns that most of the heap is unclassified)")
 	}
-	type proc struct {
-		leaves       map[string]bool
-		treeUnits    map[string]int // tree name -> units
-		heapTotal    int64          // explicit heap reports
-		heapAlloc    int64
-		hasHeapAlloc bool
-		hasExplicit  bool
-		hasUnclass   bool
-	}
-	procs := map[string]*proc{}
+	procs := map[string]*memCheckProc{}
 	var order []string
 	for i, r := range f.Reports {
 		where := fmt.Sprintf("report %d (%s, %s)", i, r.Process, r.Path)
-		if r.Process == "" {
-			return bad("%s: no process name (about:memory would take it for its own main process)", where)
-		}
-		if r.Kind < MemKindNonheap || r.Kind > MemKindOther {
-			return bad("%s: kind %d", where, r.Kind)
-		}
-		if r.Units < MemUnitsBytes || r.Units > MemUnitsPercentage {
-			return bad("%s: bad units %d", where, r.Units)
-		}
-		if r.Description == "" {
-			return bad("%s: no description", where)
-		}
-		if r.Amount < 0 || r.Amount > maxExact {
-			return bad("%s: amount %d is negative or too large (about:memory flags it invalid)", where, r.Amount)
-		}
-		names := strings.Split(r.Path, "/")
-		for _, n := range names {
-			if n == "" {
-				return bad("%s: an empty name in the path", where)
-			}
-		}
-		if strings.HasPrefix(r.Path, "explicit/") {
-			if r.Kind != MemKindHeap && r.Kind != MemKindNonheap {
-				return bad("%s: bad explicit kind %d (heap or nonheap)", where, r.Kind)
-			}
-			if r.Units != MemUnitsBytes {
-				return bad("%s: bad explicit units %d (bytes)", where, r.Units)
-			}
+		names, err := checkMemReportFields(r, where)
+		if err != nil {
+			return err
 		}
 		p := procs[r.Process]
 		if p == nil {
-			p = &proc{leaves: map[string]bool{}, treeUnits: map[string]int{}}
+			p = &memCheckProc{leaves: map[string]bool{}, treeUnits: map[string]int{}}
 			procs[r.Process] = p
 			order = append(order, r.Process)
 		}
-		if len(names) == 1 { // a degenerate tree: one node, in Other Measurements
-			if r.Path == "heap-allocated" {
-				if r.Units != MemUnitsBytes {
-					return bad("%s: heap-allocated is not in bytes", where)
-				}
-				p.hasHeapAlloc = true
-				p.heapAlloc = addSat(p.heapAlloc, r.Amount)
-			}
-			continue
-		}
-		if u, ok := p.treeUnits[names[0]]; ok && u != r.Units {
-			return bad("%s: units within the tree %q are inconsistent (%d and %d)", where, names[0], u, r.Units)
-		}
-		p.treeUnits[names[0]] = r.Units
-		p.leaves[r.Path] = true
-		if names[0] == "explicit" {
-			p.hasExplicit = true
-			if r.Kind == MemKindHeap {
-				p.heapTotal = addSat(p.heapTotal, r.Amount)
-			}
-			if r.Path == "explicit/heap-unclassified" {
-				p.hasUnclass = true
-			}
+		if err := p.add(r, names, where); err != nil {
+			return err
 		}
 	}
 	for _, name := range order {
-		p := procs[name]
-		for leaf := range p.leaves {
-			for i := len(leaf) - 1; i > 0; i-- {
-				if leaf[i] == '/' && p.leaves[leaf[:i]] {
-					return bad("process %s: %s is a report and also a node above %s (about:memory: _amount already set for non-leaf node)", name, leaf[:i], leaf)
-				}
+		if err := procs[name].check(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// badMemReport is an error of Check: ErrMemReport, then what is wrong.
+func badMemReport(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrMemReport}, args...)...)
+}
+
+// checkMemReportFields applies Check's rules that look at one report
+// alone (its process, kind, units, description, amount, the names of its
+// path, and an explicit report's kind and units), so that the per-process
+// sums below only ever see reports about:memory would load. It returns
+// the path's names; where says which report it is, for the error.
+func checkMemReportFields(r MemReport, where string) ([]string, error) {
+	if r.Process == "" {
+		return nil, badMemReport("%s: no process name (about:memory would take it for its own main process)", where)
+	}
+	if r.Kind < MemKindNonheap || r.Kind > MemKindOther {
+		return nil, badMemReport("%s: kind %d", where, r.Kind)
+	}
+	if r.Units < MemUnitsBytes || r.Units > MemUnitsPercentage {
+		return nil, badMemReport("%s: bad units %d", where, r.Units)
+	}
+	if r.Description == "" {
+		return nil, badMemReport("%s: no description", where)
+	}
+	if r.Amount < 0 || r.Amount > maxExact {
+		return nil, badMemReport("%s: amount %d is negative or too large (about:memory flags it invalid)", where, r.Amount)
+	}
+	names := strings.Split(r.Path, "/")
+	for _, n := range names {
+		if n == "" {
+			return nil, badMemReport("%s: an empty name in the path", where)
+		}
+	}
+	if strings.HasPrefix(r.Path, "explicit/") {
+		if r.Kind != MemKindHeap && r.Kind != MemKindNonheap {
+			return nil, badMemReport("%s: bad explicit kind %d (heap or nonheap)", where, r.Kind)
+		}
+		if r.Units != MemUnitsBytes {
+			return nil, badMemReport("%s: bad explicit units %d (bytes)", where, r.Units)
+		}
+	}
+	return names, nil
+}
+
+// memCheckProc is what Check gathers of one process's reports: the rules
+// about trees (a path both a leaf and a node, units within a tree) and
+// about the explicit tree against heap-allocated need all of them.
+type memCheckProc struct {
+	leaves       map[string]bool
+	treeUnits    map[string]int // tree name -> units
+	heapTotal    int64          // explicit heap reports
+	heapAlloc    int64
+	hasHeapAlloc bool
+	hasExplicit  bool
+	hasUnclass   bool
+}
+
+// add takes in one report of the process (already through
+// checkMemReportFields; names is its path's), refusing one whose units
+// differ from its tree's: a one-name path is a degenerate tree (Other
+// Measurements), of which only heap-allocated counts, and must be bytes;
+// any other is a leaf of its tree, summed into the explicit heap total if
+// it is an explicit heap report.
+func (p *memCheckProc) add(r MemReport, names []string, where string) error {
+	if len(names) == 1 { // a degenerate tree: one node, in Other Measurements
+		if r.Path == "heap-allocated" {
+			if r.Units != MemUnitsBytes {
+				return badMemReport("%s: heap-allocated is not in bytes", where)
+			}
+			p.hasHeapAlloc = true
+			p.heapAlloc = addSat(p.heapAlloc, r.Amount)
+		}
+		return nil
+	}
+	if u, ok := p.treeUnits[names[0]]; ok && u != r.Units {
+		return badMemReport("%s: units within the tree %q are inconsistent (%d and %d)", where, names[0], u, r.Units)
+	}
+	p.treeUnits[names[0]] = r.Units
+	p.leaves[r.Path] = true
+	if names[0] == "explicit" {
+		p.hasExplicit = true
+		if r.Kind == MemKindHeap {
+			p.heapTotal = addSat(p.heapTotal, r.Amount)
+		}
+		if r.Path == "explicit/heap-unclassified" {
+			p.hasUnclass = true
+		}
+	}
+	return nil
+}
+
+// check applies the rules on the whole of process name's reports, once
+// all are in: no report's path is a node above another's, and an explicit
+// tree comes with a heap-allocated that its heap reports do not exceed
+// (unless heap-unclassified is reported, about:memory computes it as the
+// difference, and a negative one is flagged).
+func (p *memCheckProc) check(name string) error {
+	for leaf := range p.leaves {
+		for i := len(leaf) - 1; i > 0; i-- {
+			if leaf[i] == '/' && p.leaves[leaf[:i]] {
+				return badMemReport("process %s: %s is a report and also a node above %s (about:memory: _amount already set for non-leaf node)", name, leaf[:i], leaf)
 			}
 		}
-		if !p.hasExplicit {
-			continue
-		}
-		if !p.hasHeapAlloc {
-			return bad("process %s: an explicit tree but no heap-allocated (about:memory warns that heap-unclassified is not shown)", name)
-		}
-		if !p.hasUnclass && p.heapTotal > p.heapAlloc {
-			return bad("process %s: the explicit heap reports sum to %d, more than heap-allocated %d (a negative heap-unclassified)", name, p.heapTotal, p.heapAlloc)
-		}
+	}
+	if !p.hasExplicit {
+		return nil
+	}
+	if !p.hasHeapAlloc {
+		return badMemReport("process %s: an explicit tree but no heap-allocated (about:memory warns that heap-unclassified is not shown)", name)
+	}
+	if !p.hasUnclass && p.heapTotal > p.heapAlloc {
+		return badMemReport("process %s: the explicit heap reports sum to %d, more than heap-allocated %d (a negative heap-unclassified)", name, p.heapTotal, p.heapAlloc)
 	}
 	return nil
 }
