@@ -69,44 +69,70 @@ func darkMatter(p *tagtable.Profile, names map[uint32]string, stackFrames func(i
 	if p.Collections == 0 {
 		return nil
 	}
-	type key struct {
-		kind       int
-		tag, stack uint32
-		rep        [2]uint32
+	entries := sortDark(sumDark(p))
+	dm := &DarkMatter{Collections: p.Collections, UnknownReports: p.UnknownReports, Records: []DarkMatterRecord{},
+		Traces: map[uint32][]Frame{}}
+	libs := map[uint32]string{}
+	for _, e := range entries {
+		dm.addRecord(e, names, libs, stackFrames)
 	}
-	type acc struct{ blocks, bytes, req float64 }
-	accs := map[key]*acc{}
+	return dm
+}
+
+// darkKey is what makes a dark-matter record: the kind (0 unreported, 1
+// once, 2 twice reported), the allocating tag and stack, and the
+// reporting stacks (0: none).
+type darkKey struct {
+	kind       int
+	tag, stack uint32
+	rep        [2]uint32
+}
+
+// darkSum adds up the live blocks of one darkKey: estimated blocks,
+// usable bytes and requested bytes.
+type darkSum struct{ blocks, bytes, req float64 }
+
+// darkEntry is one record to be: its key and its sums.
+type darkEntry struct {
+	darkKey
+	*darkSum
+}
+
+// sumDark adds up the live sampled blocks of p by darkKey, from the marks
+// of p's last collection: each block weighs its sampling weight.
+func sumDark(p *tagtable.Profile) map[darkKey]*darkSum {
+	sums := map[darkKey]*darkSum{}
 	p.EachLive(func(_ uint64, b *tagtable.LiveBlock) bool {
 		n, stacks := p.Marks(b)
-		k := key{kind: int(min(n, 2)), tag: b.Tag, stack: b.Stack}
+		k := darkKey{kind: int(min(n, 2)), tag: b.Tag, stack: b.Stack}
 		switch k.kind {
 		case 1:
 			k.rep[0] = stacks[0]
 		case 2:
 			k.rep = stacks
 		}
-		a := accs[k]
+		a := sums[k]
 		if a == nil {
-			a = &acc{}
-			accs[k] = a
+			a = &darkSum{}
+			sums[k] = a
 		}
 		a.blocks += b.Weight
 		a.bytes += b.Weight * float64(b.Usable)
 		a.req += b.Weight * float64(b.Requested)
 		return true
 	})
-	dm := &DarkMatter{Collections: p.Collections, UnknownReports: p.UnknownReports, Records: []DarkMatterRecord{},
-		Traces: map[uint32][]Frame{}}
-	type entry struct {
-		key
-		*acc
+	return sums
+}
+
+// sortDark puts the sums in the report's order: twice-reported (bugs)
+// first, as DMD, then unreported, then once-reported; in each, most bytes
+// first, then by stack, tag and reporting stacks (every key differs, so
+// the order is set).
+func sortDark(sums map[darkKey]*darkSum) []darkEntry {
+	entries := make([]darkEntry, 0, len(sums))
+	for k, a := range sums {
+		entries = append(entries, darkEntry{k, a})
 	}
-	entries := make([]entry, 0, len(accs))
-	for k, a := range accs {
-		entries = append(entries, entry{k, a})
-	}
-	// twice-reported (bugs) first, as DMD, then unreported, then
-	// once-reported; in each, most bytes first
 	rank := [3]int{1, 2, 0}
 	sort.Slice(entries, func(i, j int) bool {
 		a, b := entries[i], entries[j]
@@ -124,40 +150,44 @@ func darkMatter(p *tagtable.Profile, names map[uint32]string, stackFrames func(i
 		}
 		return a.rep[0] < b.rep[0] || a.rep[0] == b.rep[0] && a.rep[1] < b.rep[1]
 	})
-	libs := map[uint32]string{}
+	return entries
+}
+
+// addRecord appends e's record to dm and counts it in its kind's totals. The
+// stacks it names get their frames in dm.Traces (stackFrames, once per
+// stack, in the order records first name them); libs keeps the library
+// of each allocating stack met so far, so that it is worked out once.
+func (dm *DarkMatter) addRecord(e darkEntry, names map[uint32]string, libs map[uint32]string, stackFrames func(id uint32) []Frame) {
 	trace := func(id uint32) uint32 {
 		if _, ok := dm.Traces[id]; !ok {
 			dm.Traces[id] = stackFrames(id)
 		}
 		return id
 	}
-	for _, e := range entries {
-		tag, ok := names[e.tag]
-		if !ok {
-			tag = DefaultTag
-		}
-		r := DarkMatterRecord{Kind: darkKinds[e.kind], Tag: tag, Blocks: round(e.blocks), Bytes: round(e.bytes),
-			RequestedBytes: round(e.req), Allocated: trace(e.stack)}
-		lib, ok := libs[e.stack]
-		if !ok {
-			lib = library(dm.Traces[e.stack])
-			libs[e.stack] = lib
-		}
-		r.Library = lib
-		if e.kind >= 1 {
-			r.Reported = trace(e.rep[0])
-		}
-		if e.kind == 2 {
-			r.ReportedAgain = trace(e.rep[1])
-		}
-		t := [3]*DarkMatterTotals{&dm.Unreported, &dm.OnceReported, &dm.TwiceReported}[e.kind]
-		t.Records++
-		t.Blocks += r.Blocks
-		t.Bytes += r.Bytes
-		t.RequestedBytes += r.RequestedBytes
-		dm.Records = append(dm.Records, r)
+	tag, ok := names[e.tag]
+	if !ok {
+		tag = DefaultTag
 	}
-	return dm
+	r := DarkMatterRecord{Kind: darkKinds[e.kind], Tag: tag, Blocks: round(e.blocks), Bytes: round(e.bytes),
+		RequestedBytes: round(e.req), Allocated: trace(e.stack)}
+	lib, ok := libs[e.stack]
+	if !ok {
+		lib = library(dm.Traces[e.stack])
+		libs[e.stack] = lib
+	}
+	r.Library = lib
+	if e.kind >= 1 {
+		r.Reported = trace(e.rep[0])
+	}
+	if e.kind == 2 {
+		r.ReportedAgain = trace(e.rep[1])
+	}
+	t := [3]*DarkMatterTotals{&dm.Unreported, &dm.OnceReported, &dm.TwiceReported}[e.kind]
+	t.Records++
+	t.Blocks += r.Blocks
+	t.Bytes += r.Bytes
+	t.RequestedBytes += r.RequestedBytes
+	dm.Records = append(dm.Records, r)
 }
 
 // WriteDarkMatter writes, for every process whose reporters ran, DMD's
