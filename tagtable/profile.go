@@ -598,12 +598,9 @@ func (p *Profile) Free(addr uint64) {
 // telescope over it.
 func (p *Profile) Resize(old, new, usable, req uint64, how Realloc) {
 	b := p.block(old)
-	run := how.Run
-	if run.Thinned && (b == nil || b.Requested != run.Prior) {
-		if run.CatchUp { // of a block no longer held at old: nothing to say
-			return
-		}
-		run = Run{} // this realloc is of the block at old; the run is not
+	run, ok := resizeRun(b, how.Run)
+	if !ok {
+		return
 	}
 	if b == nil {
 		p.UnknownFrees++
@@ -611,32 +608,11 @@ func (p *Profile) Resize(old, new, usable, req uint64, how Realloc) {
 		return
 	}
 	s, si := p.siteOfBlock(b)
-	w := 0.0
-	switch {
-	case how.Selected || how.Grown && b.Weight > 0:
-		w = p.Weight(req)
-	case how.Kept: // the draw it was weighed by still holds
-		w = b.Weight
-	}
-	weighed := w > 0
-	// the reallocs left out grew the block step by step to req (none
-	// smaller than the one before), so their log growth adds up to this
-	s.Reallocs += 1 + uint64(run.LeftOut)
-	if req > b.Requested && b.Requested > 0 {
-		s.GrowSteps += max(uint64(run.Grew), 1)
-		s.SumLogGrowth += math.Log(float64(req) / float64(b.Requested))
-	}
+	w := p.resizeWeight(b, req, how)
+	countRealloc(s, b, req, run)
 	moved := new != old
 	if moved {
-		s.Moves++
-		s.EstBytesCopied += w * float64(min(b.Usable, usable))
-		if other := p.block(new); other != nil { // its free was lost: end it
-			p.Free(new)
-		}
-		st := p.store
-		if i, ok := st.slotOf.Delete(old); ok {
-			st.slotOf.Put(new, i)
-		}
+		p.moveBlock(s, b, old, new, usable, w)
 	}
 	// out with the old weight, in with the new: a moved block selected is
 	// a fresh allocation (and block); otherwise what the live estimate
@@ -649,35 +625,111 @@ func (p *Profile) Resize(old, new, usable, req uint64, how Realloc) {
 	}
 	p.record(histResize, si, int64(math.Round(allocInc)), uint64(math.Round(allocInc-liveInc)), old, new, usable, req)
 	t := p.siteChanging(s)
-	if moved && weighed {
-		// realloc takes the new block before it frees the old one: for a
-		// moment both are live, and that moment may be a peak (the books
-		// count it), with s's figures then saved as its peak's
-		x := w * float64(usable)
-		lb, lk := s.EstLiveBytes, s.EstLiveBlocks
-		s.EstLiveBytes, s.EstLiveBlocks = lb+x, lk+w
-		p.notePeaks(t, p.liveBytes+x, t.LiveBytes+x)
-		t = p.siteChanging(s)
-		s.EstLiveBytes, s.EstLiveBlocks = lb, lk
+	if moved && w > 0 {
+		t = p.bothLive(s, t, w, usable)
 	}
+	s.EstAllocBytes += allocInc
+	reweigh(s, b, w, usable, req, how)
+	p.liveChanged(t, liveInc)
+}
+
+// resizeRun returns the run of left-out reallocs that a resize of b (the
+// block held at the old address, nil if none) stands for, and false if
+// the record says nothing: a catch-up record of a run whose block is no
+// longer held there. A run's record whose block is not held there with
+// the run's prior size is of the block that is, but the run is not: the
+// run returned is then empty.
+func resizeRun(b *LiveBlock, run Run) (Run, bool) {
+	if run.Thinned && (b == nil || b.Requested != run.Prior) {
+		if run.CatchUp { // of a block no longer held at old: nothing to say
+			return run, false
+		}
+		run = Run{} // this realloc is of the block at old; the run is not
+	}
+	return run, true
+}
+
+// resizeWeight is the weight b has after a realloc to req (Resize's
+// comment says why): its new size's if a draw selected it (or it grew in
+// place and was weighed), its old one if it was kept in its size class,
+// else 0 (not counted, its chain still followed).
+func (p *Profile) resizeWeight(b *LiveBlock, req uint64, how Realloc) float64 {
+	w := 0.0
+	switch {
+	case how.Selected || how.Grown && b.Weight > 0:
+		w = p.Weight(req)
+	case how.Kept: // the draw it was weighed by still holds
+		w = b.Weight
+	}
+	return w
+}
+
+// countRealloc adds a realloc of b to req, and the reallocs of run left
+// out before it, to s's realloc and growth figures (the growth
+// diagnosis).
+func countRealloc(s *Site, b *LiveBlock, req uint64, run Run) {
+	// the reallocs left out grew the block step by step to req (none
+	// smaller than the one before), so their log growth adds up to this
+	s.Reallocs += 1 + uint64(run.LeftOut)
+	if req > b.Requested && b.Requested > 0 {
+		s.GrowSteps += max(uint64(run.Grew), 1)
+		s.SumLogGrowth += math.Log(float64(req) / float64(b.Requested))
+	}
+}
+
+// moveBlock moves b, of site s, from old to new (usable bytes there, of
+// weight w from now on): it counts the move and the bytes copied, ends a
+// block the profile still holds at new (its free was lost), and moves b's
+// slot to new.
+func (p *Profile) moveBlock(s *Site, b *LiveBlock, old, new, usable uint64, w float64) {
+	s.Moves++
+	s.EstBytesCopied += w * float64(min(b.Usable, usable))
+	if other := p.block(new); other != nil { // its free was lost: end it
+		p.Free(new)
+	}
+	st := p.store
+	if i, ok := st.slotOf.Delete(old); ok {
+		st.slotOf.Put(new, i)
+	}
+}
+
+// bothLive notes the moment of a weighed move (weight w, usable bytes at
+// the new address) when both blocks are live: realloc takes the new block
+// before it frees the old one, and that moment may be a peak (the books
+// count it), with s's figures then saved as its peak's. s's live figures
+// are as before on return; t is s's tag's peak state, and bothLive
+// returns it anew (siteChanging's, after the moment).
+func (p *Profile) bothLive(s *Site, t *TagPeak, w float64, usable uint64) *TagPeak {
+	x := w * float64(usable)
+	lb, lk := s.EstLiveBytes, s.EstLiveBlocks
+	s.EstLiveBytes, s.EstLiveBlocks = lb+x, lk+w
+	p.notePeaks(t, p.liveBytes+x, t.LiveBytes+x)
+	t = p.siteChanging(s)
+	s.EstLiveBytes, s.EstLiveBlocks = lb, lk
+	return t
+}
+
+// reweigh takes b out of s's live figures with its old size and weight
+// and puts it back in with its new ones (w, usable, req; not at all if w
+// is 0), counting a sample if a draw decided its weight, and sets b's new
+// size and weight.
+func reweigh(s *Site, b *LiveBlock, w float64, usable, req uint64, how Realloc) {
 	if b.Weight > 0 {
 		s.LiveSamples--
 	}
 	s.EstLiveBlocks -= b.Weight
 	s.EstLiveBytes -= b.Weight * float64(b.Usable)
 	s.EstLiveRequested -= b.Weight * float64(b.Requested)
-	s.EstAllocBytes += allocInc
 	if how.Selected && !(how.Grown && b.Weight > 0) { // a draw decided the weight
 		s.Samples++
 	}
-	if weighed {
+	if w > 0 {
 		s.LiveSamples++
 		s.EstLiveBlocks += w
 		s.EstLiveBytes += w * float64(usable)
 		s.EstLiveRequested += w * float64(req)
 	}
 	b.Usable, b.Requested, b.Weight = usable, req, w
-	p.liveChanged(t, liveInc)
 }
 
 // LiveBlockAt returns the sampled block that starts at addr, if it is
