@@ -118,7 +118,7 @@ static bool _ta_ev_lazy;
 static uint8_t *_ta_ev_ring;
 static uint64_t _ta_ev_size; /* the ring's size, a copy: writers read no header line for it */
 /* the ring's bytes from its start that are in memory in our mapping:
- * writers bring TA_EV_POPULATE more in at a time in its first lap */
+ * writers bring more in at a time in its first lap (_ta_ev_populate) */
 static _Atomic(uint64_t) _ta_ev_ready;
 #define TA_EV_POPULATE (64 * 1024)
 /* thinning's per-thread entries (below) */
@@ -176,11 +176,24 @@ static void _ta_ev_put(uint64_t pos, const void *src, size_t n) {
 
 /* The first lap of the ring reached end: bring in the window holding it
  * (one madvise of 16 pages, where 16 first writes were 16 faults: about
- * 25 us instead of 220 on the 2-core VM) unless another writer did. */
+ * 25 us instead of 220 on the 2-core VM) unless another writer did. The
+ * windows start at a page and double up to TA_EV_POPULATE: most processes
+ * that make a ring write a few KiB to it (the shell commands of pyenv's
+ * python shim 0.8-2.3 KiB, the python 27 KiB), and a page of the file
+ * brought in costs on ext4 (a page of the page cache, its blocks
+ * reserved, dirtied; then freed when the file is removed): a first window
+ * of 16 pages took 0.4-0.6 ms to bring in and 0.2-0.3 ms to remove, one
+ * page 0.05 and 0.03 (medians of 300). Windows end on a page of the file
+ * (the header is in the ring's first page). */
 TA_NOINLINE static void _ta_ev_populate(uint64_t end) {
   uint64_t r = atomic_load_explicit(&_ta_ev_ready, memory_order_relaxed);
   while (end > r && r < _ta_ev_size) {
-    uint64_t to = _ta_align_up(end, TA_EV_POPULATE);
+    /* in the file's bytes: the window's first page, and its end */
+    uint64_t base = (r + sizeof(_ta_ev_hdr_t)) & ~(uint64_t)(TA_OS_PAGE - 1);
+    uint64_t step = base < TA_OS_PAGE ? TA_OS_PAGE : base < TA_EV_POPULATE ? base : TA_EV_POPULATE;
+    uint64_t fto = _ta_align_up(end + sizeof(_ta_ev_hdr_t), TA_OS_PAGE);
+    if (fto < base + step) fto = base + step;
+    uint64_t to = fto - sizeof(_ta_ev_hdr_t);
     if (to > _ta_ev_size) to = _ta_ev_size;
     if (atomic_compare_exchange_weak_explicit(&_ta_ev_ready, &r, to, memory_order_relaxed, memory_order_relaxed)) {
       uintptr_t from = (uintptr_t)(_ta_ev_ring + r) & ~(uintptr_t)(TA_OS_PAGE - 1);
@@ -290,10 +303,44 @@ static void _ta_mods_scan(void) { dl_iterate_phdr(_ta_mod_visit, NULL); }
 
 /* ---- stacks ------------------------------------------------------------------- */
 
-#define TA_STACK_TAB (1u << 16) /* slots; ids past it are not deduplicated */
+/* The stacks seen: open addressing, made at the first stack with
+ * TA_STACK_TAB_FIRST slots (a page) and grown by 4x at half full, up to
+ * TA_STACK_TAB; a stack that then finds no slot within its probes is not
+ * deduplicated. (A table of TA_STACK_TAB slots mapped at start cost each
+ * process a mapping, and each stack a page of its own, hashed: two faults
+ * of about 14 us on the 2-core VM.) Under the sample lock. */
+#define TA_STACK_TAB (1u << 16)
+#define TA_STACK_TAB_FIRST 256u
 typedef struct { uint64_t hash; uint32_t id; uint32_t used; } _ta_stack_slot_t;
-static _ta_stack_slot_t *_ta_stacks; /* open addressing, never shrinks */
+static _ta_stack_slot_t *_ta_stacks;
+static uint32_t _ta_stacks_cap, _ta_stacks_used; /* slots, and slots taken */
 static uint32_t _ta_stack_count;
+
+/* The slot of hash h in table t of cap slots, or the empty slot where it
+ * would go; cap if neither is within 64 probes. */
+static uint32_t _ta_stacks_probe(const _ta_stack_slot_t *t, uint32_t cap, uint64_t h) {
+  uint32_t mask = cap - 1, i = (uint32_t)(h ^ (h >> 32)) & mask;
+  for (uint32_t probe = 0; probe < 64; probe++, i = (i + 1) & mask)
+    if (t[i].hash == h || !t[i].used) return i;
+  return cap;
+}
+
+/* Make the table, or grow it, before one more stack goes in; false if it
+ * cannot be (then it goes on as it is). */
+static bool _ta_stacks_room(void) {
+  if (_ta_stacks && ((_ta_stacks_used + 1) * 2 <= _ta_stacks_cap || _ta_stacks_cap >= TA_STACK_TAB)) return true;
+  uint32_t cap = _ta_stacks ? _ta_stacks_cap * 4 : TA_STACK_TAB_FIRST;
+  _ta_stack_slot_t *t = _ta_os_map(cap * sizeof(_ta_stack_slot_t), TA_OS_PAGE);
+  if (!t) return _ta_stacks != NULL;
+  for (uint32_t k = 0; k < _ta_stacks_cap; k++) {
+    if (!_ta_stacks[k].used) continue;
+    uint32_t j = _ta_stacks_probe(t, cap, _ta_stacks[k].hash);
+    if (j < cap) t[j] = _ta_stacks[k]; /* else that stack is not deduplicated any more */
+  }
+  if (_ta_stacks) _ta_os_release(_ta_stacks, _ta_stacks_cap * sizeof(_ta_stack_slot_t));
+  _ta_stacks = t, _ta_stacks_cap = cap;
+  return true;
+}
 
 typedef struct { uintptr_t *pc; int n; } _ta_unwind_t;
 
@@ -347,20 +394,18 @@ static uint32_t _ta_stack_id(const uintptr_t *pc, int n) {
     h *= 0x100000001b3ull;
   }
   h |= 1;
-  uint32_t mask = TA_STACK_TAB - 1, i = (uint32_t)(h ^ (h >> 32)) & mask;
-  if (_ta_stacks) {
-    for (uint32_t probe = 0; probe < 64; probe++, i = (i + 1) & mask) {
-      if (_ta_stacks[i].hash == h) return _ta_stacks[i].id;
-      if (!_ta_stacks[i].used) break;
-    }
-  }
+  uint32_t i = _ta_stacks ? _ta_stacks_probe(_ta_stacks, _ta_stacks_cap, h) : 0;
+  if (_ta_stacks && i < _ta_stacks_cap && _ta_stacks[i].used) return _ta_stacks[i].id;
   for (int k = 0; k < n; k++)
     if (!_ta_mod_known(pc[k])) {
       _ta_mods_scan(); /* loaded since the last look: announced before the stack that needs it */
       break;
     }
   uint32_t id = ++_ta_stack_count;
-  if (_ta_stacks && !_ta_stacks[i].used) _ta_stacks[i] = (_ta_stack_slot_t){h, id, 1};
+  if (_ta_stacks_room()) {
+    i = _ta_stacks_probe(_ta_stacks, _ta_stacks_cap, h); /* the table may be new */
+    if (i < _ta_stacks_cap) _ta_stacks[i] = (_ta_stack_slot_t){h, id, 1}, _ta_stacks_used++;
+  }
   uint64_t rec[1 + TA_STACK_MAX];
   uint32_t head[2] = {id, (uint32_t)n};
   memcpy(rec, head, 8);
@@ -452,7 +497,9 @@ static int _ta_set_lookup(uintptr_t a) {
 }
 
 static bool _ta_set_grow(void) {
-  size_t cap = _ta_set_cap ? _ta_set_cap * 2 : 4096;
+  /* first a page: 4096 slots were 8 pages a process that took a sample
+   * touched one by one, hashed (a fault of about 14 us each, 2-core VM) */
+  size_t cap = _ta_set_cap ? _ta_set_cap * 2 : TA_OS_PAGE / sizeof(uintptr_t);
   uintptr_t *old = _ta_set, *nt = _ta_os_map(cap * sizeof(uintptr_t), TA_OS_PAGE);
   if (!nt) return false;
   size_t oldcap = _ta_set_cap;
@@ -572,16 +619,16 @@ static void _ta_sample_open(uint32_t ppid, uint64_t seq) {
   _ta_ev_ring = (uint8_t *)p + sizeof(_ta_ev_hdr_t);
   _ta_ev_size = ring;
   atomic_store_explicit(&_ta_ev_ready, 0, memory_order_relaxed);
+  /* the first window now, with the header's page: the first record's
+   * read of head and its CAS were a read fault and a write fault there */
+  _ta_ev_populate(8);
   __atomic_store_n(&_ta_ev, (_ta_ev_hdr_t *)p, __ATOMIC_RELEASE); /* last: the ring is whole for whoever sees it */
 }
 
 static void _ta_sample_init(void) {
   if (_ta_opt.stacks == 2) _ta_opt.sample_rate = 1;
   if (!_ta_opt.stacks || !_ta_books_shared) return; /* no reader: nothing to sample for */
-  _ta_stacks = _ta_os_map(TA_STACK_TAB * sizeof(_ta_stack_slot_t), TA_OS_PAGE);
-  if (!_ta_stacks) return;
-  _ta_negln_init(); /* countdowns are drawn only with a ring to write to, or to make */
-  _ta_ev_lazy = true;
+  _ta_ev_lazy = true; /* countdowns are drawn only with a ring to write to, or to make */
 }
 
 /* Whether the ring is there (sample lock held), made now if this is the

@@ -20,10 +20,21 @@
  * lost, only time. An address with no FDE, or whose return address is
  * undefined (_start, a thread's start), ends the stack.
  *
- * Rules live in a direct-mapped cache of TA_UW_SLOTS slots shared by all
- * threads; a slot is two words, written under a per-slot lock bit (the
- * pc word is 1 while written) and read optimistically (pc, rule, pc
- * again). Nothing here allocates or takes a lock but the loader's.
+ * Rules live in a direct-mapped cache shared by all threads; a slot is
+ * two words, written under a per-slot lock bit (the pc word is 1 while
+ * written) and read optimistically (pc, rule, pc again). The cache starts
+ * at one page (256 slots) and grows by 4x, up to TA_UW_SLOTS, each time
+ * half its slots are taken: a fixed cache of 1 MiB, hashed, put each
+ * return address a process met on a page of its own, and a page's first
+ * touch (a read, then a write) was two faults of about 14 us each on the
+ * 2-core VM: under pyenv's python shim, 94 faults among the few processes
+ * that took a stack. The thread that fills the slot over the mark copies
+ * the cache into the next (a fresh mapping) and publishes it; a thread
+ * still in the old one meanwhile only loses what it writes there (a
+ * cache). The smaller ones stay mapped (340 KiB of address space, of
+ * which the pages touched), and a child forked while a cache was being
+ * made keeps the size it has. Nothing here allocates or takes a lock but
+ * the loader's.
  *
  * TAGALLOC_UNWIND: 0 this unwinder (default), 1 libgcc only, 2 both,
  * aborting if they disagree (tests). */
@@ -31,7 +42,8 @@
 #if TA_SAMPLING && defined(__x86_64__)
 #define TA_FAST_UNWIND 1
 
-#define TA_UW_SLOTS (1u << 16)
+#define TA_UW_MAX_BITS 16 /* the most the cache grows to: TA_UW_SLOTS */
+#define TA_UW_SLOTS (1u << TA_UW_MAX_BITS)
 #define TA_UW_OK 1u
 #define TA_UW_RBP_BASE 2u   /* the CFA is rbp + offset (else rsp + offset) */
 #define TA_UW_RBP_SAVED 4u  /* rbp was saved at CFA + rbp_off */
@@ -43,7 +55,18 @@ typedef struct {
   _Atomic(uint64_t) rule; /* cfa_off (low 32, signed) | rbp_off << 32 (16, signed) | flags << 48 */
 } _ta_uw_slot_t;
 
-static _ta_uw_slot_t _ta_uw_cache[TA_UW_SLOTS];
+#define TA_UW_FIRST_BITS 8 /* the first cache: 256 slots, a page */
+static _ta_uw_slot_t _ta_uw_first[1u << TA_UW_FIRST_BITS] __attribute__((aligned(TA_OS_PAGE)));
+/* The cache and its size, one pointer to publish (descriptors are
+ * written once, before they are published). */
+typedef struct {
+  _ta_uw_slot_t *slot;
+  unsigned bits; /* log2 of the slots */
+} _ta_uw_tab_t;
+static _ta_uw_tab_t _ta_uw_tabs[(TA_UW_MAX_BITS - TA_UW_FIRST_BITS) / 2 + 1] = {{_ta_uw_first, TA_UW_FIRST_BITS}}; /* 2^8, 2^10, ... 2^16 slots */
+static _ta_uw_tab_t *_ta_uw_cur = &_ta_uw_tabs[0];
+static _Atomic(uint32_t) _ta_uw_used;    /* slots of the current cache filled from empty */
+static _Atomic(uint32_t) _ta_uw_growing; /* a thread is making the next cache (never cleared at the last) */
 
 struct dwarf_eh_bases {
   void *tbase, *dbase, *func;
@@ -257,19 +280,60 @@ static uint64_t _ta_uw_compute(uintptr_t pc) {
   return (uint64_t)(uint32_t)(int32_t)row.cfa_off | (uint64_t)(uint16_t)(int16_t)row.rbp_off << 32 | flags << 48;
 }
 
+static inline _ta_uw_slot_t *_ta_uw_slot(const _ta_uw_tab_t *t, uintptr_t pc) {
+  return &t->slot[(pc * 0x9E3779B97F4A7C15ull) >> (64 - t->bits)];
+}
+
+/* Put rule r of pc in slot s unless another thread is writing it; true
+ * if s was empty. */
+static bool _ta_uw_put(_ta_uw_slot_t *s, uintptr_t pc, uint64_t r) {
+  uintptr_t a = atomic_load_explicit(&s->pc, memory_order_relaxed);
+  if (a == 1 || !atomic_compare_exchange_strong_explicit(&s->pc, &a, 1, memory_order_acquire, memory_order_relaxed))
+    return false;
+  atomic_store_explicit(&s->rule, r, memory_order_release);
+  atomic_store_explicit(&s->pc, pc, memory_order_release);
+  return a == 0;
+}
+
+/* Half of cache t is taken: make the next, 4x larger, with t's rules in
+ * it, and publish it (one thread does; the others go on with t). */
+TA_NOINLINE static void _ta_uw_grow(_ta_uw_tab_t *t) {
+  uint32_t no = 0;
+  if (!atomic_compare_exchange_strong_explicit(&_ta_uw_growing, &no, 1, memory_order_acquire, memory_order_relaxed)) return;
+  if (t != __atomic_load_n(&_ta_uw_cur, __ATOMIC_ACQUIRE)) { /* grown since this thread looked */
+    atomic_store_explicit(&_ta_uw_growing, 0, memory_order_release);
+    return;
+  }
+  _ta_uw_tab_t *n = t + 1;
+  n->bits = t->bits + 2;
+  n->slot = _ta_os_map(sizeof(_ta_uw_slot_t) << n->bits, TA_OS_PAGE);
+  if (!n->slot) return; /* stays this size (and growing stays set) */
+  uint32_t used = 0;
+  for (size_t i = 0; i < (size_t)1 << t->bits; i++) {
+    _ta_uw_slot_t *s = &t->slot[i];
+    uintptr_t pc = atomic_load_explicit(&s->pc, memory_order_acquire);
+    if (pc <= 1) continue;
+    uint64_t r = atomic_load_explicit(&s->rule, memory_order_acquire);
+    if (atomic_load_explicit(&s->pc, memory_order_acquire) != pc) continue;
+    used += _ta_uw_put(_ta_uw_slot(n, pc), pc, r);
+  }
+  atomic_store_explicit(&_ta_uw_used, used, memory_order_relaxed);
+  __atomic_store_n(&_ta_uw_cur, n, __ATOMIC_RELEASE);
+  if (n->bits < TA_UW_MAX_BITS) atomic_store_explicit(&_ta_uw_growing, 0, memory_order_release); /* the last stays set */
+}
+
 /* The rule of return address pc, from the cache or computed into it. */
 static uint64_t _ta_uw_rule(uintptr_t pc) {
-  _ta_uw_slot_t *s = &_ta_uw_cache[(pc * 0x9E3779B97F4A7C15ull) >> 48];
-  uintptr_t a = atomic_load_explicit(&s->pc, memory_order_acquire);
-  if (a == pc) {
+  _ta_uw_tab_t *t = __atomic_load_n(&_ta_uw_cur, __ATOMIC_ACQUIRE);
+  _ta_uw_slot_t *s = _ta_uw_slot(t, pc);
+  if (atomic_load_explicit(&s->pc, memory_order_acquire) == pc) {
     uint64_t r = atomic_load_explicit(&s->rule, memory_order_acquire);
     if (atomic_load_explicit(&s->pc, memory_order_acquire) == pc) return r;
   }
   uint64_t r = _ta_uw_compute(pc);
-  if (a != 1 && atomic_compare_exchange_strong_explicit(&s->pc, &a, 1, memory_order_acquire, memory_order_relaxed)) {
-    atomic_store_explicit(&s->rule, r, memory_order_release);
-    atomic_store_explicit(&s->pc, pc, memory_order_release);
-  }
+  if (_ta_uw_put(s, pc, r) && (atomic_fetch_add_explicit(&_ta_uw_used, 1, memory_order_relaxed) + 1) * 2 > (1u << t->bits) &&
+      t->bits < TA_UW_MAX_BITS)
+    _ta_uw_grow(t);
   return r;
 }
 
