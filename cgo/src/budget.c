@@ -34,7 +34,6 @@
 
 #include "../include/tagalloc.h"
 
-#define TA_BUDGETS_MAX 64
 #define TA_BUDGET_FAIL 1u
 #define TA_BUDGET_NOTIFY 2u
 #define TA_BUDGET_OBSERVE 3u
@@ -49,7 +48,7 @@ typedef struct _ta_budget_s {
   _Atomic(uint32_t) over;     /* 1 while charged > limit (a crossing counted) */
   uint64_t spare[2];
 } _ta_budget_t;
-_Static_assert(sizeof(_ta_budget_t) == 64, "books/region.go reads 64-byte budget slots (books.c sizes the table)");
+_Static_assert(sizeof(_ta_budget_t) == TA_BUDGET_SLOT, "books/region.go reads budget slots of this size (books.c sizes the table)");
 
 static _ta_budget_t *_ta_budgets;                    /* TA_BUDGETS_MAX, in the books region */
 static uint8_t _ta_tag_budget_of[TA_TAG_SLOTS];       /* index + 1 of a tag's innermost budget, 0: none */
@@ -280,7 +279,7 @@ TA_EXPORT int tagalloc_budget_stats(const char *tag, tagalloc_budget_stats_t *ou
  * silently left out would not do what the user asked). */
 static void _ta_budgets_init(void) {
   _ta_budgets = (_ta_budget_t *)((uint8_t *)_ta_books + _ta_books->budgets_off);
-  const char *env = getenv("TAGALLOC_BUDGET");
+  const char *env = getenv(TA_ENV_BUDGET);
   if (!env || !*env) return;
   for (const char *e = env; *e;) {
     while (*e == ' ') e++; /* "a=1M, b=2M" */

@@ -125,6 +125,7 @@
 #include <string.h>
 
 #include "sizeclasses.h"
+#include "shared.h" /* what Go shares: books and ring layouts, tag limits, options (generated) */
 
 #define TAGALLOC_BUILDING 1
 
@@ -311,14 +312,10 @@ typedef struct _ta_arena_s {
 
 /* ---- tags and their books -------------------------------------------------- */
 
-#define TA_MAX_TAGS 4096                 /* distinct tags a program may name */
-#define TA_TAG_NAME_MAX 63               /* bytes in a tag name (1..63) */
-#define TA_TAG_UNTAGGED 0                /* "untagged", or TAGALLOC_TAG's name */
-#define TA_TAG_OVERFLOW (TA_MAX_TAGS + 1) /* tags past the limit land here */
-#define TA_TAG_SLOTS (TA_MAX_TAGS + 2)
+/* The tag limits (TA_MAX_TAGS, TA_TAG_NAME_MAX, TA_TAG_UNTAGGED,
+ * TA_TAG_OVERFLOW, TA_TAG_SLOTS, TA_TAG_STACK, TA_CTR_CHUNK) are shared.h's. */
 #define TA_TAG_MIXED 0xffffu             /* a small page's tag: see tags[] */
 _Static_assert(TA_TAG_MIXED >= TA_TAG_SLOTS, "TA_TAG_MIXED is no tag");
-#define TA_TAG_STACK 32                  /* nesting depth of tagalloc_push_tag */
 
 /* The books of one tag as one thread saw them: counts written by that
  * thread only (TA_CTR_ADD: one add, no read-modify-write of another
@@ -349,8 +346,7 @@ typedef struct _ta_ctr_s {
 #define TA_HOLDER_SOLE 1u
 #define TA_HOLDER_MANY 2u
 /* A tag's entry in the books' holders table: 0, the address of its sole
- * counter set, or this. */
-#define TA_HOLDERS_MANY ((uint64_t)1)
+ * counter set, or TA_HOLDERS_MANY (shared.h). */
 /* Held by several sets, a set's headroom is kept between 0 and
  * TA_PEAK_CAP, and set to TA_PEAK_SLACK when it rises: a rise costs a sum
  * over the tag's sets at most once per slack bytes, and the peak's bound
@@ -360,8 +356,6 @@ typedef struct _ta_ctr_s {
 #define TA_PEAK_CAP (64 * 1024)
 _Static_assert(sizeof(_ta_ctr_t) == 64, "a counter set is one cache line");
 
-
-#define TA_CTR_CHUNK 64
 #define TA_CTR_CHUNKS ((TA_TAG_SLOTS + TA_CTR_CHUNK - 1) / TA_CTR_CHUNK)
 
 struct _ta_heap_s;
