@@ -241,9 +241,9 @@ TA_EXPORT int tagalloc_set_budget(const char *tag, uint64_t bytes, int policy) {
   size_t n = _ta_tag_len(tag);
   if (!n || bytes == 0 || bytes > INT64_MAX || policy < (int)TA_BUDGET_FAIL || policy > (int)TA_BUDGET_OBSERVE) return EINVAL;
   if (!_ta_ensure_init()) return ENOMEM;
-  pthread_mutex_lock(&_ta_tags_lock);
+  _ta_mutex_lock(&_ta_tags_lock);
   int rc = _ta_budget_set_locked(tag, n, bytes, (uint32_t)policy);
-  pthread_mutex_unlock(&_ta_tags_lock);
+  _ta_mutex_unlock(&_ta_tags_lock);
   return rc;
 }
 
@@ -313,9 +313,9 @@ static void _ta_budgets_init(void) {
       entry[entry_len] = 0;
       _ta_fatal("TAGALLOC_BUDGET: cannot read \"%s\": want TAG=SIZE[:fail|notify|observe], SIZE like 64M", entry);
     }
-    pthread_mutex_lock(&_ta_tags_lock);
+    _ta_mutex_lock(&_ta_tags_lock);
     int rc = _ta_budget_set_locked(entry, n, bytes, policy);
-    pthread_mutex_unlock(&_ta_tags_lock);
+    _ta_mutex_unlock(&_ta_tags_lock);
     if (rc) _ta_fatal("TAGALLOC_BUDGET: \"%s\": more than %d budgets or %u tags", entry, TA_BUDGETS_MAX, (unsigned)TA_MAX_TAGS);
     e += len;
     if (*e == ',') e++;

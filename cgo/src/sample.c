@@ -111,10 +111,10 @@ static struct { pthread_mutex_t m; } TA_ALONE _ta_sample_lock = {PTHREAD_MUTEX_I
  * spinning without end (1.09-1.10x). */
 static void _ta_sample_lock_take(void) {
   for (int spin = 0; spin < 1000; spin++) {
-    if (pthread_mutex_trylock(&_ta_sample_lock.m) == 0) return;
+    if (_ta_mutex_trylock(&_ta_sample_lock.m)) return;
     for (int k = 0; k < 4; k++) TA_CPU_RELAX();
   }
-  pthread_mutex_lock(&_ta_sample_lock.m);
+  _ta_mutex_lock(&_ta_sample_lock.m);
 }
 
 /* ---- the ring -------------------------------------------------------------- */
@@ -561,7 +561,7 @@ static bool _ta_ev_ensure(void) {
   if (__atomic_load_n(&_ta_ev, __ATOMIC_ACQUIRE)) return true;
   _ta_sample_lock_take();
   bool ok = _ta_ev_make_locked();
-  pthread_mutex_unlock(&_ta_sample_lock.m);
+  _ta_mutex_unlock(&_ta_sample_lock.m);
   return ok;
 }
 
@@ -627,7 +627,7 @@ TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
   if (ta_unlikely(!_ta_self.start)) { /* our code's range, to leave our frames out */
     _ta_sample_lock_take();
     if (!_ta_self.start) dl_iterate_phdr(_ta_mod_visit, (void *)1);
-    pthread_mutex_unlock(&_ta_sample_lock.m);
+    _ta_mutex_unlock(&_ta_sample_lock.m);
   }
   _ta_set_prefetch((uintptr_t)p); /* loaded while the stack is unwound */
   uintptr_t pc[TA_STACK_MAX];
@@ -640,7 +640,7 @@ TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
     if (_ta_ev_write(TA_EV_ALLOC, rec, 8 + sizeof rec)) _ta_sample_mark(p);
     else atomic_fetch_add_explicit(&_ta_ev->dropped_bytes, usable, memory_order_relaxed);
   }
-  pthread_mutex_unlock(&_ta_sample_lock.m);
+  _ta_mutex_unlock(&_ta_sample_lock.m);
   errno = e;
   _ta_sample_restart(); /* none if the ring could not be made */
   _ta_in_sampler = false;
@@ -772,7 +772,7 @@ TA_NOINLINE static void _ta_sample_free(void *p) {
     uint64_t rec[1] = {(uintptr_t)p};
     _ta_ev_write(TA_EV_FREE, rec, 16);
   }
-  pthread_mutex_unlock(&_ta_sample_lock.m);
+  _ta_mutex_unlock(&_ta_sample_lock.m);
 }
 
 /* The usable size of q, which realloc just made: realloc said it if it
@@ -864,7 +864,7 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
       _ta_resize_write(p, q, _ta_resized_usable(q), req, flags, NULL, 0);
     }
   }
-  pthread_mutex_unlock(&_ta_sample_lock.m);
+  _ta_mutex_unlock(&_ta_sample_lock.m);
   if (!was && selected) _ta_sample_take_at(q, req);
 }
 
@@ -885,9 +885,9 @@ static void _ta_sample_fork_prepare(void) {
     _ta_ev_write(TA_EV_FORK, rec, 16);
   }
 }
-static void _ta_sample_fork_parent(void) { pthread_mutex_unlock(&_ta_sample_lock.m); }
+static void _ta_sample_fork_parent(void) { _ta_mutex_unlock(&_ta_sample_lock.m); }
 static void _ta_sample_fork_child(void) {
-  pthread_mutex_init(&_ta_sample_lock.m, NULL);
+  _ta_mutex_reinit(&_ta_sample_lock.m);
   _ta_fork_from.ppid = 0, _ta_fork_from.seq = 0; /* a child of a child without a ring: it inherited no sampled block */
   if (_ta_ev) { /* its ring at its first event, linked to the mark (_ta_ev_lazy stays set) */
     _ta_fork_from.ppid = _ta_ev->pid, _ta_fork_from.seq = _ta_fork_seq;
@@ -902,7 +902,7 @@ TA_NOINLINE static void _ta_sample_report(const void *p) {
   if (!TA_EV_ON() || _ta_in_sampler) return;
   _ta_sample_lock_take();
   bool sampled = _ta_set_has((uintptr_t)p);
-  pthread_mutex_unlock(&_ta_sample_lock.m);
+  _ta_mutex_unlock(&_ta_sample_lock.m);
   if (!sampled) return;
   _ta_in_sampler = true;
   uintptr_t pc[TA_STACK_MAX];
@@ -912,7 +912,7 @@ TA_NOINLINE static void _ta_sample_report(const void *p) {
     uint64_t rec[2] = {(uintptr_t)p, _ta_stack_id(pc, n)};
     _ta_ev_write(TA_EV_REPORT, rec, 8 + sizeof rec);
   }
-  pthread_mutex_unlock(&_ta_sample_lock.m);
+  _ta_mutex_unlock(&_ta_sample_lock.m);
   _ta_in_sampler = false;
 }
 
@@ -924,7 +924,7 @@ static void _ta_sample_collect(uint64_t seq) {
     uint64_t rec[1] = {seq};
     _ta_ev_write(TA_EV_COLLECT, rec, 16);
   }
-  pthread_mutex_unlock(&_ta_sample_lock.m);
+  _ta_mutex_unlock(&_ta_sample_lock.m);
 }
 
 #else /* !TA_SAMPLING: no cost, no code */

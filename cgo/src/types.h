@@ -112,7 +112,11 @@
  *   _ta_meta_lock     the metadata allocator (heap.c)
  *   _ta_quar_lock     the checking build's quarantine (check.c): a leaf
  * Apart from _ta_report_lock, none is held while calling anything that
- * could allocate through malloc. */
+ * could allocate through malloc. Every lock is taken through
+ * _ta_mutex_lock (the end of this file), and debug builds check this
+ * order on every acquisition: static.c's _ta_locks_ranked gives each
+ * lock its place here, and taking one at or above a place a thread holds
+ * aborts, naming both (testdata/lockrank_test.c). */
 #ifndef TAGALLOC_TYPES_H
 #define TAGALLOC_TYPES_H
 
@@ -649,5 +653,48 @@ static inline void _ta_slop_set(_ta_page_t *pg, size_t idx, size_t slop) {
 #else
 #define ta_assert(x) do { (void)sizeof(x); } while (0)
 #endif
+
+/* ---- locks, by rank ----------------------------------------------------------- */
+
+/* Every mutex is taken through these, so that debug builds (TA_DEBUG >= 1)
+ * check the order of the table at the top of this file: each lock's rank
+ * is its place there (_ta_lock_rank, static.c), a thread records the
+ * ranks it holds, and taking a lock ranked at or below one it holds is
+ * fatal, naming both. Release builds call pthreads directly. */
+#if TA_DEBUG >= 1
+static int _ta_lock_rank(const pthread_mutex_t *m); /* static.c: the table, by address */
+static const char *_ta_lock_name(int rank);
+static __thread uint32_t _ta_tls_ranks; /* bit r: this thread holds the lock of rank r */
+static inline void _ta_rank_take(const pthread_mutex_t *m) {
+  int r = _ta_lock_rank(m);
+  if (ta_unlikely(_ta_tls_ranks >> r)) {
+    int held = 31 - __builtin_clz(_ta_tls_ranks);
+    _ta_fatal("lock order: taking %s while holding %s (types.h, Locks)", _ta_lock_name(r), _ta_lock_name(held));
+  }
+  _ta_tls_ranks |= 1u << r;
+}
+static inline void _ta_rank_drop(const pthread_mutex_t *m) { _ta_tls_ranks &= ~(1u << _ta_lock_rank(m)); }
+#else
+#define _ta_rank_take(m) ((void)(m))
+#define _ta_rank_drop(m) ((void)(m))
+#endif
+static inline void _ta_mutex_lock(pthread_mutex_t *m) {
+  _ta_rank_take(m);
+  pthread_mutex_lock(m);
+}
+static inline bool _ta_mutex_trylock(pthread_mutex_t *m) {
+  if (pthread_mutex_trylock(m) != 0) return false;
+  _ta_rank_take(m); /* no wait, so no deadlock; still held in order */
+  return true;
+}
+static inline void _ta_mutex_unlock(pthread_mutex_t *m) {
+  pthread_mutex_unlock(m);
+  _ta_rank_drop(m);
+}
+/* A fork child makes a lock its parent held (through the fork) anew. */
+static inline void _ta_mutex_reinit(pthread_mutex_t *m) {
+  pthread_mutex_init(m, NULL);
+  _ta_rank_drop(m);
+}
 
 #endif
