@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tagalloc/tagalloc/internal/layout"
 	"github.com/tagalloc/tagalloc/internal/size"
 )
 
@@ -15,25 +16,34 @@ type option struct {
 	env, def, doc string
 }
 
+// optionTable is alloc's own option and the two it shares with the
+// native library, whose defaults come from the library's table
+// (internal/layout, generated with cgo/src/shared.h): one default for
+// both.
 var optionTable = []option{
 	{"TAGALLOC_GO_DEBUG", "0", "1: exact double-free detection (a bitmap of blocks in use), freed blocks poisoned and checked on reuse"},
-	{"TAGALLOC_PURGE_DELAY_MS", "200", "free memory stays resident at most this long before it is returned to the OS (as the native library)"},
-	{"TAGALLOC_RETAIN_MIN", "8M", "free memory always allowed to stay resident, the retain limit's floor (as the native library; K, M, G suffixes)"},
+	{"TAGALLOC_PURGE_DELAY_MS", layout.MustOption("TAGALLOC_PURGE_DELAY_MS").Default, "free memory stays resident at most this long before it is returned to the OS (as the native library)"},
+	{"TAGALLOC_RETAIN_MIN", layout.MustOption("TAGALLOC_RETAIN_MIN").Default, "free memory always allowed to stay resident, the retain limit's floor (as the native library; K, M, G suffixes)"},
 }
 
-// env reads an option's value (its default if unset or unparsable).
-func envInt(name string) int64 {
+// optionNamed returns the table's entry for name.
+func optionNamed(name string) option {
 	for _, o := range optionTable {
-		if o.env != name {
-			continue
+		if o.env == name {
+			return o
 		}
-		if v, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil && v >= 0 {
-			return v
-		}
-		v, _ := strconv.ParseInt(o.def, 10, 64)
-		return v
 	}
 	panic("alloc: unknown option " + name)
+}
+
+// envInt reads an integer option (its default if unset or unparsable).
+func envInt(name string) int64 {
+	o := optionNamed(name)
+	if v, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil && v >= 0 {
+		return v
+	}
+	v, _ := strconv.ParseInt(o.def, 10, 64)
+	return v
 }
 
 func purgeDelay() time.Duration {
@@ -43,16 +53,10 @@ func purgeDelay() time.Duration {
 // retainMin is TAGALLOC_RETAIN_MIN in bytes, read as the native library
 // reads it (its default if unset or unreadable).
 func retainMin() uintptr {
-	const name = "TAGALLOC_RETAIN_MIN"
-	for _, o := range optionTable {
-		if o.env != name {
-			continue
-		}
-		if v, err := size.Parse(os.Getenv(name), 1<<40); err == nil && v > 0 {
-			return uintptr(v)
-		}
-		v, _ := size.Parse(o.def, 1<<40)
+	o := optionNamed("TAGALLOC_RETAIN_MIN")
+	if v, err := size.Parse(os.Getenv(o.env), 1<<40); err == nil && v > 0 {
 		return uintptr(v)
 	}
-	panic("alloc: unknown option " + name)
+	v, _ := size.Parse(o.def, 1<<40)
+	return uintptr(v)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/tagalloc/tagalloc/internal/layout"
 	"github.com/tagalloc/tagalloc/sizeclass"
 )
 
@@ -367,10 +368,10 @@ func purgeLocked(all bool) {
 }
 
 // The policy's defaults, the native library's (TAGALLOC_PURGE_DELAY_MS,
-// TAGALLOC_RETAIN_MIN).
-const (
-	DefaultPurgeDelay  = 200 * time.Millisecond
-	DefaultRetainBytes = 8 << 20
+// TAGALLOC_RETAIN_MIN: internal/layout, generated with its options table).
+var (
+	DefaultPurgeDelay  = time.Duration(layout.MustOption("TAGALLOC_PURGE_DELAY_MS").Value) * time.Millisecond
+	DefaultRetainBytes = uintptr(layout.MustOption("TAGALLOC_RETAIN_MIN").Value)
 )
 
 // recentWindow is how long a big allocation counts as recent: the size

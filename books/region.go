@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sort"
 	"unicode/utf8"
+
+	"github.com/tagalloc/tagalloc/internal/layout"
 )
 
 // Magic and Version identify the layouts this reader knows.
@@ -36,92 +38,32 @@ import (
 // every version a budget slot of policy 0 is unused (package alloc keeps
 // a removed budget's slot so: writer.go) and is skipped.
 const (
-	Magic   = "TAGALLOC"
-	Version = 6
+	Magic   = layout.BooksMagic
+	Version = layout.BooksVersion
 	// WriterVersion is the layout writer.go writes.
 	WriterVersion = 4
 )
 
 // Writers of a version-4 region.
 const (
-	WriterNative = 1 // the preloaded library (cgo/src/books.c)
-	WriterGo     = 2 // package alloc (writer.go)
+	WriterNative = layout.WriterNative // the preloaded library (cgo/src/books.c)
+	WriterGo     = layout.WriterGo     // package alloc (writer.go)
 )
 
 // ErrFormat wraps every complaint about a region's contents.
 var ErrFormat = errors.New("not a valid tagalloc books region")
 
-// header mirrors _ta_books_t (cgo/src/books.c) field by field.
-type header struct {
-	Magic         [8]byte
-	Version       uint32
-	HeaderSize    uint32
-	RegionSize    uint64
-	Base          uint64
-	Used          uint64
-	PID, PPID     uint32
-	StartNS       uint64
-	State         uint32
-	TagSlots      uint32
-	TagCount      uint32
-	TagOverflow   uint32
-	TagNameSize   uint32
-	NClasses      uint32
-	CtrChunk      uint32
-	CmdlineLen    uint32
-	CmdlineOff    uint64
-	NamesOff      uint64
-	FallbackOff   uint64
-	PeaksOff      uint64
-	ClassSizesOff uint64
-	ThreadsHead   uint64
-	CtrSize       uint32
-	ThreadSize    uint32
-	ThreadCtrOff  uint32
-	ThreadHeaps   uint32
-	ThreadNext    uint32
-	ThreadLive    uint32
-	HeapSize      uint32
-	HeapNalloc    uint32
-	HeapNfree     uint32
-	HeapTag       uint32
-	HeapTnext     uint32
-	ClassStride   uint32
-	HeapAreq      uint32
-	HeapFreq      uint32
-	Requested     uint32
-	ReqStride     uint32
-	// the allocator's own figures (bytes)
-	SpansInUse        uint64
-	SpansFreeResident uint64
-	ArenaTouched      uint64
-	HugeLive          uint64
-	HugeCached        uint64
-	Descriptors       uint64
-	// version 2
-	ReportsOff, ReportsCount uint32
-	// version 3: TagSlots u64 at ReportedOff (0: none)
-	ReportedOff, Collections uint64
-	// version 4
-	Writer, Pad4 uint32
-	// version 5: TagSlots u64 each
-	HoldersOff, PeakUpperOff uint64
-	// version 6 (and version 4 in a header of version 6's size):
-	// MaxBudgets slots of budgetSize bytes, BudgetsCount in use
-	BudgetsOff         uint64
-	BudgetsCount, Pad6 uint32
-}
-
-// Sizes of the headers (version 1 without the reports, version 2 without
-// the reported bytes, version 3 without the writer, ...; version 6's is
-// the whole of header).
+// header (header_gen.go) is _ta_books_t, generated with it from
+// internal/layout; so are the sizes of the headers of each version
+// (version 1 without the reports, version 2 without the reported bytes,
+// version 3 without the writer, ...; version 6's is the whole of header).
 const (
-	headerV1 = 248
-	headerV2 = 256
-	headerV3 = 272
-	headerV4 = 280
-	headerV5 = 296
-	headerV6 = 312 // and version 4's with a budgets table
+	headerV1 = layout.BooksHeaderV1
+	headerV2 = layout.BooksHeaderV2
+	headerV3 = layout.BooksHeaderV3
+	headerV4 = layout.BooksHeaderV4
+	headerV5 = layout.BooksHeaderV5
+	headerV6 = layout.BooksHeaderV6 // and version 4's with a budgets table
 )
 
 // Budget is a limit on the live bytes of a tag and of every tag under it
@@ -148,9 +90,9 @@ type Budget struct {
 // u32 tag, u32 policy, u64 limit, i64 charged, u64 crossings, u64
 // refused, u32 parent, u32 over, 16 bytes spare).
 const (
-	budgetSize = 64
+	budgetSize = layout.BudgetSlotSize
 	// MaxBudgets is how many budgets a process may set.
-	MaxBudgets = 64
+	MaxBudgets = layout.MaxBudgets
 )
 
 // budgetPolicies names the policies by their number in the table.
@@ -159,7 +101,7 @@ var budgetPolicies = map[uint32]string{1: "fail", 2: "notify", 3: "observe"}
 // holdersMany in a version-5 holders table: the tag's blocks were counted
 // by more than one counter set (else the entry is 0 or the address of the
 // only set, whose high-water mark is the tag's exact peak).
-const holdersMany = 1
+const holdersMany = layout.HoldersMany
 
 // Report is one measurement a process's reporter published (about:memory's
 // model): a path, a kind (0 nonheap, 1 heap, 2 other), units (0 bytes,
@@ -172,10 +114,10 @@ type Report struct {
 
 // The reports table: slots of reportSize bytes.
 const (
-	reportSize    = 256
-	reportPathMax = 111 // bytes, then a NUL
-	reportDescMax = 127
-	MaxReports    = 64
+	reportSize    = layout.ReportSlot
+	reportPathMax = layout.ReportPath - 1 // bytes, then a NUL
+	reportDescMax = layout.ReportDesc - 1
+	MaxReports    = layout.MaxReports
 )
 
 // Allocator is the allocator's own view of its memory, in bytes: the

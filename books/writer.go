@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/tagalloc/tagalloc/internal/layout"
 	"github.com/tagalloc/tagalloc/sizeclass"
 )
 
@@ -22,15 +23,15 @@ import (
 // process's two regions name tags alike) and are all recorded in the
 // header, which is what readers go by.
 const (
-	MaxTags     = 4096        // distinct tag names; more go to "overflow"
-	MaxTagName  = 63          // bytes in a tag name
-	Untagged    = 0           // the id of "untagged"
-	OverflowTag = MaxTags + 1 // the id of "overflow"
-	tagSlots    = MaxTags + 2 // untagged, 4096 names, overflow
-	ctrChunk    = 64          // tags per counter chunk
+	MaxTags     = layout.MaxTags     // distinct tag names; more go to "overflow"
+	MaxTagName  = layout.MaxTagName  // bytes in a tag name
+	Untagged    = layout.Untagged    // the id of "untagged"
+	OverflowTag = layout.OverflowTag // the id of "overflow"
+	tagSlots    = layout.TagSlots    // untagged, MaxTags names, overflow
+	ctrChunk    = layout.CtrChunk    // tags per counter chunk
 	nChunks     = (tagSlots + ctrChunk - 1) / ctrChunk
 	nameSize    = MaxTagName + 1
-	cmdlineMax  = 2048
+	cmdlineMax  = layout.BooksCmdline
 	writerSize  = 64 << 20 // reserved, sparse
 	threadBytes = (nChunks*8 + 8 + 8 + 8 + 63) &^ 63
 )
@@ -38,7 +39,7 @@ const (
 // ErrBadTag is returned for a tag name that is empty, longer than
 // MaxTagName bytes, holds a NUL, or is not a path: its '/' separate the
 // levels of a tag tree, none of which may be empty, "." or "..".
-var ErrBadTag = errors.New("tag names are 1 to 63 bytes, without NUL, levels separated by one '/', none \".\" or \"..\"")
+var ErrBadTag = fmt.Errorf("tag names are 1 to %d bytes, without NUL, levels separated by one '/', none \".\" or \"..\"", MaxTagName)
 
 // Counters are one tag's books as one writer (a thread record) keeps
 // them, in the region: monotone, written by their owner only (Add, no

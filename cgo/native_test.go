@@ -433,3 +433,14 @@ func TestNegLn(t *testing.T) {
 	require.NoError(t, err, "%s", res)
 	t.Log(strings.TrimSpace(string(res)))
 }
+
+// The debug build checks the lock order of types.h's table on every
+// acquisition (testdata/lockrank_test.c): in order passes, out of order
+// aborts naming both locks.
+func TestLockOrderChecked(t *testing.T) {
+	t.Parallel()
+	r := runProg(t, time.Minute, nil, buildC(t, "lockrank_test", "core"))
+	requirePassed(t, "lockrank_test", r)
+	require.Contains(t, r.stderr, "lock order: taking _ta_tags_lock while holding _ta_arena_lock")
+	require.Contains(t, r.stderr, "lock order: taking _ta_huge_lock while holding _ta_huge_lock")
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tagalloc/tagalloc/internal/layout"
 	"github.com/tagalloc/tagalloc/internal/size"
 )
 
@@ -67,4 +68,32 @@ func TestOptionOfAnotherBuildWarns(t *testing.T) {
 	r = runProg(t, time.Minute, []string{"LD_PRELOAD=" + strictLib(t, "sampling", SamplingFlags...), "TAGALLOC_SAMPLE_RATE=1M"}, "/bin/echo")
 	require.NoError(t, r.err, r.stderr)
 	require.NotContains(t, r.stderr, "TAGALLOC_SAMPLE_RATE")
+}
+
+// The library takes its options from internal/layout's table: under
+// TAGALLOC_VERBOSE=1 each build prints every size option it reads, at
+// the default the table gives, and none it does not read.
+func TestOptionsAsLayoutSays(t *testing.T) {
+	builds := []struct {
+		lib  string
+		here layout.Build
+	}{{lib(t), layout.BuildAll}, {checkLib(t), layout.BuildCheck}, {strictLib(t, "sampling", SamplingFlags...), layout.BuildStacks}}
+	for _, b := range builds {
+		r := runProg(t, time.Minute, []string{"LD_PRELOAD=" + b.lib, "TAGALLOC_VERBOSE=1"}, "/bin/echo")
+		require.NoError(t, r.err, "%s build: %s", b.here, r.stderr)
+		for _, o := range layout.Options {
+			if o.Field == "" {
+				continue
+			}
+			line := fmt.Sprintf("tagalloc: %s=%d\n", o.Name, o.Value)
+			if o.Name == "TAGALLOC_VERBOSE" {
+				line = "tagalloc: TAGALLOC_VERBOSE=1\n"
+			}
+			if o.Builds == layout.BuildAll || o.Builds == b.here {
+				require.Contains(t, r.stderr, line, "%s build", b.here)
+			} else {
+				require.NotContains(t, r.stderr, "tagalloc: "+o.Name+"=", "%s build", b.here)
+			}
+		}
+	}
 }

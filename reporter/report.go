@@ -377,7 +377,7 @@ func Read(rd io.Reader) (*Report, error) {
 			return nil, fmt.Errorf("%w: process %d: resident measured %q (running, last-poll or never)", ErrReport, p.PID, r.Measured)
 		}
 		for _, t := range p.Tags {
-			if t.Name == "" || len(t.Name) > 63 {
+			if t.Name == "" || len(t.Name) > MaxTagLen {
 				return nil, fmt.Errorf("%w: process %d has a tag named %q", ErrReport, p.PID, t.Name)
 			}
 			if t.LiveBlocks > t.AllocBlocks || t.LiveBytes > t.AllocBytes || (t.LiveRequestedBytes != nil && *t.LiveRequestedBytes > t.LiveBytes) ||
@@ -386,7 +386,7 @@ func Read(rd io.Reader) (*Report, error) {
 			}
 		}
 		for _, b := range p.Budgets { // a budget names a tag or level: a tag's name
-			if b.Tag == "" || len(b.Tag) > 63 {
+			if b.Tag == "" || len(b.Tag) > MaxTagLen {
 				return nil, fmt.Errorf("%w: process %d has a budget of a tag named %q", ErrReport, p.PID, b.Tag)
 			}
 		}

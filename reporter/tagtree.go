@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/tagalloc/tagalloc/internal/layout"
 )
 
 // OwnLevel names the child that holds a tag's own figures when the tag is
@@ -25,7 +27,7 @@ const OwnLevel = "(own)"
 // MaxTagLen is the longest tag name, in bytes (the books' limit), so a
 // path has at most MaxTagDepth levels (one-byte components).
 const (
-	MaxTagLen   = 63
+	MaxTagLen   = layout.MaxTagName
 	MaxTagDepth = (MaxTagLen + 1) / 2
 )
 

@@ -1,6 +1,7 @@
 // The events ring: sampled allocations with their stacks, their frees and
 // resizes, and the modules the stacks run through (the writer is
-// cgo/src/sample.c, whose comment documents the layout). tagalloc run maps
+// cgo/src/sample.c; the header, record types and flags are
+// internal/layout's, generated for both). tagalloc run maps
 // each process's PID.events file read-write, drains the committed records
 // while the process runs and once more after it ends, and hands them to a
 // Profile.
@@ -10,14 +11,16 @@ package tagtable
 import (
 	"encoding/binary"
 	"encoding/hex"
+
+	"github.com/tagalloc/tagalloc/internal/layout"
 )
 
 // The events layout this reader knows.
 const (
-	EventsMagic   = "TAEVENTS"
-	EventsVersion = 1
-	evHeaderSize  = 256
-	evStackMax    = 64
+	EventsMagic   = layout.EventsMagic
+	EventsVersion = layout.EventsVersion
+	evHeaderSize  = layout.EventsHeaderSize // the generated evHeader's size (evheader_gen.go)
+	evStackMax    = layout.StackMax
 )
 
 // drainBatch is how many records Drain decodes at a time, and how far
@@ -29,39 +32,17 @@ const (
 	drainAhead = 4 * drainBatch
 )
 
-// Event types.
+// Event types (internal/layout: each record's body).
 const (
-	EvModule  = 1
-	EvStack   = 2
-	EvAlloc   = 3
-	EvFree    = 4
-	EvResize  = 5
-	EvFork    = 6
-	EvCollect = 7
-	EvReport  = 8
+	EvModule  = layout.EvModule
+	EvStack   = layout.EvStack
+	EvAlloc   = layout.EvAlloc
+	EvFree    = layout.EvFree
+	EvResize  = layout.EvResize
+	EvFork    = layout.EvFork
+	EvCollect = layout.EvCollect
+	EvReport  = layout.EvReport
 )
-
-// evHeader mirrors _ta_ev_hdr_t.
-type evHeader struct {
-	Magic        [8]byte
-	Version      uint32
-	HeaderSize   uint32
-	RingSize     uint64
-	PID, Mode    uint32
-	SampleRate   uint64
-	ForkPPID     uint32
-	_            uint32
-	ForkSeq      uint64
-	_            uint64
-	Head         uint64
-	_            [7]uint64
-	Tail         uint64
-	_            [7]uint64
-	Dropped      uint64
-	DroppedBytes uint64
-	_            uint64 // was a count of ALLOC events (the library no longer writes it)
-	_            [5]uint64
-}
 
 // Module is one executable mapping of a loaded object, as the process
 // announced it: addresses [Start, End) map file offset Offset of Path;
@@ -87,13 +68,13 @@ type Realloc struct {
 	Run  Run
 }
 
-// RESIZE flags (cgo/src/sample.c, TA_RESIZE_*); bits 8-31 and 32-63
+// RESIZE flags (internal/layout, TA_RESIZE_* in C); bits 8-31 and 32-63
 // hold a run's LeftOut and Grew.
 const (
-	resizeSelected = 1
-	resizeCatchUp  = 2
-	resizeGrown    = 4
-	resizeKept     = 8
+	resizeSelected = layout.ResizeSelected
+	resizeCatchUp  = layout.ResizeCatchUp
+	resizeGrown    = layout.ResizeGrown
+	resizeKept     = layout.ResizeKept
 )
 
 // Run is what a RESIZE record says of the in-place reallocs of its block
@@ -194,7 +175,7 @@ func decode(typ uint64, b []byte, sink EventSink) error {
 		f := u64(4)
 		how := Realloc{Selected: f&resizeSelected != 0, Grown: f&resizeGrown != 0, Kept: f&resizeKept != 0}
 		if len(b) >= 48 { // a run: its counts in the flags, the prior size after them
-			how.Run = Run{Thinned: true, LeftOut: uint32(f>>8) & 0xFFFFFF, Grew: uint32(f >> 32), CatchUp: f&resizeCatchUp != 0, Prior: u64(5)}
+			how.Run = Run{Thinned: true, LeftOut: uint32(f>>layout.ResizeLeftOutShift) & layout.ResizeLeftOutMax, Grew: uint32(f >> layout.ResizeGrewShift), CatchUp: f&resizeCatchUp != 0, Prior: u64(5)}
 		}
 		sink.Resize(u64(0), u64(1), u64(2), u64(3), how)
 	case EvFork:

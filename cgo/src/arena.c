@@ -32,7 +32,7 @@ static void _ta_span_free(_ta_page_t *h);
 static inline bool _ta_arena_lock_take(void) {
   if (ta_unlikely(_ta_tls_arena)) return false;
   _ta_tls_arena = 1;
-  pthread_mutex_lock(&_ta_arena_lock);
+  _ta_mutex_lock(&_ta_arena_lock);
   return true;
 }
 
@@ -46,7 +46,7 @@ static void _ta_arena_free_deferred(void) {
 }
 
 static inline void _ta_arena_lock_drop(void) {
-  pthread_mutex_unlock(&_ta_arena_lock);
+  _ta_mutex_unlock(&_ta_arena_lock);
   _ta_tls_arena = 0;
   if (ta_unlikely(_ta_tls_ndeferred)) _ta_arena_free_deferred();
 }
@@ -314,11 +314,11 @@ static void _ta_unlock_purge(bool all, uint64_t now) {
     /* The system calls run without the lock, and a signal handler arriving
      * meanwhile (they are where signals land) may take it: the batch is
      * this thread's, out of every free list until it is put back below. */
-    pthread_mutex_unlock(&_ta_arena_lock);
+    _ta_mutex_unlock(&_ta_arena_lock);
     _ta_tls_arena = 0;
     for (size_t i = 0; i < n; i++) _ta_os_purge(batch[i]->start, (size_t)batch[i]->npages << TA_PAGE_SHIFT);
     _ta_tls_arena = 1;
-    pthread_mutex_lock(&_ta_arena_lock);
+    _ta_mutex_lock(&_ta_arena_lock);
     for (size_t i = 0; i < n; i++) {
       _ta_page_t *h = batch[i];
       _ta_arena_t *a = &_ta_arenas[h->arena];

@@ -4,7 +4,9 @@
  * reads the books while the program runs and after it dies, even of
  * SIGKILL; without it, it is private anonymous memory.
  *
- * Layout (version 5; the Go reader is books/region.go): a header at
+ * Layout (version 6, TA_BOOKS_VERSION; the Go reader is books/region.go,
+ * the header's fields and each version's size are internal/layout/mklayout/desc.go's,
+ * generated into shared.h and books/header_gen.go): a header at
  * offset 0 (_ta_books_t: magic, version, sizes, the process, the offsets
  * of the arrays below and of the fields of the records readers follow),
  * the command line, the tag names, the fallback counters, the tag peaks,
@@ -19,7 +21,7 @@
  * bytes are alloc_bytes - high + headroom) and adds two tables, per tag:
  * its holders and the upper bound of its peak (tags.c, "peaks"). Package
  * alloc's writer still writes version 4. Version 6 adds the budgets table
- * (budget.c): TA_BUDGETS_MAX slots of 64 bytes, budgets_count in use.
+ * (budget.c): TA_BUDGETS_MAX slots of TA_BUDGET_SLOT bytes, budgets_count in use.
  * Records link to each other by address in the process; a reader turns an
  * address into an offset with `base` and checks it lies inside `used`.
  * Only the process writes the region; readers map it read-only. */
@@ -28,75 +30,11 @@
 #include <stdio.h> /* rename */
 #include <sys/stat.h>
 
-#define TA_BOOKS_MAGIC "TAGALLOC"
-#define TA_BOOKS_VERSION 6
+/* The header (_ta_books_t), its version (TA_BOOKS_VERSION), the tables'
+ * sizes (TA_BOOKS_CMDLINE, TA_REPORTS_MAX, TA_REPORT_SLOT, TA_BUDGETS_MAX,
+ * TA_BUDGET_SLOT) and the writers are shared.h's, generated from
+ * internal/layout/mklayout/desc.go with the Go reader's. */
 #define TA_BOOKS_SIZE (256 * TA_MiB) /* reserved; a sparse file */
-#define TA_BOOKS_CMDLINE 2048
-
-typedef struct _ta_books_s {
-  char magic[8];             /* "TAGALLOC" */
-  uint32_t version;          /* TA_BOOKS_VERSION */
-  uint32_t header_size;      /* sizeof(_ta_books_t) */
-  uint64_t region_size;      /* bytes mapped */
-  uint64_t base;             /* the region's address in the process */
-  _Atomic(uint64_t) used;    /* bytes in use from the start (bump) */
-  uint32_t pid, ppid;
-  uint64_t start_ns;         /* CLOCK_REALTIME at start (or fork) */
-  _Atomic(uint32_t) state;   /* 0 running, 1 exited through exit() */
-  uint32_t tag_slots;        /* TA_TAG_SLOTS; ids >= tag_count unused but overflow */
-  _Atomic(uint32_t) tag_count;
-  uint32_t tag_overflow;     /* id of "overflow" */
-  uint32_t tag_name_size;    /* bytes per name slot */
-  uint32_t nclasses;         /* size classes */
-  uint32_t ctr_chunk;        /* tags per counter chunk */
-  uint32_t cmdline_len;      /* bytes of NUL-separated arguments */
-  uint64_t cmdline_off, names_off, fallback_off, peaks_off, class_sizes_off;
-  _Atomic(uint64_t) threads_head; /* address of the newest thread record */
-  /* record layouts, for readers */
-  uint32_t ctr_size;
-  uint32_t thread_size, thread_ctr_off, thread_heaps_off, thread_next_off, thread_live_off;
-  uint32_t heap_size, heap_nalloc_off, heap_nfree_off, heap_tag_off, heap_tnext_off;
-  uint32_t heap_class_stride; /* bytes from one class's counts to the next */
-  uint32_t heap_areq_off, heap_freq_off; /* requested bytes, per class */
-  uint32_t requested;         /* 1: requested bytes are kept (TAGALLOC_REQUESTED) */
-  uint32_t heap_req_stride;   /* bytes from one class's requested bytes to the next */
-  /* the allocator's own figures, bytes, refreshed after every arena and
-   * huge-block operation */
-  _Atomic(uint64_t) spans_in_use;   /* pages of spans holding blocks */
-  _Atomic(uint64_t) spans_free_resident; /* free pages not yet returned */
-  _Atomic(uint64_t) arena_touched;  /* pages ever handed out (top) */
-  _Atomic(uint64_t) huge_live;      /* mappings of huge blocks */
-  _Atomic(uint64_t) huge_cached;    /* freed huge mappings kept for reuse */
-  _Atomic(uint64_t) descriptors;    /* page descriptors of touched pages */
-  /* version 2: memory reports (report.c), TA_REPORTS_MAX slots of
-   * TA_REPORT_SLOT bytes: u8 kind, u8 units, 6 bytes pad, u64 amount,
-   * path (NUL-terminated, 112 bytes), description (128 bytes) */
-  uint32_t reports_off;
-  _Atomic(uint32_t) reports_count;  /* slots valid, published last */
-  /* version 3 */
-  uint64_t reported_off;            /* TA_TAG_SLOTS u64: heap bytes of each
-                                       tag that reporters measured
-                                       (tagalloc_report_block) in the last
-                                       collection */
-  _Atomic(uint64_t) collections;    /* tagalloc_collect_reports runs ended */
-  /* version 4 */
-  uint32_t writer;                  /* 1: this native library; 2: Go's package alloc */
-  uint32_t pad_;
-  /* version 5: TA_TAG_SLOTS u64 each */
-  uint64_t holders_off;             /* 0, the sole counter set's address, or 1: many */
-  uint64_t peak_upper_off;          /* upper bound of the peak, held by many */
-  /* version 6 */
-  uint64_t budgets_off;             /* TA_BUDGETS_MAX slots (budget.c) */
-  _Atomic(uint32_t) budgets_count;  /* slots in use, published after each is filled */
-  uint32_t pad6_;
-} _ta_books_t;
-_Static_assert(sizeof(_ta_books_t) == 312, "the header books/region.go reads as version 6");
-
-#define TA_REPORTS_MAX 64
-#define TA_REPORT_SLOT 256
-#define TA_REPORT_PATH 112
-#define TA_REPORT_DESC 128
-_Static_assert(16 + TA_REPORT_PATH + TA_REPORT_DESC == TA_REPORT_SLOT, "report slot layout");
 
 static _ta_books_t *_ta_books;
 /* The region's address, exported so a reader can find private books: it
@@ -130,7 +68,7 @@ static void _ta_books_format(_ta_books_t *b) {
   b->thread_next_off = offsetof(_ta_thread_t, next);
   b->thread_live_off = offsetof(_ta_thread_t, live);
   b->requested = _ta_opt.requested ? 1 : 0;
-  b->writer = 1;
+  b->writer = TA_BOOKS_WRITER_NATIVE;
   size_t off = _ta_align_up(sizeof(_ta_books_t), 64);
   off = _ta_books_put(&b->cmdline_off, off, TA_BOOKS_CMDLINE);
   off = _ta_books_put(&b->names_off, off, (size_t)TA_TAG_SLOTS * (TA_TAG_NAME_MAX + 1));
@@ -143,7 +81,7 @@ static void _ta_books_format(_ta_books_t *b) {
   off = _ta_books_put(&b->reported_off, off, (size_t)TA_TAG_SLOTS * sizeof(uint64_t));
   off = _ta_books_put(&b->holders_off, off, (size_t)TA_TAG_SLOTS * sizeof(uint64_t));
   off = _ta_books_put(&b->peak_upper_off, off, (size_t)TA_TAG_SLOTS * sizeof(uint64_t));
-  off = _ta_books_put(&b->budgets_off, off, (size_t)64 * 64); /* TA_BUDGETS_MAX slots of 64 bytes (budget.c) */
+  off = _ta_books_put(&b->budgets_off, off, (size_t)TA_BUDGETS_MAX * TA_BUDGET_SLOT); /* budget.c */
   uint32_t *cs = (uint32_t *)((uint8_t *)b + b->class_sizes_off);
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) cs[c] = _ta_classes[c].size;
   atomic_store(&b->used, off);
@@ -240,7 +178,7 @@ static void *_ta_books_map_file(void *want, bool fill) {
 
 /* Set up the region: file-backed if $TAGALLOC_DIR names a directory. */
 static bool _ta_books_init(void) {
-  const char *dir = getenv("TAGALLOC_DIR");
+  const char *dir = getenv(TA_ENV_DIR);
   void *p = NULL;
   if (dir && *dir) {
     size_t n = strnlen(dir, sizeof(_ta_books_dir));

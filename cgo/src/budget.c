@@ -34,7 +34,6 @@
 
 #include "../include/tagalloc.h"
 
-#define TA_BUDGETS_MAX 64
 #define TA_BUDGET_FAIL 1u
 #define TA_BUDGET_NOTIFY 2u
 #define TA_BUDGET_OBSERVE 3u
@@ -49,7 +48,7 @@ typedef struct _ta_budget_s {
   _Atomic(uint32_t) over;     /* 1 while charged > limit (a crossing counted) */
   uint64_t spare[2];
 } _ta_budget_t;
-_Static_assert(sizeof(_ta_budget_t) == 64, "books/region.go reads 64-byte budget slots (books.c sizes the table)");
+_Static_assert(sizeof(_ta_budget_t) == TA_BUDGET_SLOT, "books/region.go reads budget slots of this size (books.c sizes the table)");
 
 static _ta_budget_t *_ta_budgets;                    /* TA_BUDGETS_MAX, in the books region */
 static uint8_t _ta_tag_budget_of[TA_TAG_SLOTS];       /* index + 1 of a tag's innermost budget, 0: none */
@@ -242,9 +241,9 @@ TA_EXPORT int tagalloc_set_budget(const char *tag, uint64_t bytes, int policy) {
   size_t n = _ta_tag_len(tag);
   if (!n || bytes == 0 || bytes > INT64_MAX || policy < (int)TA_BUDGET_FAIL || policy > (int)TA_BUDGET_OBSERVE) return EINVAL;
   if (!_ta_ensure_init()) return ENOMEM;
-  pthread_mutex_lock(&_ta_tags_lock);
+  _ta_mutex_lock(&_ta_tags_lock);
   int rc = _ta_budget_set_locked(tag, n, bytes, (uint32_t)policy);
-  pthread_mutex_unlock(&_ta_tags_lock);
+  _ta_mutex_unlock(&_ta_tags_lock);
   return rc;
 }
 
@@ -280,7 +279,7 @@ TA_EXPORT int tagalloc_budget_stats(const char *tag, tagalloc_budget_stats_t *ou
  * silently left out would not do what the user asked). */
 static void _ta_budgets_init(void) {
   _ta_budgets = (_ta_budget_t *)((uint8_t *)_ta_books + _ta_books->budgets_off);
-  const char *env = getenv("TAGALLOC_BUDGET");
+  const char *env = getenv(TA_ENV_BUDGET);
   if (!env || !*env) return;
   for (const char *e = env; *e;) {
     while (*e == ' ') e++; /* "a=1M, b=2M" */
@@ -314,9 +313,9 @@ static void _ta_budgets_init(void) {
       entry[entry_len] = 0;
       _ta_fatal("TAGALLOC_BUDGET: cannot read \"%s\": want TAG=SIZE[:fail|notify|observe], SIZE like 64M", entry);
     }
-    pthread_mutex_lock(&_ta_tags_lock);
+    _ta_mutex_lock(&_ta_tags_lock);
     int rc = _ta_budget_set_locked(entry, n, bytes, policy);
-    pthread_mutex_unlock(&_ta_tags_lock);
+    _ta_mutex_unlock(&_ta_tags_lock);
     if (rc) _ta_fatal("TAGALLOC_BUDGET: \"%s\": more than %d budgets or %u tags", entry, TA_BUDGETS_MAX, (unsigned)TA_MAX_TAGS);
     e += len;
     if (*e == ',') e++;

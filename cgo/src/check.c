@@ -106,10 +106,10 @@ static _ta_cblk_t _ta_check_find(const char *fn, void *p) {
   if (c.kind == TA_PTR_BAD) _ta_bad_pointer(fn, p);
   c.usable = _ta_usable(c.kind, c.pg, mapped);
   if (c.kind == TA_PTR_HUGE) {
-    pthread_mutex_lock(&_ta_huge_lock);
+    _ta_mutex_lock(&_ta_huge_lock);
     _ta_huge_t *e = _ta_huge_find_locked((uintptr_t)p);
     if (e) c.tag = e->tag;
-    pthread_mutex_unlock(&_ta_huge_lock);
+    _ta_mutex_unlock(&_ta_huge_lock);
   } else {
     c.tag = _ta_block_tag(c.pg, p);
   }
@@ -151,9 +151,9 @@ static size_t _ta_quar_head, _ta_quar_n, _ta_quar_bytes;
  * interrupted it does not wait for it (the block is not held). */
 static __thread bool _ta_quar_busy;
 
-static void _ta_quar_fork_prepare(void) { pthread_mutex_lock(&_ta_quar_lock); }
-static void _ta_quar_fork_parent(void) { pthread_mutex_unlock(&_ta_quar_lock); }
-static void _ta_quar_fork_child(void) { pthread_mutex_init(&_ta_quar_lock, NULL); }
+static void _ta_quar_fork_prepare(void) { _ta_mutex_lock(&_ta_quar_lock); }
+static void _ta_quar_fork_parent(void) { _ta_mutex_unlock(&_ta_quar_lock); }
+static void _ta_quar_fork_child(void) { _ta_mutex_reinit(&_ta_quar_lock); }
 
 /* The lock is a leaf, so the order of its fork handlers against init.c's
  * does not matter. */
@@ -165,9 +165,9 @@ __attribute__((constructor)) static void _ta_check_ctor(void) {
 static bool _ta_quar_holds(const void *p) {
   bool found = false;
   _ta_quar_busy = true;
-  pthread_mutex_lock(&_ta_quar_lock);
+  _ta_mutex_lock(&_ta_quar_lock);
   for (size_t i = 0; i < _ta_quar_n && !found; i++) found = _ta_quar[(_ta_quar_head + i) & (TA_QUAR_CAP - 1)].p == p;
-  pthread_mutex_unlock(&_ta_quar_lock);
+  _ta_mutex_unlock(&_ta_quar_lock);
   _ta_quar_busy = false;
   return found;
 }
@@ -227,7 +227,7 @@ static void _ta_quarantine(void *p, size_t usable) {
   _ta_qent_t out[16];
   size_t nout = 0, budget = _ta_quar_budget();
   _ta_quar_busy = true;
-  pthread_mutex_lock(&_ta_quar_lock);
+  _ta_mutex_lock(&_ta_quar_lock);
   if (!_ta_quar) {
     _ta_quar = _ta_os_reserve(TA_QUAR_CAP * sizeof(_ta_qent_t), TA_OS_PAGE);
     if (_ta_quar) _ta_os_name(_ta_quar, TA_QUAR_CAP * sizeof(_ta_qent_t), "tagalloc quarantine");
@@ -245,7 +245,7 @@ static void _ta_quarantine(void *p, size_t usable) {
       nout++;
     }
   }
-  pthread_mutex_unlock(&_ta_quar_lock);
+  _ta_mutex_unlock(&_ta_quar_lock);
   _ta_quar_busy = false;
   if (!held) _ta_check_release(p);
   for (size_t i = 0; i < nout; i++) _ta_check_evict(out[i].p, out[i].usable);
@@ -254,7 +254,7 @@ static void _ta_quarantine(void *p, size_t usable) {
 /* tags.c's heap walk: quarantined blocks are free in the books. */
 static void _ta_check_walk_quarantine(uint64_t *bytes, uint64_t *blocks, uint64_t *req) {
   _ta_quar_busy = true;
-  pthread_mutex_lock(&_ta_quar_lock);
+  _ta_mutex_lock(&_ta_quar_lock);
   for (size_t i = 0; i < _ta_quar_n; i++) {
     void *p = _ta_quar[(_ta_quar_head + i) & (TA_QUAR_CAP - 1)].p;
     _ta_page_t *pg = _ta_page_of(p);
@@ -268,7 +268,7 @@ static void _ta_check_walk_quarantine(uint64_t *bytes, uint64_t *blocks, uint64_
       req[tag] -= pg->requested;
     }
   }
-  pthread_mutex_unlock(&_ta_quar_lock);
+  _ta_mutex_unlock(&_ta_quar_lock);
   _ta_quar_busy = false;
 }
 

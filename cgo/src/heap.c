@@ -44,10 +44,10 @@ static void *_ta_private_alloc_locked(size_t size) {
  * no memory. */
 static void *_ta_meta_alloc_in(size_t size, bool books) {
   size = _ta_align_up(size, 64);
-  pthread_mutex_lock(&_ta_meta_lock);
+  _ta_mutex_lock(&_ta_meta_lock);
   void *r = books ? _ta_books_alloc_locked(size) : NULL;
   if (!r) r = _ta_private_alloc_locked(size);
-  pthread_mutex_unlock(&_ta_meta_lock);
+  _ta_mutex_unlock(&_ta_meta_lock);
   return r;
 }
 static void *_ta_meta_alloc(size_t size) { return _ta_meta_alloc_in(size, true); }
@@ -146,7 +146,7 @@ static void _ta_aband_take_locked(_ta_heap_t *h, _ta_page_t *pg) {
 static _ta_page_t *_ta_adopt(_ta_heap_t *h, unsigned c) {
   if (atomic_load_explicit(&_ta_aband_count, memory_order_relaxed) == 0) return NULL;
   _ta_page_t *found = NULL;
-  pthread_mutex_lock(&_ta_aband_lock);
+  _ta_mutex_lock(&_ta_aband_lock);
   int scanned = 0;
   for (_ta_page_t *pg = _ta_aband[c].first; pg && scanned < TA_ADOPT_SCAN; pg = pg->next, scanned++) {
     _ta_page_collect(pg); /* pages on the list belong to the lock holder */
@@ -156,7 +156,7 @@ static _ta_page_t *_ta_adopt(_ta_heap_t *h, unsigned c) {
     }
   }
   if (found) _ta_aband_take_locked(h, found);
-  pthread_mutex_unlock(&_ta_aband_lock);
+  _ta_mutex_unlock(&_ta_aband_lock);
   return found;
 }
 
@@ -166,11 +166,11 @@ static _ta_page_t *_ta_adopt(_ta_heap_t *h, unsigned c) {
  * caches), then frees locally. False if another thread adopted it first. */
 static bool _ta_free_adopting(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
   unsigned c = pg->sclass; /* stable: b is live, so the span is */
-  pthread_mutex_lock(&_ta_aband_lock);
+  _ta_mutex_lock(&_ta_aband_lock);
   bool ok = atomic_load_explicit(&pg->heap, memory_order_relaxed) == NULL &&
             atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED;
   if (ok) _ta_aband_take_locked(h, pg);
-  pthread_mutex_unlock(&_ta_aband_lock);
+  _ta_mutex_unlock(&_ta_aband_lock);
   if (!ok) return false;
   _ta_page_collect(pg);
   _ta_q_append(&h->queue[c], pg); /* behind the direct page */
@@ -184,7 +184,7 @@ static bool _ta_free_adopting(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
 /* Free abandoned pages that became empty through cross-thread frees. */
 static void _ta_heaps_reclaim_abandoned(void) {
   if (atomic_load_explicit(&_ta_aband_count, memory_order_relaxed) == 0) return;
-  pthread_mutex_lock(&_ta_aband_lock);
+  _ta_mutex_lock(&_ta_aband_lock);
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
     for (_ta_page_t *pg = _ta_aband[c].first, *next; pg; pg = next) {
       next = pg->next;
@@ -196,7 +196,7 @@ static void _ta_heaps_reclaim_abandoned(void) {
       }
     }
   }
-  pthread_mutex_unlock(&_ta_aband_lock);
+  _ta_mutex_unlock(&_ta_aband_lock);
 }
 
 /* ---- the slow path ------------------------------------------------------------- */
@@ -317,10 +317,10 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
   }
   _ta_ctr_t *ctr = _ta_ctr_of(th, th->tag);
   if (!ctr) return NULL;
-  pthread_mutex_lock(&_ta_heaps_lock);
+  _ta_mutex_lock(&_ta_heaps_lock);
   _ta_heap_t *h = _ta_heaps_free;
   if (h) _ta_heaps_free = h->hnext;
-  pthread_mutex_unlock(&_ta_heaps_lock);
+  _ta_mutex_unlock(&_ta_heaps_lock);
   if (!h) h = _ta_meta_alloc_in(sizeof(_ta_heap_t), false);
   if (!h) return NULL;
   memset(h, 0, sizeof(*h));
@@ -328,12 +328,12 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
   h->last_gc_ms = _ta_now_ms();
   h->ctr = ctr;
   h->thread = th;
-  pthread_mutex_lock(&_ta_heaps_lock);
+  _ta_mutex_lock(&_ta_heaps_lock);
   th->heap = h;
   h->hnext = _ta_heaps;
   if (_ta_heaps) _ta_heaps->hprev = h;
   _ta_heaps = h;
-  pthread_mutex_unlock(&_ta_heaps_lock);
+  _ta_mutex_unlock(&_ta_heaps_lock);
   _ta_tls_heap = h;
   return h;
 }
@@ -356,22 +356,22 @@ static void _ta_heap_abandon(_ta_heap_t *h) {
           continue;
         }
         _ta_page_disown(pg); /* the record, with its counters, may pass to a new thread */
-        pthread_mutex_lock(&_ta_aband_lock);
+        _ta_mutex_lock(&_ta_aband_lock);
         atomic_store_explicit(&pg->in_full, TA_IN_ABANDONED, memory_order_relaxed);
         atomic_store_explicit(&pg->heap, NULL, memory_order_release);
         _ta_q_push(&_ta_aband[c], pg);
         atomic_fetch_add_explicit(&_ta_aband_count, 1, memory_order_relaxed);
-        pthread_mutex_unlock(&_ta_aband_lock);
+        _ta_mutex_unlock(&_ta_aband_lock);
       }
     }
   }
-  pthread_mutex_lock(&_ta_heaps_lock);
+  _ta_mutex_lock(&_ta_heaps_lock);
   if (h->hprev) h->hprev->hnext = h->hnext; else _ta_heaps = h->hnext;
   if (h->hnext) h->hnext->hprev = h->hprev;
   h->hprev = NULL;
   h->hnext = _ta_heaps_free;
   _ta_heaps_free = h;
-  pthread_mutex_unlock(&_ta_heaps_lock);
+  _ta_mutex_unlock(&_ta_heaps_lock);
 }
 
 /* In a fork child: the heaps of the threads that did not come along keep
@@ -401,15 +401,15 @@ static void _ta_thread_done(void *arg) {
    * lock (which fork holds): a child forked meanwhile never finds a heap
    * that is already on the reuse list in a record a new thread of its may
    * take over (that heap would be used twice). */
-  pthread_mutex_lock(&_ta_heaps_lock);
+  _ta_mutex_lock(&_ta_heaps_lock);
   _ta_heap_t *h = th->heap;
   th->heap = NULL;
-  pthread_mutex_unlock(&_ta_heaps_lock);
+  _ta_mutex_unlock(&_ta_heaps_lock);
   _ta_tag_note(th->tag);
   if (h) _ta_heap_abandon(h);
-  pthread_mutex_lock(&_ta_threads_lock);
+  _ta_mutex_lock(&_ta_threads_lock);
   atomic_store_explicit(&th->live, false, memory_order_relaxed);
-  pthread_mutex_unlock(&_ta_threads_lock);
+  _ta_mutex_unlock(&_ta_threads_lock);
 }
 
 /* Check every page of h (the calling thread's heap, at rest). */

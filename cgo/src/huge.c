@@ -91,10 +91,10 @@ static void *_ta_huge_cache_take_locked(size_t need, size_t align, size_t *mappe
 static void _ta_huge_purge(bool all) {
   _ta_huge_cached_t out[TA_HUGE_CACHE];
   size_t budget = all ? 0 : _ta_arena_huge_budget(0);
-  pthread_mutex_lock(&_ta_huge_lock);
+  _ta_mutex_lock(&_ta_huge_lock);
   size_t n = _ta_huge_cache_expire_locked(all, _ta_now_ms(), budget, out);
   _ta_huge_cache_publish_locked();
-  pthread_mutex_unlock(&_ta_huge_lock);
+  _ta_mutex_unlock(&_ta_huge_lock);
   _ta_huge_unmap_all(out, n);
 }
 
@@ -174,10 +174,10 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) 
   void *p = NULL;
   bool cached = false;
   if (atomic_load_explicit(&_ta_huge_any_cached, memory_order_relaxed)) {
-    pthread_mutex_lock(&_ta_huge_lock);
+    _ta_mutex_lock(&_ta_huge_lock);
     p = _ta_huge_cache_take_locked(need, align < TA_OS_PAGE ? TA_OS_PAGE : align, &mapped);
     _ta_huge_cache_publish_locked();
-    pthread_mutex_unlock(&_ta_huge_lock);
+    _ta_mutex_unlock(&_ta_huge_lock);
     cached = p != NULL;
   }
   if (!p) p = _ta_os_map(mapped, align);
@@ -188,9 +188,9 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) 
     if (!p) { errno = ENOMEM; return NULL; }
   }
   if (cached && zero) memset(p, 0, size);
-  pthread_mutex_lock(&_ta_huge_lock);
+  _ta_mutex_lock(&_ta_huge_lock);
   bool ok = _ta_huge_insert_locked((uintptr_t)p, mapped, size, align, tag);
-  pthread_mutex_unlock(&_ta_huge_lock);
+  _ta_mutex_unlock(&_ta_huge_lock);
   if (!ok) {
     _ta_os_release(p, mapped);
     errno = ENOMEM;
@@ -221,12 +221,12 @@ static void *_ta_malloc_beside_arena(size_t size, size_t class_size) {
 }
 
 static bool _ta_huge_lookup(const void *p, size_t *mapped) {
-  pthread_mutex_lock(&_ta_huge_lock);
+  _ta_mutex_lock(&_ta_huge_lock);
   _ta_huge_t *e = _ta_huge_find_locked((uintptr_t)p);
   if (e) {
     if (mapped) *mapped = e->mapped;
   }
-  pthread_mutex_unlock(&_ta_huge_lock);
+  _ta_mutex_unlock(&_ta_huge_lock);
   return e != NULL;
 }
 
@@ -234,10 +234,10 @@ static bool _ta_huge_lookup(const void *p, size_t *mapped) {
 static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *requested) {
   _ta_huge_cached_t out[TA_HUGE_CACHE + 1];
   size_t n = 0;
-  pthread_mutex_lock(&_ta_huge_lock);
+  _ta_mutex_lock(&_ta_huge_lock);
   _ta_huge_t *e = _ta_huge_find_locked((uintptr_t)p);
   if (!e) {
-    pthread_mutex_unlock(&_ta_huge_lock);
+    _ta_mutex_unlock(&_ta_huge_lock);
     return false;
   }
   size_t mapped = e->mapped;
@@ -245,11 +245,11 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *re
   *mapped_out = mapped;
   *requested = e->requested;
   _ta_huge_erase_locked(e);
-  pthread_mutex_unlock(&_ta_huge_lock);
+  _ta_mutex_unlock(&_ta_huge_lock);
   /* what the retain limit leaves for the cache, with this block off the
    * heap (the arena lock comes before this one) */
   size_t budget = _ta_arena_huge_budget(0);
-  pthread_mutex_lock(&_ta_huge_lock);
+  _ta_mutex_lock(&_ta_huge_lock);
   uint64_t now = _ta_now_ms();
   if (mapped <= budget) {
     if (_ta_huge_ncached == TA_HUGE_CACHE) { /* evict the oldest */
@@ -265,7 +265,7 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *re
   }
   n += _ta_huge_cache_expire_locked(false, now, budget, out + n);
   _ta_huge_cache_publish_locked();
-  pthread_mutex_unlock(&_ta_huge_lock);
+  _ta_mutex_unlock(&_ta_huge_lock);
   _ta_huge_unmap_all(out, n);
   _ta_arena_purge(false); /* the heap shrank: the arena may now hold too much */
   return true;
@@ -280,11 +280,11 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *re
  * system call per page. One lookup, one lock. */
 static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_out, uint32_t *tag_out, bool *refused) {
   size_t need = _ta_align_up(size, TA_OS_PAGE);
-  pthread_mutex_lock(&_ta_huge_lock);
+  _ta_mutex_lock(&_ta_huge_lock);
   _ta_huge_t *e = _ta_huge_find_locked((uintptr_t)p);
   *found = e != NULL;
   if (!e) {
-    pthread_mutex_unlock(&_ta_huge_lock);
+    _ta_mutex_unlock(&_ta_huge_lock);
     return NULL;
   }
   size_t old = e->mapped, align = e->align, oldreq = e->requested;
@@ -292,13 +292,13 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   *mapped_out = old;
   *tag_out = tag;
   if (size <= TA_MAX_SMALL || align > TA_OS_PAGE) {
-    pthread_mutex_unlock(&_ta_huge_lock);
+    _ta_mutex_unlock(&_ta_huge_lock);
     return NULL;
   }
   if (need <= old && need >= old / 2) { /* fits, and wastes < half */
     TA_REALLOC_FROM(oldreq, old);
     e->requested = size;
-    pthread_mutex_unlock(&_ta_huge_lock);
+    _ta_mutex_unlock(&_ta_huge_lock);
     _ta_count_resize(tag, old, old, oldreq, size);
     return p;
   }
@@ -308,18 +308,18 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
     /* a budgeted tag's block asks its budgets before it grows, outside
      * the lock (a notify callback may run); the caller owns the block,
      * so it is where it was when the lock is taken again */
-    pthread_mutex_unlock(&_ta_huge_lock);
+    _ta_mutex_unlock(&_ta_huge_lock);
     if (!_ta_ctr_admit(tag, mapped - old)) {
       *refused = true;
       return NULL;
     }
-    pthread_mutex_lock(&_ta_huge_lock);
+    _ta_mutex_lock(&_ta_huge_lock);
     e = _ta_huge_find_locked((uintptr_t)p);
   }
   _ta_huge_erase_locked(e);
   void *q = _ta_os_remap(p, old, mapped);
   bool ok = _ta_huge_insert_locked((uintptr_t)(q ? q : p), q ? mapped : old, q ? size : oldreq, align, tag);
-  pthread_mutex_unlock(&_ta_huge_lock);
+  _ta_mutex_unlock(&_ta_huge_lock);
   if (!ok) _ta_fatal("huge table: cannot re-record %p after mremap", q ? q : p);
   if (q) {
     TA_REALLOC_FROM(oldreq, mapped);

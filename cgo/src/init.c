@@ -26,7 +26,7 @@ static bool _ta_init_slow(void) {
     /* An allocation made by init itself, before the core is ready, fails
      * (NULL/ENOMEM) rather than deadlocking; none is expected. */
     if (_ta_in_init) return false;
-    pthread_mutex_lock(&_ta_init_lock);
+    _ta_mutex_lock(&_ta_init_lock);
     if (atomic_load(&_ta_init_state) < 2) {
       _ta_in_init = true;
       atomic_store(&_ta_init_state, 1);
@@ -41,7 +41,7 @@ static bool _ta_init_slow(void) {
       _ta_in_init = false;
       if (!ok) _ta_warn("cannot reserve address space for the heap (errno %d)", errno);
     }
-    pthread_mutex_unlock(&_ta_init_lock);
+    _ta_mutex_unlock(&_ta_init_lock);
     if (atomic_load(&_ta_init_state) < 2) return false;
   }
   /* Outside every lock: pthread_atfork may allocate, through us. */
@@ -58,37 +58,37 @@ static bool _ta_init_slow(void) {
  * heaps stay as they were (their pages are freed into remotely). */
 static void _ta_fork_prepare(void) {
   _ta_sample_fork_prepare();
-  pthread_mutex_lock(&_ta_tags_lock);
-  pthread_mutex_lock(&_ta_threads_lock);
-  pthread_mutex_lock(&_ta_heaps_lock);
-  pthread_mutex_lock(&_ta_aband_lock);
-  pthread_mutex_lock(&_ta_arena_lock);
-  pthread_mutex_lock(&_ta_huge_lock);
-  pthread_mutex_lock(&_ta_meta_lock);
+  _ta_mutex_lock(&_ta_tags_lock);
+  _ta_mutex_lock(&_ta_threads_lock);
+  _ta_mutex_lock(&_ta_heaps_lock);
+  _ta_mutex_lock(&_ta_aband_lock);
+  _ta_mutex_lock(&_ta_arena_lock);
+  _ta_mutex_lock(&_ta_huge_lock);
+  _ta_mutex_lock(&_ta_meta_lock);
   _ta_books_fork_prepare(); /* every list whole: the child's books come from this copy */
 }
 
 static void _ta_fork_parent(void) {
   _ta_books_fork_parent();
-  pthread_mutex_unlock(&_ta_meta_lock);
-  pthread_mutex_unlock(&_ta_huge_lock);
-  pthread_mutex_unlock(&_ta_arena_lock);
-  pthread_mutex_unlock(&_ta_aband_lock);
-  pthread_mutex_unlock(&_ta_heaps_lock);
-  pthread_mutex_unlock(&_ta_threads_lock);
-  pthread_mutex_unlock(&_ta_tags_lock);
+  _ta_mutex_unlock(&_ta_meta_lock);
+  _ta_mutex_unlock(&_ta_huge_lock);
+  _ta_mutex_unlock(&_ta_arena_lock);
+  _ta_mutex_unlock(&_ta_aband_lock);
+  _ta_mutex_unlock(&_ta_heaps_lock);
+  _ta_mutex_unlock(&_ta_threads_lock);
+  _ta_mutex_unlock(&_ta_tags_lock);
   _ta_sample_fork_parent();
 }
 
 static void _ta_fork_child(void) {
   bool resync = _ta_books_fork_child(); /* first: nothing may write the parent's books */
-  pthread_mutex_init(&_ta_meta_lock, NULL);
-  pthread_mutex_init(&_ta_huge_lock, NULL);
-  pthread_mutex_init(&_ta_arena_lock, NULL);
-  pthread_mutex_init(&_ta_aband_lock, NULL);
-  pthread_mutex_init(&_ta_heaps_lock, NULL);
-  pthread_mutex_init(&_ta_threads_lock, NULL);
-  pthread_mutex_init(&_ta_tags_lock, NULL);
+  _ta_mutex_reinit(&_ta_meta_lock);
+  _ta_mutex_reinit(&_ta_huge_lock);
+  _ta_mutex_reinit(&_ta_arena_lock);
+  _ta_mutex_reinit(&_ta_aband_lock);
+  _ta_mutex_reinit(&_ta_heaps_lock);
+  _ta_mutex_reinit(&_ta_threads_lock);
+  _ta_mutex_reinit(&_ta_tags_lock);
   _ta_sample_fork_child();
   _ta_report_fork_child();
   /* Only the forking thread lives on: the others' records are free. Any

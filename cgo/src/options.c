@@ -6,10 +6,9 @@
 
 _ta_options_t _ta_opt;
 
-/* The builds that read an option: TAGALLOC_VERBOSE names only those of
- * the build it runs in, and the others, if set, get a warning. */
-enum { TA_OPT_ANY, TA_OPT_CHECK, TA_OPT_STACKS };
-
+/* The builds that read an option (TA_OPT_ANY, TA_OPT_CHECK, TA_OPT_STACKS:
+ * shared.h): TAGALLOC_VERBOSE names only those of the build it runs in,
+ * and the others, if set, get a warning. */
 typedef struct _ta_option_s {
   const char *env;
   size_t *dst;
@@ -18,38 +17,13 @@ typedef struct _ta_option_s {
   int builds; /* TA_OPT_* */
 } _ta_option_t;
 
-static const _ta_option_t _ta_options[] = {
-    {"TAGALLOC_ARENA_RESERVE", &_ta_opt.arena_reserve, 64 * TA_GiB,
-     "address space reserved per arena (halved until the OS accepts it)", TA_OPT_ANY},
-    {"TAGALLOC_HUGE_THRESHOLD", &_ta_opt.huge_threshold, 32 * TA_MiB,
-     "blocks this large or larger get their own mapping", TA_OPT_ANY},
-    {"TAGALLOC_PURGE_DELAY_MS", &_ta_opt.purge_delay_ms, 200,
-     "free memory is returned to the OS after this many milliseconds", TA_OPT_ANY},
-    {"TAGALLOC_RETAIN_MIN", &_ta_opt.retain_min, 8 * TA_MiB,
-     "free-but-resident memory kept for reuse (at least; or 1/8 of the heap)", TA_OPT_ANY},
-    {"TAGALLOC_VERBOSE", &_ta_opt.verbose, 0, "1: print the options in effect to stderr at start", TA_OPT_ANY},
-    {"TAGALLOC_REQUESTED", &_ta_opt.requested, 0,
-     "1: keep each block's requested size, so reports give live requested bytes (costs a little time)", TA_OPT_ANY},
-    {"TAGALLOC_SAMPLE_RATE", &_ta_opt.sample_rate, 512 * TA_KiB,
-     "with stacks: mean bytes allocated between two sampled blocks (Poisson)", TA_OPT_STACKS},
-    {"TAGALLOC_UNWIND", &_ta_opt.unwind, 0,
-     "with stacks: 0 cached CFI rules (libgcc where they do not reach), 1 libgcc only, 2 both, aborting if they differ",
-     TA_OPT_STACKS},
-    {"TAGALLOC_CHECK", &_ta_opt.check, 7,
-     "checking build (tagalloc run --check): a sum of 1 canaries after each block (overruns, found at free "
-     "and realloc), 2 poison in freed blocks (writes after free, found at reuse), 4 delayed reuse (quarantine)",
-     TA_OPT_CHECK},
-    {"TAGALLOC_CHECK_QUARANTINE", &_ta_opt.check_quarantine, 4 * TA_MiB,
-     "checking build: bytes of freed blocks held back from reuse, oldest released first (a block over a "
-     "quarter of it is not held)",
-     TA_OPT_CHECK},
-    {"TAGALLOC_FAULT_EVERY", &_ta_opt.fault_every, 0,
-     "testing: every Nth request for memory (a span, a mapping) fails as if memory were exhausted", TA_OPT_ANY},
-    {"TAGALLOC_FAULT_COUNT", &_ta_opt.fault_count, 0,
-     "testing: stop injecting after this many failures (0: never stop), as if memory came back", TA_OPT_ANY},
-};
-/* And one string option, TAGALLOC_TAG: untagged threads are charged to this
- * name instead of "untagged" (tags.c). */
+/* The table: TA_OPTIONS (shared.h, generated from internal/layout/mklayout/desc.go,
+ * where the docs' table and the Go side read it too). */
+#define TA_OPTION_ROW(env, field, def, builds, doc) {env, &_ta_opt.field, def, doc, builds},
+static const _ta_option_t _ta_options[] = {TA_OPTIONS(TA_OPTION_ROW)};
+#undef TA_OPTION_ROW
+/* And two string options: TA_ENV_TAG, untagged threads are charged to
+ * this name instead of "untagged" (tags.c); TA_ENV_STACKS, below. */
 
 /* A size as every tagalloc command reads one (internal/size): digits, then
  * optionally K, M or G (either case), "i" after the unit, "B"; spaces around
@@ -105,9 +79,9 @@ static void _ta_options_parse(void) {
     if (_ta_parse_size(v, &x)) *o->dst = x;
     else _ta_warn("ignoring %s=%s: not a size (%s)", o->env, v, o->doc);
   }
-  _ta_opt.default_tag = getenv("TAGALLOC_TAG");
+  _ta_opt.default_tag = getenv(TA_ENV_TAG);
   /* TAGALLOC_STACKS=off|sampled|full: in a library built with TA_SAMPLING */
-  const char *st = getenv("TAGALLOC_STACKS");
+  const char *st = getenv(TA_ENV_STACKS);
   _ta_opt.stacks = 0;
   if (st && strcmp(st, "sampled") == 0) _ta_opt.stacks = 1;
   else if (st && strcmp(st, "full") == 0) _ta_opt.stacks = 2;

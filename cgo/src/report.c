@@ -87,10 +87,10 @@ static bool _ta_block_of(const void *p, size_t *usable, uint32_t *tag) {
     *tag = _ta_block_tag(pg, p);
     return true;
   case TA_PTR_HUGE: {
-    pthread_mutex_lock(&_ta_huge_lock);
+    _ta_mutex_lock(&_ta_huge_lock);
     _ta_huge_t *e = _ta_huge_find_locked((uintptr_t)p);
     if (e) *usable = e->mapped, *tag = e->tag;
-    pthread_mutex_unlock(&_ta_huge_lock);
+    _ta_mutex_unlock(&_ta_huge_lock);
     return e != NULL;
   }
   default:
@@ -124,7 +124,7 @@ TA_EXPORT int tagalloc_register_reporter(const char *name, tagalloc_reporter_fn 
   size_t n = name ? strnlen(name, TA_TAG_NAME_MAX + 1) : 0;
   if (!fn || n == 0 || n > TA_TAG_NAME_MAX) return EINVAL;
   if (!_ta_ensure_init()) return ENOMEM;
-  pthread_mutex_lock(&_ta_report_lock);
+  _ta_mutex_lock(&_ta_report_lock);
   int rc = 0, i = _ta_reporter_find(name);
   if (i < 0 && _ta_nreporters == TA_REPORTERS_MAX) {
     rc = ENOSPC;
@@ -136,23 +136,23 @@ TA_EXPORT int tagalloc_register_reporter(const char *name, tagalloc_reporter_fn 
   }
   bool first = !_ta_report_atexit && rc == 0;
   _ta_report_atexit = _ta_report_atexit || first;
-  pthread_mutex_unlock(&_ta_report_lock);
+  _ta_mutex_unlock(&_ta_report_lock);
   if (first) atexit(_ta_report_at_exit);
   return rc;
 }
 
 TA_EXPORT int tagalloc_unregister_reporter(const char *name) {
   if (!name) return EINVAL;
-  pthread_mutex_lock(&_ta_report_lock);
+  _ta_mutex_lock(&_ta_report_lock);
   int i = _ta_reporter_find(name);
   if (i >= 0) _ta_reporters[i] = _ta_reporters[--_ta_nreporters];
-  pthread_mutex_unlock(&_ta_report_lock);
+  _ta_mutex_unlock(&_ta_report_lock);
   return i >= 0 ? 0 : ENOENT;
 }
 
 TA_EXPORT int tagalloc_collect_reports(void) {
   if (!_ta_ensure_init() || !_ta_books) return -1;
-  pthread_mutex_lock(&_ta_report_lock);
+  _ta_mutex_lock(&_ta_report_lock);
   for (size_t t = 0; t < TA_TAG_SLOTS; t++) atomic_store_explicit(&_ta_reported[t], 0, memory_order_relaxed);
   _ta_sample_collect(++_ta_collect_seq);
   _ta_sink.n = _ta_sink.dropped = 0;
@@ -168,10 +168,10 @@ TA_EXPORT int tagalloc_collect_reports(void) {
   atomic_store_explicit(&_ta_books->reports_count, _ta_sink.n, memory_order_release);
   atomic_fetch_add_explicit(&_ta_books->collections, 1, memory_order_release);
   int n = (int)_ta_sink.n;
-  pthread_mutex_unlock(&_ta_report_lock);
+  _ta_mutex_unlock(&_ta_report_lock);
   return n;
 }
 
 /* fork: the child may collect at once (the lock is not held across fork
  * by anyone but the forking thread, which holds no allocator lock then). */
-static void _ta_report_fork_child(void) { pthread_mutex_init(&_ta_report_lock, NULL); }
+static void _ta_report_fork_child(void) { _ta_mutex_reinit(&_ta_report_lock); }

@@ -21,33 +21,12 @@
  * release store; the reader (tagalloc run) consumes committed records from
  * tail, zeroes them and advances tail. A full ring never blocks: the event
  * is counted in dropped. Layout (version 1; the Go reader is
- * tagtable/events.go): the header below, then the ring. Records are multiples
- * of 8 bytes; their first word is len | type << 32, and they may wrap
- * around the end of the ring (the first word never does).
- *   MODULE  u64 start, end, file offset, bias; u32 build-id len, path len; bytes
- *   STACK   u32 id, depth; u64 pc[depth] (return addresses, innermost first)
- *   ALLOC   u64 addr, usable, requested; u32 tag, stack
- *   FREE    u64 addr
- *   RESIZE  u64 old addr, new addr, usable, requested, flags[, prior]
- *           (realloc of a sampled block: it stays sampled, in place or
- *           moved; flags bit 0: the countdown crossed zero in what the
- *           realloc counted; bit 1: a catch-up, the last of the in-place
- *           reallocs left out (see "thinning"), written before another
- *           record of the block; bit 2: the block grew (or kept its size)
- *           without a copy, counted by its growth, and stays weighed if it
- *           was; bit 3: a small block resized within its size class,
- *           counted as nothing, weighed as it was; bits 8-31: in-place reallocs of the
- *           block left out before this one, bits 32-63: how many of those
- *           and this one grew; prior, in a catch-up or when some were
- *           left out: the requested size last reported for the block)
- *   FORK    u64 seq: the process is forking; the child's ring header names
- *           this parent and seq, so the reader starts the child's profile
- *           from the parent's at this point (its inherited blocks), and the
- *           child goes on with the parent's stack ids and modules
- *   COLLECT u64 seq: tagalloc_collect_reports began: every sampled block's
- *           report marks are cleared (report.c)
- *   REPORT  u64 addr; u32 stack, 0: a memory reporter measured the sampled
- *           block at addr (tagalloc_report_block) from that stack
+ * tagtable/events.go): the header, then the ring. The header
+ * (_ta_ev_hdr_t), the record types (TA_EV_MODULE ... TA_EV_REPORT, each
+ * with its body) and the RESIZE flags (TA_RESIZE_*, in bit order) are
+ * shared.h's, generated from internal/layout/mklayout/desc.go with the Go reader's.
+ * A RESIZE record's flags, their bits 8-31 and 32-63 and its prior size
+ * are about thinning (below).
  *
  * Nothing here allocates through the allocator, and nothing is called with
  * one of its locks held; a thread inside the sampler does not sample the
@@ -63,8 +42,6 @@
 
 #include "negln.h"
 
-#define TA_EV_MAGIC "TAEVENTS"
-#define TA_EV_VERSION 1
 /* The ring: 64 MiB under --stacks full (every allocation, millions of
  * events a second); 4 MiB when sampling, whose events are far fewer (redis
  * under redis-benchmark writes about 150k a second, 7 MB a second, most of
@@ -79,32 +56,8 @@
  * 4 MiB lost none (4 runs), as 8 did. */
 #define TA_EV_RING_FULL (64 * TA_MiB)
 #define TA_EV_RING_SAMPLED (4 * TA_MiB)
-#define TA_STACK_MAX 64
 
-enum { TA_EV_MODULE = 1, TA_EV_STACK = 2, TA_EV_ALLOC = 3, TA_EV_FREE = 4, TA_EV_RESIZE = 5, TA_EV_FORK = 6, TA_EV_COLLECT = 7, TA_EV_REPORT = 8 };
-
-typedef struct _ta_ev_hdr_s {
-  char magic[8];            /* "TAEVENTS" */
-  uint32_t version;         /* TA_EV_VERSION */
-  uint32_t header_size;     /* sizeof: the ring starts here */
-  uint64_t ring_size;       /* bytes, a power of two */
-  uint32_t pid, mode;       /* mode: 1 sampled, 2 full */
-  uint64_t sample_rate;     /* mean bytes between samples (1: every block) */
-  uint32_t fork_ppid;       /* forked without exec: the parent, whose ring */
-  uint32_t pad0;
-  uint64_t fork_seq;        /* holds FORK fork_seq where this child's heap began */
-  uint64_t pad0b;
-  _Atomic(uint64_t) head;   /* bytes reserved by writers (own cache line) */
-  uint64_t pad1[7];
-  _Atomic(uint64_t) tail;   /* bytes consumed: written by the reader */
-  uint64_t pad2[7];
-  _Atomic(uint64_t) dropped;       /* events lost to a full ring */
-  _Atomic(uint64_t) dropped_bytes; /* usable bytes of the ALLOC events lost */
-  uint64_t pad3[6];                /* (was a count of ALLOC events: one more
-                                    * line every sample wrote, and the reader
-                                    * counts them) */
-} _ta_ev_hdr_t;
-
+/* The header, _ta_ev_hdr_t, is shared.h's. */
 static _ta_ev_hdr_t *_ta_ev;
 /* Stacks are on, and the first sample makes the ring if there is none
  * yet (most short programs, at a 512 KiB rate, never sample: they make no
@@ -158,10 +111,10 @@ static struct { pthread_mutex_t m; } TA_ALONE _ta_sample_lock = {PTHREAD_MUTEX_I
  * spinning without end (1.09-1.10x). */
 static void _ta_sample_lock_take(void) {
   for (int spin = 0; spin < 1000; spin++) {
-    if (pthread_mutex_trylock(&_ta_sample_lock.m) == 0) return;
+    if (_ta_mutex_trylock(&_ta_sample_lock.m)) return;
     for (int k = 0; k < 4; k++) TA_CPU_RELAX();
   }
-  pthread_mutex_lock(&_ta_sample_lock.m);
+  _ta_mutex_lock(&_ta_sample_lock.m);
 }
 
 /* ---- the ring -------------------------------------------------------------- */
@@ -655,7 +608,7 @@ static bool _ta_ev_ensure(void) {
   if (__atomic_load_n(&_ta_ev, __ATOMIC_ACQUIRE)) return true;
   _ta_sample_lock_take();
   bool ok = _ta_ev_make_locked();
-  pthread_mutex_unlock(&_ta_sample_lock.m);
+  _ta_mutex_unlock(&_ta_sample_lock.m);
   return ok;
 }
 
@@ -721,7 +674,7 @@ TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
   if (ta_unlikely(!_ta_self.start)) { /* our code's range, to leave our frames out */
     _ta_sample_lock_take();
     if (!_ta_self.start) dl_iterate_phdr(_ta_mod_visit, (void *)1);
-    pthread_mutex_unlock(&_ta_sample_lock.m);
+    _ta_mutex_unlock(&_ta_sample_lock.m);
   }
   _ta_set_prefetch((uintptr_t)p); /* loaded while the stack is unwound */
   uintptr_t pc[TA_STACK_MAX];
@@ -734,7 +687,7 @@ TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
     if (_ta_ev_write(TA_EV_ALLOC, rec, 8 + sizeof rec)) _ta_sample_mark(p);
     else atomic_fetch_add_explicit(&_ta_ev->dropped_bytes, usable, memory_order_relaxed);
   }
-  pthread_mutex_unlock(&_ta_sample_lock.m);
+  _ta_mutex_unlock(&_ta_sample_lock.m);
   errno = e;
   _ta_sample_restart(); /* none if the ring could not be made */
   _ta_in_sampler = false;
@@ -756,12 +709,7 @@ static void _ta_sample_take_at(void *q, size_t req) {
   (void)_ta_sample_take(q, req, pg ? _ta_block_tag(pg, q) : _ta_current_tag());
 }
 
-/* RESIZE flags */
-#define TA_RESIZE_SELECTED 1 /* the countdown crossed zero in what the realloc counted */
-#define TA_RESIZE_CATCHUP 2  /* the last realloc left out (thinning) */
-#define TA_RESIZE_GROWN 4    /* grown (or the same size) without a copy: counted by its growth */
-#define TA_RESIZE_KEPT 8     /* a small block resized in its class: counted as nothing, weighed as it was */
-
+/* RESIZE flags: TA_RESIZE_* (shared.h) */
 
 /* ---- thinning: the in-place resizes of a growing sampled block ------------------ */
 
@@ -789,7 +737,7 @@ static void _ta_sample_take_at(void *q, size_t req) {
  * and under 1/256 of the sizes. Under --stacks full nothing is left out
  * (exact). */
 #define TA_THIN_SHIFT 8
-#define TA_THIN_MAX 0xFFFFFF /* left out at most: a record's 24 bits */
+#define TA_THIN_MAX TA_RESIZE_LEFT_OUT_MAX /* left out at most: a record's 24 bits */
 
 /* The entry of block a, or NULL (any way: realloc_chain's 8 buffers
  * shared 8 ways by address hash evicted each other). */
@@ -804,7 +752,7 @@ static inline _ta_thin_t *_ta_thin_find(uintptr_t a) {
  * those and this one, how many grew. */
 static void _ta_resize_write(void *p, void *q, uint64_t usable, uint64_t req, uint64_t flags, const _ta_thin_t *run, uint32_t grew) {
   uint64_t rec[6] = {(uintptr_t)p, (uintptr_t)q, usable, req, flags, 0};
-  if (run) rec[4] |= (uint64_t)run->left_out << 8 | (uint64_t)grew << 32, rec[5] = run->req;
+  if (run) rec[4] |= (uint64_t)run->left_out << TA_RESIZE_LEFT_OUT_SHIFT | (uint64_t)grew << TA_RESIZE_GREW_SHIFT, rec[5] = run->req;
   _ta_ev_write(TA_EV_RESIZE, rec, 8 + (run ? 6 : 5) * 8);
 }
 
@@ -871,7 +819,7 @@ TA_NOINLINE static void _ta_sample_free(void *p) {
     uint64_t rec[1] = {(uintptr_t)p};
     _ta_ev_write(TA_EV_FREE, rec, 16);
   }
-  pthread_mutex_unlock(&_ta_sample_lock.m);
+  _ta_mutex_unlock(&_ta_sample_lock.m);
 }
 
 /* The usable size of q, which realloc just made: realloc said it if it
@@ -963,7 +911,7 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
       _ta_resize_write(p, q, _ta_resized_usable(q), req, flags, NULL, 0);
     }
   }
-  pthread_mutex_unlock(&_ta_sample_lock.m);
+  _ta_mutex_unlock(&_ta_sample_lock.m);
   if (!was && selected) _ta_sample_take_at(q, req);
 }
 
@@ -984,9 +932,9 @@ static void _ta_sample_fork_prepare(void) {
     _ta_ev_write(TA_EV_FORK, rec, 16);
   }
 }
-static void _ta_sample_fork_parent(void) { pthread_mutex_unlock(&_ta_sample_lock.m); }
+static void _ta_sample_fork_parent(void) { _ta_mutex_unlock(&_ta_sample_lock.m); }
 static void _ta_sample_fork_child(void) {
-  pthread_mutex_init(&_ta_sample_lock.m, NULL);
+  _ta_mutex_reinit(&_ta_sample_lock.m);
   _ta_fork_from.ppid = 0, _ta_fork_from.seq = 0; /* a child of a child without a ring: it inherited no sampled block */
   if (_ta_ev) { /* its ring at its first event, linked to the mark (_ta_ev_lazy stays set) */
     _ta_fork_from.ppid = _ta_ev->pid, _ta_fork_from.seq = _ta_fork_seq;
@@ -1001,7 +949,7 @@ TA_NOINLINE static void _ta_sample_report(const void *p) {
   if (!TA_EV_ON() || _ta_in_sampler) return;
   _ta_sample_lock_take();
   bool sampled = _ta_set_has((uintptr_t)p);
-  pthread_mutex_unlock(&_ta_sample_lock.m);
+  _ta_mutex_unlock(&_ta_sample_lock.m);
   if (!sampled) return;
   _ta_in_sampler = true;
   uintptr_t pc[TA_STACK_MAX];
@@ -1011,7 +959,7 @@ TA_NOINLINE static void _ta_sample_report(const void *p) {
     uint64_t rec[2] = {(uintptr_t)p, _ta_stack_id(pc, n)};
     _ta_ev_write(TA_EV_REPORT, rec, 8 + sizeof rec);
   }
-  pthread_mutex_unlock(&_ta_sample_lock.m);
+  _ta_mutex_unlock(&_ta_sample_lock.m);
   _ta_in_sampler = false;
 }
 
@@ -1023,7 +971,7 @@ static void _ta_sample_collect(uint64_t seq) {
     uint64_t rec[1] = {seq};
     _ta_ev_write(TA_EV_COLLECT, rec, 16);
   }
-  pthread_mutex_unlock(&_ta_sample_lock.m);
+  _ta_mutex_unlock(&_ta_sample_lock.m);
 }
 
 #else /* !TA_SAMPLING: no cost, no code */

@@ -20,3 +20,56 @@
 #include "alloc.c"     /* the public entry points */
 #include "check.c"     /* the checking build's entry points over them (TA_CHECK builds) */
 #include "report.c"    /* memory reporters: tagalloc_report_block, collections */
+
+#if TA_DEBUG >= 1
+/* The locks in the order of types.h's table (a thread holding one takes
+ * only later ones), each with its rank there, for the debug builds'
+ * check (_ta_rank_take). The sampling and checking builds' own locks are
+ * in those builds only. */
+static const struct {
+  pthread_mutex_t *m;
+  const char *name;
+} _ta_locks_ranked[] = {
+    {&_ta_report_lock, "_ta_report_lock"},
+    {&_ta_init_lock, "_ta_init_lock"},
+#if TA_SAMPLING
+    {&_ta_sample_lock.m, "_ta_sample_lock"},
+#else
+    {NULL, "_ta_sample_lock"},
+#endif
+    {&_ta_tags_lock, "_ta_tags_lock"},
+    {&_ta_threads_lock, "_ta_threads_lock"},
+    {&_ta_heaps_lock, "_ta_heaps_lock"},
+    {&_ta_aband_lock, "_ta_aband_lock"},
+    {&_ta_arena_lock, "_ta_arena_lock"},
+    {&_ta_huge_lock, "_ta_huge_lock"},
+    {&_ta_meta_lock, "_ta_meta_lock"},
+#if TA_CHECK
+    {&_ta_quar_lock, "_ta_quar_lock"},
+#else
+    {NULL, "_ta_quar_lock"},
+#endif
+};
+_Static_assert(sizeof(_ta_locks_ranked) / sizeof(_ta_locks_ranked[0]) < 32, "a thread's ranks are bits of a uint32_t");
+
+static int _ta_lock_rank(const pthread_mutex_t *m) {
+  for (size_t r = 0; r < sizeof(_ta_locks_ranked) / sizeof(_ta_locks_ranked[0]); r++)
+    if (_ta_locks_ranked[r].m == m) return (int)r;
+  _ta_fatal("lock %p has no rank (static.c, _ta_locks_ranked)", (const void *)m);
+}
+
+static const char *_ta_lock_name(int rank) { return _ta_locks_ranked[rank].name; }
+#endif
+
+#if defined(TA_PREFIX) && TA_DEBUG >= 1
+/* For the test core only (testdata/lockrank_test.c): take the lock of
+ * rank first, then of rank second, then release both, so a test can see
+ * the check pass in order and abort out of it. */
+TA_EXPORT void TA_NAME(lock_ranks_probe)(int first, int second) {
+  pthread_mutex_t *a = _ta_locks_ranked[first].m, *b = _ta_locks_ranked[second].m;
+  _ta_mutex_lock(a);
+  _ta_mutex_lock(b);
+  _ta_mutex_unlock(b);
+  _ta_mutex_unlock(a);
+}
+#endif

@@ -105,10 +105,10 @@ static int32_t _ta_tag_intern_locked(const char *name, size_t n) {
 static uint32_t _ta_tag_intern(const char *name, size_t n) {
   int32_t id = _ta_tag_find(name, n);
   if (id >= 0) return (uint32_t)id;
-  pthread_mutex_lock(&_ta_tags_lock);
+  _ta_mutex_lock(&_ta_tags_lock);
   id = _ta_tag_intern_locked(name, n);
   if (id < 0) id = TA_TAG_OVERFLOW;
-  pthread_mutex_unlock(&_ta_tags_lock);
+  _ta_mutex_unlock(&_ta_tags_lock);
   if (id == TA_TAG_OVERFLOW) {
     bool f = false;
     if (atomic_compare_exchange_strong(&_ta_overflow_warned, &f, true))
@@ -126,13 +126,13 @@ static void _ta_tags_init(const char *default_name) {
   _ta_tag_peak_upper = (_Atomic(uint64_t) *)(base + _ta_books->peak_upper_off);
   _ta_ctr_fallback = (_ta_ctr_t *)(base + _ta_books->fallback_off);
   atomic_store(&_ta_books->tag_count, 1);
-  pthread_mutex_lock(&_ta_tags_lock);
+  _ta_mutex_lock(&_ta_tags_lock);
   size_t n = _ta_tag_len(default_name);
   if (default_name && !n) _ta_warn("ignoring TAGALLOC_TAG: a tag name is 1 to %u bytes", (unsigned)TA_TAG_NAME_MAX);
   if (!n) default_name = "untagged", n = 8;
   _ta_tag_publish_locked(TA_TAG_UNTAGGED, default_name, n);
   _ta_tag_publish_locked(TA_TAG_OVERFLOW, "overflow", 8);
-  pthread_mutex_unlock(&_ta_tags_lock);
+  _ta_mutex_unlock(&_ta_tags_lock);
 }
 
 /* ---- thread records and counters --------------------------------------------- */
@@ -469,18 +469,18 @@ static _ta_thread_t *_ta_threads_free_record(void) {
  * first use; NULL only if no memory. */
 static _ta_thread_t *_ta_thread_self_slow(void) {
   if (!_ta_ensure_init()) return NULL;
-  pthread_mutex_lock(&_ta_threads_lock);
+  _ta_mutex_lock(&_ta_threads_lock);
   _ta_thread_t *th = _ta_threads_free_record();
   if (th) atomic_store_explicit(&th->live, true, memory_order_relaxed);
-  pthread_mutex_unlock(&_ta_threads_lock);
+  _ta_mutex_unlock(&_ta_threads_lock);
   if (!th) {
     th = _ta_meta_alloc(sizeof(_ta_thread_t));
     if (!th) return NULL;
     atomic_store_explicit(&th->live, true, memory_order_relaxed);
-    pthread_mutex_lock(&_ta_threads_lock);
+    _ta_mutex_lock(&_ta_threads_lock);
     th->next = _ta_threads_first();
     atomic_store_explicit(&_ta_books->threads_head, (uint64_t)(uintptr_t)th, memory_order_release);
-    pthread_mutex_unlock(&_ta_threads_lock);
+    _ta_mutex_unlock(&_ta_threads_lock);
   }
   /* A record left by a thread that vanished in a fork keeps its counts;
    * its heap stays as it was (its pages are freed into remotely). */
@@ -699,7 +699,7 @@ static void _ta_walk_heap(void) {
   memset(_ta_walk_bytes, 0, sizeof _ta_walk_bytes);
   memset(_ta_walk_blocks, 0, sizeof _ta_walk_blocks);
   memset(_ta_walk_req, 0, sizeof _ta_walk_req);
-  pthread_mutex_lock(&_ta_arena_lock);
+  _ta_mutex_lock(&_ta_arena_lock);
   size_t na = atomic_load(&_ta_narenas);
   for (size_t ai = 0; ai < na; ai++) {
     _ta_arena_t *a = &_ta_arenas[ai];
@@ -731,8 +731,8 @@ static void _ta_walk_heap(void) {
       i += np;
     }
   }
-  pthread_mutex_unlock(&_ta_arena_lock);
-  pthread_mutex_lock(&_ta_huge_lock);
+  _ta_mutex_unlock(&_ta_arena_lock);
+  _ta_mutex_lock(&_ta_huge_lock);
   for (size_t i = 0; i < _ta_huge_cap; i++) {
     _ta_huge_t *e = &_ta_huge_tab[i];
     if (e->addr <= TA_HUGE_DELETED) continue;
@@ -740,7 +740,7 @@ static void _ta_walk_heap(void) {
     _ta_walk_blocks[e->tag]++;
     _ta_walk_req[e->tag] += e->requested;
   }
-  pthread_mutex_unlock(&_ta_huge_lock);
+  _ta_mutex_unlock(&_ta_huge_lock);
 #if TA_CHECK
   _ta_check_walk_quarantine(_ta_walk_bytes, _ta_walk_blocks, _ta_walk_req); /* free in the books */
 #endif

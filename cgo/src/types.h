@@ -112,7 +112,11 @@
  *   _ta_meta_lock     the metadata allocator (heap.c)
  *   _ta_quar_lock     the checking build's quarantine (check.c): a leaf
  * Apart from _ta_report_lock, none is held while calling anything that
- * could allocate through malloc. */
+ * could allocate through malloc. Every lock is taken through
+ * _ta_mutex_lock (the end of this file), and debug builds check this
+ * order on every acquisition: static.c's _ta_locks_ranked gives each
+ * lock its place here, and taking one at or above a place a thread holds
+ * aborts, naming both (testdata/lockrank_test.c). */
 #ifndef TAGALLOC_TYPES_H
 #define TAGALLOC_TYPES_H
 
@@ -125,6 +129,7 @@
 #include <string.h>
 
 #include "sizeclasses.h"
+#include "shared.h" /* what Go shares: books and ring layouts, tag limits, options (generated) */
 
 #define TAGALLOC_BUILDING 1
 
@@ -311,14 +316,10 @@ typedef struct _ta_arena_s {
 
 /* ---- tags and their books -------------------------------------------------- */
 
-#define TA_MAX_TAGS 4096                 /* distinct tags a program may name */
-#define TA_TAG_NAME_MAX 63               /* bytes in a tag name (1..63) */
-#define TA_TAG_UNTAGGED 0                /* "untagged", or TAGALLOC_TAG's name */
-#define TA_TAG_OVERFLOW (TA_MAX_TAGS + 1) /* tags past the limit land here */
-#define TA_TAG_SLOTS (TA_MAX_TAGS + 2)
+/* The tag limits (TA_MAX_TAGS, TA_TAG_NAME_MAX, TA_TAG_UNTAGGED,
+ * TA_TAG_OVERFLOW, TA_TAG_SLOTS, TA_TAG_STACK, TA_CTR_CHUNK) are shared.h's. */
 #define TA_TAG_MIXED 0xffffu             /* a small page's tag: see tags[] */
 _Static_assert(TA_TAG_MIXED >= TA_TAG_SLOTS, "TA_TAG_MIXED is no tag");
-#define TA_TAG_STACK 32                  /* nesting depth of tagalloc_push_tag */
 
 /* The books of one tag as one thread saw them: counts written by that
  * thread only (TA_CTR_ADD: one add, no read-modify-write of another
@@ -349,8 +350,7 @@ typedef struct _ta_ctr_s {
 #define TA_HOLDER_SOLE 1u
 #define TA_HOLDER_MANY 2u
 /* A tag's entry in the books' holders table: 0, the address of its sole
- * counter set, or this. */
-#define TA_HOLDERS_MANY ((uint64_t)1)
+ * counter set, or TA_HOLDERS_MANY (shared.h). */
 /* Held by several sets, a set's headroom is kept between 0 and
  * TA_PEAK_CAP, and set to TA_PEAK_SLACK when it rises: a rise costs a sum
  * over the tag's sets at most once per slack bytes, and the peak's bound
@@ -360,8 +360,6 @@ typedef struct _ta_ctr_s {
 #define TA_PEAK_CAP (64 * 1024)
 _Static_assert(sizeof(_ta_ctr_t) == 64, "a counter set is one cache line");
 
-
-#define TA_CTR_CHUNK 64
 #define TA_CTR_CHUNKS ((TA_TAG_SLOTS + TA_CTR_CHUNK - 1) / TA_CTR_CHUNK)
 
 struct _ta_heap_s;
@@ -655,5 +653,48 @@ static inline void _ta_slop_set(_ta_page_t *pg, size_t idx, size_t slop) {
 #else
 #define ta_assert(x) do { (void)sizeof(x); } while (0)
 #endif
+
+/* ---- locks, by rank ----------------------------------------------------------- */
+
+/* Every mutex is taken through these, so that debug builds (TA_DEBUG >= 1)
+ * check the order of the table at the top of this file: each lock's rank
+ * is its place there (_ta_lock_rank, static.c), a thread records the
+ * ranks it holds, and taking a lock ranked at or below one it holds is
+ * fatal, naming both. Release builds call pthreads directly. */
+#if TA_DEBUG >= 1
+static int _ta_lock_rank(const pthread_mutex_t *m); /* static.c: the table, by address */
+static const char *_ta_lock_name(int rank);
+static __thread uint32_t _ta_tls_ranks; /* bit r: this thread holds the lock of rank r */
+static inline void _ta_rank_take(const pthread_mutex_t *m) {
+  int r = _ta_lock_rank(m);
+  if (ta_unlikely(_ta_tls_ranks >> r)) {
+    int held = 31 - __builtin_clz(_ta_tls_ranks);
+    _ta_fatal("lock order: taking %s while holding %s (types.h, Locks)", _ta_lock_name(r), _ta_lock_name(held));
+  }
+  _ta_tls_ranks |= 1u << r;
+}
+static inline void _ta_rank_drop(const pthread_mutex_t *m) { _ta_tls_ranks &= ~(1u << _ta_lock_rank(m)); }
+#else
+#define _ta_rank_take(m) ((void)(m))
+#define _ta_rank_drop(m) ((void)(m))
+#endif
+static inline void _ta_mutex_lock(pthread_mutex_t *m) {
+  _ta_rank_take(m);
+  pthread_mutex_lock(m);
+}
+static inline bool _ta_mutex_trylock(pthread_mutex_t *m) {
+  if (pthread_mutex_trylock(m) != 0) return false;
+  _ta_rank_take(m); /* no wait, so no deadlock; still held in order */
+  return true;
+}
+static inline void _ta_mutex_unlock(pthread_mutex_t *m) {
+  pthread_mutex_unlock(m);
+  _ta_rank_drop(m);
+}
+/* A fork child makes a lock its parent held (through the fork) anew. */
+static inline void _ta_mutex_reinit(pthread_mutex_t *m) {
+  pthread_mutex_init(m, NULL);
+  _ta_rank_drop(m);
+}
 
 #endif

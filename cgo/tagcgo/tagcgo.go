@@ -6,10 +6,13 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+
+	"github.com/tagalloc/tagalloc/internal/layout"
 )
 
-// MaxTagLen is the longest tag name in bytes (tagalloc.h: 1 to 63 bytes).
-const MaxTagLen = 63
+// MaxTagLen is the longest tag name in bytes (tagalloc.h: 1 to 63 bytes;
+// internal/layout's MaxTagName, the library's TA_TAG_NAME_MAX).
+const MaxTagLen = layout.MaxTagName
 
 // ErrBadTag is wrapped by the error Do returns for an invalid tag name: empty,
 // longer than MaxTagLen bytes, or holding a NUL byte. fn is not run then.

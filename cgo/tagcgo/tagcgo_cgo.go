@@ -3,12 +3,13 @@
 package tagcgo
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../include -O2
+#cgo CFLAGS: -I${SRCDIR}/../include -I${SRCDIR}/../src -O2
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <string.h>
 #include "tagalloc.h"
+#include "shared.h" // the library's limits (generated from internal/layout)
 
 // The library's functions, found once by tc_resolve; NULL when absent.
 static int (*tc_push_fn)(const char *);
@@ -21,8 +22,8 @@ static int (*tc_stats_fn)(const char *, tagalloc_tag_stats_t *);
 // nesting level: the library may keep the pointer it was given while the
 // tag is current, and Go memory may not be kept by C, so the name is copied
 // here (no malloc: a malloc would itself be charged to a tag).
-#define TC_NAME_MAX 63
-#define TC_DEPTH 32
+#define TC_NAME_MAX TA_TAG_NAME_MAX
+#define TC_DEPTH TA_TAG_STACK
 static __thread char tc_names[TC_DEPTH][TC_NAME_MAX + 1];
 static __thread int tc_depth;
 
