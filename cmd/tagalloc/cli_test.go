@@ -348,3 +348,16 @@ func TestErrorsAreOneCleanLine(t *testing.T) {
 	require.Empty(t, so)
 	require.Equal(t, "tagalloc: report: open a?[31mb?c.json: no such file or directory\n", se)
 }
+
+// PROG not found is 127 and PROG there but not executable 126, as a
+// shell says them.
+func TestRunCannotStartStatus(t *testing.T) {
+	dir := t.TempDir()
+	notes := filepath.Join(dir, "notes.txt")
+	require.NoError(t, os.WriteFile(notes, []byte("not a program\n"), 0o644))
+	_, se, code := cliIn(t, dir, "run", "-q", "--stacks", "off", "--", "./notes.txt")
+	require.Equal(t, 126, code, se)
+	require.Contains(t, se, "permission denied")
+	_, se, code = cliIn(t, dir, "run", "-q", "--stacks", "off", "--", "./no-such-program")
+	require.Equal(t, 127, code, se)
+}

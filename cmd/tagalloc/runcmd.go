@@ -3,8 +3,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -82,6 +84,9 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	}
 	path, err := exec.LookPath(o.prog[0])
 	if err != nil {
+		if errors.Is(err, fs.ErrPermission) { // there, but not executable: 126, as a shell says
+			return 126, fmt.Errorf("run: %w", err)
+		}
 		return 127, fmt.Errorf("run: %w", err)
 	}
 	dir, err := newRunDir(lib) // the library every user can load, and the books directory (rundir.go)
