@@ -10,7 +10,7 @@
 //	tagalloc lib | version | help [COMMAND]
 //
 // tagalloc help COMMAND (or COMMAND -h) prints a command's flags; the
-// table of commands is in cli.go, and docs/cli.md describes each. Exit
+// table of commands is in cli.go, and docs/cli/ has a page for each (docs/cli.md indexes them). Exit
 // codes: 2 for a usage error, 1 when tagalloc fails, PROG's status for run.
 //
 // main only wires flags to packages: the library is built by package cgo,
