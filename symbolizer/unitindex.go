@@ -446,200 +446,139 @@ func (b *unitBlock) line(pc uint64) (file string, line int, ok bool) {
 // and the addresses of its ranges cut where anything object.frames looks
 // at changes (a scope's range, a symbol's, another unit's), each interval
 // with the chain of scopes and the symbol at its start, which hold to its
-// end. nil if the unit does not load, or the walk failed.
+// end. nil if the unit does not load, or the walk failed (a malformed
+// object panics in any of the steps).
 func (o *object) encodeUnitBlock(u *unit) (data []byte) {
 	defer func() {
 		if recover() != nil {
 			data = nil
 		}
 	}()
-	x := o.dw
-	if x.load(u) != nil {
+	if o.dw.load(u) != nil {
 		return nil
 	}
-	var lo, hi uint64
-	first := true
+	lo, hi, ok := o.dw.unitSpan(u)
+	if !ok {
+		return nil
+	}
+	bounds := o.blockBounds(u, lo, hi)
+	e := blockEncoder{index: map[string]uint64{}, chainIDs: map[chainKey]int{}}
+	e.intervals(o, u, bounds) // interns strings before rows does: their order is the table's
+	e.rows(u)
+	return e.bytes()
+}
+
+// unitSpan is the lowest and the highest address of u's ranges: the
+// block answers for addresses between them. ok is false if u has no
+// range.
+func (x *dwarfIndex) unitSpan(u *unit) (lo, hi uint64, ok bool) {
 	for _, r := range x.ranges {
 		if r.u == u {
-			if first || r.lo < lo {
+			if !ok || r.lo < lo {
 				lo = r.lo
 			}
-			if first || r.hi > hi {
+			if !ok || r.hi > hi {
 				hi = r.hi
 			}
-			first = false
+			ok = true
 		}
 	}
-	if first {
-		return nil
-	}
-	bounds := make([]uint64, 0, 2*len(u.lines)/4+64)
-	add := func(a, b uint64) {
-		if a >= lo && a <= hi {
-			bounds = append(bounds, a)
-		}
-		if b >= lo && b <= hi {
-			bounds = append(bounds, b)
-		}
-	}
-	add(lo, hi)
+	return lo, hi, ok
+}
+
+// blockBounds is where, within [lo, hi], anything object.frames looks at
+// may change: lo and hi, the ends of every unit's ranges (another unit's
+// addresses are not u's to answer for), of the ranges of u's scopes
+// (top-level, nested and all of them, as lookups meet them) and of the
+// symbols over [lo, hi]; sorted, each once. The block's intervals are cut
+// at each.
+func (o *object) blockBounds(u *unit, lo, hi uint64) []uint64 {
+	x := o.dw
+	c := boundsCollector{lo: lo, hi: hi, seen: map[*scope]bool{},
+		bounds: make([]uint64, 0, 2*len(u.lines)/4+64)}
+	c.add(lo, hi)
 	for _, r := range x.ranges {
-		add(r.lo, r.hi)
-	}
-	seen := map[*scope]bool{}
-	var walk func(s *scope, depth int)
-	walk = func(s *scope, depth int) {
-		if seen[s] || depth > maxScopeDepth {
-			return
-		}
-		seen[s] = true
-		for _, r := range s.ranges {
-			add(r[0], r[1])
-		}
-		for _, c := range s.children {
-			walk(c, depth+1)
-		}
+		c.add(r.lo, r.hi)
 	}
 	for _, t := range u.top {
-		add(t.lo, t.hi)
+		c.add(t.lo, t.hi)
 		_ = x.loadTree(t.s)
-		walk(t.s, 0)
+		c.walk(t.s, 0)
 		for _, n := range t.s.lazy.nested {
-			add(n.lo, n.hi)
-			walk(n.s, 0)
+			c.add(n.lo, n.hi)
+			c.walk(n.s, 0)
 		}
 	}
 	_ = x.loadAll(u)
 	for _, a := range u.all {
-		add(a.lo, a.hi)
-		walk(a.s, 0)
+		c.add(a.lo, a.hi)
+		c.walk(a.s, 0)
 	}
 	for i := range o.syms {
 		if s := &o.syms[i]; s.hi > lo && s.lo < hi {
-			add(s.lo, s.hi)
+			c.add(s.lo, s.hi)
 		}
 	}
-	slices.Sort(bounds)
-	bounds = slices.Compact(bounds)
-
-	e := blockEncoder{index: map[string]uint64{}}
-	type chainKey struct {
-		inner *scope
-		n     int
-	}
-	chains := map[chainKey]int{}
-	var chainBytes []byte
-	nChains := 0
-	ivs := make([]byte, 0, 4*len(bounds))
-	nIvs := 0
-	var encBuf, prevBuf [4 * binary.MaxVarintLen64]byte
-	var prev []byte // the last interval's encoding: equal neighbours are merged
-	start, last := bounds[0], bounds[0]
-	flush := func(end uint64) {
-		if prev != nil && end > last {
-			ivs = binary.AppendUvarint(ivs, end-last)
-			ivs = append(ivs, prev...)
-			nIvs++
-		}
-		last = end
-	}
-	for i := 0; i+1 < len(bounds); i++ {
-		pc := bounds[i]
-		enc := encBuf[:0]
-		if x.unitFor(pc) != u {
-			enc = append(enc, 0)
-		} else {
-			enc = append(enc, 1)
-			chain := x.scopes(u, pc)
-			if len(chain) == 0 {
-				enc = append(enc, 0)
-			} else {
-				k := chainKey{chain[len(chain)-1], len(chain)}
-				id, ok := chains[k]
-				if !ok {
-					id = nChains
-					chains[k] = id
-					nChains++
-					chainBytes = binary.AppendUvarint(chainBytes, uint64(len(chain)))
-					for _, s := range chain {
-						chainBytes = binary.AppendUvarint(chainBytes, e.str(x.name(s.die, o.demangled)))
-						chainBytes = binary.AppendUvarint(chainBytes, e.str(u.fileName(s.callFile)))
-						chainBytes = binary.AppendVarint(chainBytes, int64(s.callLine))
-					}
-				}
-				enc = binary.AppendUvarint(enc, uint64(id)+1)
-			}
-			if s, ok := o.syms.lookup(pc); ok {
-				enc = binary.AppendUvarint(enc, e.str(o.demangled(s.name))+1)
-				enc = binary.AppendUvarint(enc, uint64(s.origin))
-			} else {
-				enc = append(enc, 0, 0)
-			}
-		}
-		if prev != nil && string(enc) == string(prev) {
-			continue // the same as the interval before: one interval
-		}
-		flush(pc)
-		prev = append(prevBuf[:0], enc...)
-	}
-	flush(bounds[len(bounds)-1])
-
-	var chunkTable, rows []byte
-	rows = make([]byte, 0, 5*len(u.lines))
-	prevAddr, prevChunk := uint64(0), uint64(0)
-	chunkStart := 0
-	for i, r := range u.lines {
-		if i%rowChunk == 0 {
-			if i > 0 {
-				chunkTable = binary.AppendUvarint(chunkTable, uint64(len(rows)-chunkStart))
-			}
-			chunkStart = len(rows)
-			chunkTable = binary.AppendUvarint(chunkTable, r.addr-prevChunk)
-			prevChunk = r.addr
-		} else {
-			rows = binary.AppendUvarint(rows, r.addr-prevAddr)
-		}
-		prevAddr = r.addr
-		file := uint64(0)
-		if r.file >= 0 && int(r.file) < len(u.files) {
-			file = e.str(u.files[r.file]) + 1
-		}
-		file <<= 1
-		if r.end {
-			file |= 1
-		}
-		rows = binary.AppendUvarint(rows, file)
-		rows = binary.AppendVarint(rows, int64(r.line))
-	}
-	if len(u.lines) > 0 {
-		chunkTable = binary.AppendUvarint(chunkTable, uint64(len(rows)-chunkStart))
-	}
-
-	size := len(rows) + len(chunkTable) + len(chainBytes) + len(ivs) + 32
-	for _, s := range e.strs {
-		size += len(s) + 2
-	}
-	out := binary.AppendUvarint(make([]byte, 0, size), uint64(len(e.strs)))
-	for _, s := range e.strs {
-		out = binary.AppendUvarint(out, uint64(len(s)))
-	}
-	for _, s := range e.strs {
-		out = append(out, s...)
-	}
-	out = binary.AppendUvarint(out, uint64(nChains))
-	out = append(out, chainBytes...)
-	out = binary.AppendUvarint(out, uint64(nIvs))
-	out = binary.AppendUvarint(out, start)
-	out = append(out, ivs...)
-	out = binary.AppendUvarint(out, uint64(len(u.lines)))
-	out = append(out, chunkTable...)
-	return append(out, rows...)
+	slices.Sort(c.bounds)
+	return slices.Compact(c.bounds)
 }
 
-// blockEncoder interns a block's strings.
+// boundsCollector gathers blockBounds' addresses: those within [lo, hi].
+type boundsCollector struct {
+	lo, hi uint64
+	bounds []uint64
+	seen   map[*scope]bool // scopes walked (a malformed tree may loop)
+}
+
+// add adds the ends of a range, each if it lies within [lo, hi].
+func (c *boundsCollector) add(a, b uint64) {
+	if a >= c.lo && a <= c.hi {
+		c.bounds = append(c.bounds, a)
+	}
+	if b >= c.lo && b <= c.hi {
+		c.bounds = append(c.bounds, b)
+	}
+}
+
+// walk adds the ends of the ranges of s and of the scopes below it, each
+// scope once and no deeper than maxScopeDepth.
+func (c *boundsCollector) walk(s *scope, depth int) {
+	if c.seen[s] || depth > maxScopeDepth {
+		return
+	}
+	c.seen[s] = true
+	for _, r := range s.ranges {
+		c.add(r[0], r[1])
+	}
+	for _, ch := range s.children {
+		c.walk(ch, depth+1)
+	}
+}
+
+// blockEncoder encodes a block: it interns the block's strings (numbered
+// in the order the encoding first meets them) and its chains, and holds
+// each part of the payload until bytes puts them together.
 type blockEncoder struct {
 	index map[string]uint64
 	strs  []string
+
+	chainIDs   map[chainKey]int
+	chainBytes []byte // the chains, each encoded once
+
+	start uint64 // the first interval's start
+	ivs   []byte // the intervals
+	nIvs  int
+
+	nrows      int
+	chunkTable []byte // each chunk's first address and length
+	rowBytes   []byte // the chunks
+}
+
+// chainKey names a chain of scopes: its innermost scope and its depth
+// (the scopes outside the innermost follow from it).
+type chainKey struct {
+	inner *scope
+	n     int
 }
 
 func (e *blockEncoder) str(s string) uint64 {
@@ -650,6 +589,152 @@ func (e *blockEncoder) str(s string) uint64 {
 		e.strs = append(e.strs, s)
 	}
 	return i
+}
+
+// intervals encodes the intervals between bounds, each as what the frames
+// at its start are made of (intervalAt). An interval that encodes as the
+// one before it is merged into it: the frames over both are the same, and
+// a block has one interval where a unit has many scopes' edges that change
+// nothing. Intervals of no encoding do not occur: every bound but the last
+// starts one.
+func (e *blockEncoder) intervals(o *object, u *unit, bounds []uint64) {
+	e.ivs = make([]byte, 0, 4*len(bounds))
+	var encBuf, prevBuf [4 * binary.MaxVarintLen64]byte
+	var prev []byte // the last interval's encoding
+	e.start = bounds[0]
+	last := bounds[0]
+	flush := func(end uint64) { // ends the last interval at end
+		if prev != nil && end > last {
+			e.ivs = binary.AppendUvarint(e.ivs, end-last)
+			e.ivs = append(e.ivs, prev...)
+			e.nIvs++
+		}
+		last = end
+	}
+	for i := 0; i+1 < len(bounds); i++ {
+		pc := bounds[i]
+		enc := e.intervalAt(encBuf[:0], o, u, pc)
+		if prev != nil && string(enc) == string(prev) {
+			continue // the same as the interval before: one interval
+		}
+		flush(pc)
+		prev = append(prevBuf[:0], enc...)
+	}
+	flush(bounds[len(bounds)-1])
+}
+
+// intervalAt appends to enc the kind of the interval starting at pc and,
+// when named, what its frames are made of: 0 if pc is not u's (the object
+// decides); else 1, the chain of scopes at pc (1 + its number; 0: none),
+// and the symbol at pc (1 + its string; 0: none) and its origin.
+func (e *blockEncoder) intervalAt(enc []byte, o *object, u *unit, pc uint64) []byte {
+	x := o.dw
+	if x.unitFor(pc) != u {
+		return append(enc, 0)
+	}
+	enc = append(enc, 1)
+	if chain := x.scopes(u, pc); len(chain) == 0 {
+		enc = append(enc, 0)
+	} else {
+		enc = binary.AppendUvarint(enc, e.chain(o, u, chain)+1)
+	}
+	if s, ok := o.syms.lookup(pc); ok {
+		enc = binary.AppendUvarint(enc, e.str(o.demangled(s.name))+1)
+		enc = binary.AppendUvarint(enc, uint64(s.origin))
+	} else {
+		enc = append(enc, 0, 0)
+	}
+	return enc
+}
+
+// chain is the number of a chain of scopes (outermost first), encoding it
+// the first time it is met: its depth, then each scope's name, call file
+// and call line. Intervals share chains: many cut by a symbol's edge or
+// another scope's lie in the same one.
+func (e *blockEncoder) chain(o *object, u *unit, chain []*scope) uint64 {
+	k := chainKey{chain[len(chain)-1], len(chain)}
+	if id, ok := e.chainIDs[k]; ok {
+		return uint64(id)
+	}
+	id := len(e.chainIDs)
+	e.chainIDs[k] = id
+	e.chainBytes = binary.AppendUvarint(e.chainBytes, uint64(len(chain)))
+	for _, s := range chain {
+		e.chainBytes = binary.AppendUvarint(e.chainBytes, e.str(o.dw.name(s.die, o.demangled)))
+		e.chainBytes = binary.AppendUvarint(e.chainBytes, e.str(u.fileName(s.callFile)))
+		e.chainBytes = binary.AppendVarint(e.chainBytes, int64(s.callLine))
+	}
+	return uint64(id)
+}
+
+// rows encodes u's line table in chunks of rowChunk rows, and the chunks'
+// table (each chunk's first address and length in bytes), so that a
+// lookup decodes only the chunk it needs (unitBlock.line). A chunk's
+// first row's address is in the table, each other row's is the step from
+// the row before.
+func (e *blockEncoder) rows(u *unit) {
+	e.nrows = len(u.lines)
+	rows := make([]byte, 0, 5*len(u.lines))
+	prevAddr, prevChunk := uint64(0), uint64(0)
+	chunkStart := 0
+	for i, r := range u.lines {
+		if i%rowChunk == 0 {
+			if i > 0 {
+				e.chunkTable = binary.AppendUvarint(e.chunkTable, uint64(len(rows)-chunkStart))
+			}
+			chunkStart = len(rows)
+			e.chunkTable = binary.AppendUvarint(e.chunkTable, r.addr-prevChunk)
+			prevChunk = r.addr
+		} else {
+			rows = binary.AppendUvarint(rows, r.addr-prevAddr)
+		}
+		prevAddr = r.addr
+		rows = binary.AppendUvarint(rows, e.rowFile(u, r))
+		rows = binary.AppendVarint(rows, int64(r.line))
+	}
+	if len(u.lines) > 0 {
+		e.chunkTable = binary.AppendUvarint(e.chunkTable, uint64(len(rows)-chunkStart))
+	}
+	e.rowBytes = rows
+}
+
+// rowFile is a row's file and end of sequence as a block holds them:
+// (1 + the file's string; 0: none) * 2, plus 1 at the end of a sequence.
+func (e *blockEncoder) rowFile(u *unit, r lineRow) uint64 {
+	file := uint64(0)
+	if r.file >= 0 && int(r.file) < len(u.files) {
+		file = e.str(u.files[r.file]) + 1
+	}
+	file <<= 1
+	if r.end {
+		file |= 1
+	}
+	return file
+}
+
+// bytes is the block's payload but for its unit: the strings (their
+// count, their lengths, their bytes), the chains, the intervals and the
+// rows, each after its count.
+func (e *blockEncoder) bytes() []byte {
+	size := len(e.rowBytes) + len(e.chunkTable) + len(e.chainBytes) + len(e.ivs) + 32
+	for _, s := range e.strs {
+		size += len(s) + 2
+	}
+	out := binary.AppendUvarint(make([]byte, 0, size), uint64(len(e.strs)))
+	for _, s := range e.strs {
+		out = binary.AppendUvarint(out, uint64(len(s)))
+	}
+	for _, s := range e.strs {
+		out = append(out, s...)
+	}
+	out = binary.AppendUvarint(out, uint64(len(e.chainIDs)))
+	out = append(out, e.chainBytes...)
+	out = binary.AppendUvarint(out, uint64(e.nIvs))
+	out = binary.AppendUvarint(out, e.start)
+	out = append(out, e.ivs...)
+	out = binary.AppendUvarint(out, uint64(e.nrows))
+	out = append(out, e.chunkTable...)
+	return append(out, e.rowBytes...)
 }
 
 var errUnitsFile = errors.New("symbolizer: malformed unit index file")
