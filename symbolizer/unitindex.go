@@ -740,23 +740,41 @@ func (e *blockEncoder) bytes() []byte {
 var errUnitsFile = errors.New("symbolizer: malformed unit index file")
 
 // decodeUnitBlock decodes a block but for its rows (line decodes a chunk
-// at a time), checking every count, index and step.
+// at a time), checking every count, index and step: its strings, its
+// chains, its intervals, and its rows' table of chunks.
 func decodeUnitBlock(data []byte) (*unitBlock, error) {
 	d := diskDecoder{b: data}
-	b := &unitBlock{strEnd: make([]int, d.count(1))}
+	b := &unitBlock{}
+	if !b.decodeStrings(&d) || !b.decodeChains(&d) || !b.decodeIntervals(&d) || !b.decodeChunks(&d) {
+		return nil, errUnitsFile
+	}
+	return b, nil
+}
+
+// decodeStrings reads the strings' count and lengths into strEnd, and
+// keeps their bytes as strData (a slice of the block: a string is made
+// only when a frame needs it).
+func (b *unitBlock) decodeStrings(d *diskDecoder) bool {
+	b.strEnd = make([]int, d.count(1))
 	total := 0
 	for i := range b.strEnd {
 		n := d.uvarint()
 		if n > uint64(len(d.b)) || total+int(n) > len(d.b) {
-			return nil, errUnitsFile
+			return false
 		}
 		total += int(n)
 		b.strEnd[i] = total
 	}
 	if d.err != nil {
-		return nil, errUnitsFile
+		return false
 	}
 	b.strData, d.b = d.b[:total:total], d.b[total:]
+	return true
+}
+
+// decodeChains reads the chains, each at least one scope, each scope's
+// strings one of the block's and its line an int32's.
+func (b *unitBlock) decodeChains(d *diskDecoder) bool {
 	nstr := uint64(len(b.strEnd))
 	nchains := d.count(1)
 	b.chains = make([]int, 0, nchains+1)
@@ -764,17 +782,26 @@ func decodeUnitBlock(data []byte) (*unitBlock, error) {
 		b.chains = append(b.chains, len(b.scopes))
 		n := d.count(3)
 		if n == 0 {
-			return nil, errUnitsFile
+			return false
 		}
 		for range n {
 			name, file, line := d.uvarint(), d.uvarint(), d.varint()
 			if name >= nstr || file >= nstr || line != int64(int32(line)) {
-				return nil, errUnitsFile
+				return false
 			}
 			b.scopes = append(b.scopes, chainScope{name: int32(name), callFile: int32(file), callLine: int(line)})
 		}
 	}
 	b.chains = append(b.chains, len(b.scopes))
+	return true
+}
+
+// decodeIntervals reads the intervals and their bounds: each at least one
+// address long, not past the end of the address space, and when named
+// with a chain, a string and an origin that exist.
+func (b *unitBlock) decodeIntervals(d *diskDecoder) bool {
+	nstr := uint64(len(b.strEnd))
+	nchains := uint64(len(b.chains) - 1)
 	n := d.count(2)
 	b.intervals = make([]interval, n)
 	b.bounds = make([]uint64, 0, n+1)
@@ -783,7 +810,7 @@ func decodeUnitBlock(data []byte) (*unitBlock, error) {
 	for i := range b.intervals {
 		step := d.uvarint()
 		if step == 0 || at+step < at {
-			return nil, errUnitsFile
+			return false
 		}
 		at += step
 		b.bounds = append(b.bounds, at)
@@ -792,35 +819,42 @@ func decodeUnitBlock(data []byte) (*unitBlock, error) {
 			b.intervals[i] = interval{hole: true}
 		case 1:
 			chain, sym, origin := d.uvarint(), d.uvarint(), d.uvarint()
-			if chain > uint64(nchains) || sym > nstr || origin > uint64(OriginDynsym) {
-				return nil, errUnitsFile
+			if chain > nchains || sym > nstr || origin > uint64(OriginDynsym) {
+				return false
 			}
 			b.intervals[i] = interval{chain: int32(chain) - 1, sym: int32(sym) - 1, origin: Origin(origin)}
 		default:
-			return nil, errUnitsFile
+			return false
 		}
 	}
+	return true
+}
+
+// decodeChunks reads the count of rows and the table of their chunks, and
+// keeps the chunks' bytes, the rest of the block, as rowData: the chunks
+// must cover it exactly.
+func (b *unitBlock) decodeChunks(d *diskDecoder) bool {
 	b.nrows = d.count(2)
 	nchunks := (b.nrows + rowChunk - 1) / rowChunk
 	if nchunks > len(d.b)/2 {
-		return nil, errUnitsFile
+		return false
 	}
 	b.chunks = make([]rowSpan, nchunks)
 	addr, off := uint64(0), 0
 	for i := range b.chunks {
 		step, n := d.uvarint(), d.uvarint()
 		if addr+step < addr || n > uint64(len(d.b)) {
-			return nil, errUnitsFile
+			return false
 		}
 		addr += step
 		b.chunks[i] = rowSpan{addr: addr, from: off, to: off + int(n)}
 		off += int(n)
 	}
 	if d.err != nil || off != len(d.b) {
-		return nil, errUnitsFile
+		return false
 	}
 	b.rowData = d.b
-	return b, nil
+	return true
 }
 
 // flushUnits writes the ranges and the blocks of r's unit index that
