@@ -937,85 +937,126 @@ func (s *Symbolizer) indexMore() {
 	if s.disk == nil {
 		return
 	}
-	type job struct {
-		id    string
-		e     *entry
-		first bool
+	jobs := s.indexJobs()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	for _, j := range jobs {
+		s.indexObject(j)
 	}
-	var jobs []job
+}
+
+// indexJob is an object indexMore may add blocks to: first if this is
+// the first indexMore that sees it (its cached addresses' units, and the
+// others, are then built too).
+type indexJob struct {
+	id    string
+	e     *entry
+	first bool
+}
+
+// indexJobs lists the objects loaded and kept, marking each seen by
+// indexMore (so that only the first indexMore of an object builds more
+// than its wanted units).
+func (s *Symbolizer) indexJobs() []indexJob {
+	var jobs []indexJob
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for id, e := range s.byID {
 		if e.keep {
-			jobs = append(jobs, job{id, e, !e.indexedMore})
+			jobs = append(jobs, indexJob{id, e, !e.indexedMore})
 			e.indexedMore = true
 		}
 	}
-	s.mu.Unlock()
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	for _, j := range jobs {
-		rec := s.disk.record(j.id)
-		if rec == nil || j.e.obj.dw == nil {
-			continue
+	return jobs
+}
+
+// indexObject builds blocks of j's object's index: of the units rankUnits
+// puts first, for about as long as loading the object took (buildBlocks),
+// after setting the index's ranges if it has none yet. After its first
+// indexMore an object gains only blocks of units whose addresses loaded
+// it since the last one (wanted): none if there were none.
+func (s *Symbolizer) indexObject(j indexJob) {
+	rec := s.disk.record(j.id)
+	if rec == nil || j.e.obj.dw == nil {
+		return
+	}
+	x := j.e.obj.dw
+	ix := s.disk.index(rec)
+	ix.mu.Lock()
+	wanted := ix.wanted
+	ix.wanted = map[uint64]int{}
+	ix.mu.Unlock()
+	if len(wanted) == 0 && !j.first {
+		return
+	}
+	units, rank := rankUnits(x, rec, wanted, j.first)
+	ix.mu.Lock()
+	if ix.units == nil { // none read: those of the object (written by Flush)
+		ix.units, ix.rangesNew = x.indexRanges(), true
+	}
+	ix.mu.Unlock()
+	s.buildBlocks(rec, j.e, units, rank)
+}
+
+// wantedRank is the rank of a unit whose addresses loaded the object
+// (plus how many did): above any count of cached addresses.
+const wantedRank = 1 << 40
+
+// rankUnits is the units of x to build blocks of, in order, and each
+// one's rank: those whose addresses loaded the object (wanted, by unit
+// offset), the most first; then, when first, the units of the addresses
+// rec caches, the most first, then the others; at equal rank the
+// biggest (in bytes of code) first, then by offset.
+func rankUnits(x *dwarfIndex, rec *diskRecord, wanted map[uint64]int, first bool) ([]*unit, map[*unit]int) {
+	rank := map[*unit]int{}
+	size := map[*unit]uint64{}
+	for _, r := range x.ranges {
+		size[r.u] += r.hi - r.lo
+		if n := wanted[uint64(r.u.entry.Offset)]; n > 0 {
+			rank[r.u] = wantedRank + n
 		}
-		x := j.e.obj.dw
-		ix := s.disk.index(rec)
-		ix.mu.Lock()
-		wanted := ix.wanted
-		ix.wanted = map[uint64]int{}
-		ix.mu.Unlock()
-		if len(wanted) == 0 && !j.first {
-			continue
-		}
-		count := map[*unit]int{} // the rank: wanted, then cached, then by size
-		size := map[*unit]uint64{}
-		for _, r := range x.ranges {
-			size[r.u] += r.hi - r.lo
-			if n := wanted[uint64(r.u.entry.Offset)]; n > 0 {
-				count[r.u] = 1<<40 + n
+	}
+	if first {
+		rec.mu.RLock()
+		for a := range rec.frames {
+			if u := x.unitFor(a); u != nil && rank[u] < wantedRank {
+				rank[u]++
 			}
 		}
-		if j.first {
-			rec.mu.RLock()
-			for a := range rec.frames {
-				if u := x.unitFor(a); u != nil && count[u] < 1<<40 {
-					count[u]++
-				}
-			}
-			rec.mu.RUnlock()
+		rec.mu.RUnlock()
+	}
+	units := make([]*unit, 0, len(size))
+	for u := range size {
+		if first || rank[u] > 0 {
+			units = append(units, u)
 		}
-		units := make([]*unit, 0, len(size))
-		for u := range size {
-			if j.first || count[u] > 0 {
-				units = append(units, u)
-			}
+	}
+	slices.SortFunc(units, func(a, b *unit) int {
+		if rank[a] != rank[b] {
+			return cmp.Compare(rank[b], rank[a])
 		}
-		slices.SortFunc(units, func(a, b *unit) int {
-			if count[a] != count[b] {
-				return cmp.Compare(count[b], count[a])
-			}
-			if size[a] != size[b] {
-				return cmp.Compare(size[b], size[a])
-			}
-			return cmp.Compare(a.entry.Offset, b.entry.Offset)
-		})
-		ix.mu.Lock()
-		if ix.units == nil { // none read: those of the object (written by Flush)
-			ix.units, ix.rangesNew = x.indexRanges(), true
+		if size[a] != size[b] {
+			return cmp.Compare(size[b], size[a])
 		}
-		ix.mu.Unlock()
-		budget := max(j.e.loadTime, s.disk.minBudget)
-		start := time.Now()
-		files := s.disk.blockFiles(rec)
-		built := 0
-		for _, u := range units {
-			if time.Since(start) >= budget || built >= s.disk.maxBlocks {
-				break
-			}
-			// a unit that loaded the object is built again whatever its file
-			// holds (the lookup did not use it)
-			if (count[u] >= 1<<40 || !files[uint64(u.entry.Offset)]) && s.disk.addBlock(rec, j.e.obj, u) {
-				built++
-			}
+		return cmp.Compare(a.entry.Offset, b.entry.Offset)
+	})
+	return units, rank
+}
+
+// buildBlocks builds the blocks of units in turn, for about as long as
+// loading e's object took (at least minBudget) and at most maxBlocks: a
+// unit whose addresses loaded the object is built again whatever its file
+// holds (the lookup did not use it), another only if it has no file.
+func (s *Symbolizer) buildBlocks(rec *diskRecord, e *entry, units []*unit, rank map[*unit]int) {
+	budget := max(e.loadTime, s.disk.minBudget)
+	start := time.Now()
+	files := s.disk.blockFiles(rec)
+	built := 0
+	for _, u := range units {
+		if time.Since(start) >= budget || built >= s.disk.maxBlocks {
+			break
+		}
+		if (rank[u] >= wantedRank || !files[uint64(u.entry.Offset)]) && s.disk.addBlock(rec, e.obj, u) {
+			built++
 		}
 	}
 }
