@@ -299,7 +299,33 @@ TA_NOINLINE static void _ta_free_suspect(_ta_page_t *pg, _ta_block_t *b) {
   _ta_free(b);
 }
 
-static void *_ta_realloc_unsampled(void *p, size_t size) {
+#if TA_SAMPLING
+/* The new block realloc moves a block to, with did (types.h): _ta_malloc
+ * without the sample hook (the sampler's realloc hook decides for the
+ * block), counted down as an allocation (_ta_sample_moving). The block
+ * exists, so the allocator is initialized. */
+static void *_ta_malloc_moving(size_t size) {
+  void *q;
+  if (size <= TA_MAX_SMALL) q = _ta_malloc_class_unsampled(_ta_class_of(size), size);
+  else q = size >= _ta_opt.huge_threshold ? _ta_huge_alloc(size, TA_OS_PAGE, false, _ta_current_tag()) : _ta_malloc_large(size, TA_OS_PAGE, false);
+  _ta_sample_moving(q, size);
+  return q;
+}
+#endif
+
+/* realloc(p, size), with did (types.h; sampling builds) to say what it did
+ * for the sampler: then a block it moves is left to the caller to free.
+ * Builds without sampling have no did (their realloc stays as it was, an
+ * argument fewer: objdump). */
+#if TA_SAMPLING
+#define TA_REALLOC_DID_ARG , _ta_realloc_did_t *did
+#else
+#define TA_REALLOC_DID_ARG
+#endif
+static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
+#if !TA_SAMPLING
+  _ta_realloc_did_t *const did = NULL;
+#endif
   if (!p) return _ta_malloc(size);
   if (size == 0) { /* glibc: free and return NULL */
     _ta_free(p);
@@ -328,7 +354,7 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
   if (pg == NULL) {
     /* Not in an arena: a huge block (one lookup does it all) or bad. */
     bool found, refused = false;
-    void *q = _ta_huge_resize(p, size, &found, &mapped, &tag, &refused);
+    void *q = _ta_huge_resize(p, size, &found, &mapped, &tag, &refused, did);
     if (q) return q;
     if (refused) { /* a budget's: the block stays as it was */
       errno = ENOMEM;
@@ -364,7 +390,7 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
       /* the same pages, or the span shrunk or grown where it lies */
       if (npages == pg->npages || (npages < pg->npages ? _ta_span_shrink_inplace(pg, npages) : _ta_span_grow_inplace(pg, npages))) {
         size_t now = npages << TA_PAGE_SHIFT;
-        TA_REALLOC_FROM(pg->requested, now);
+        TA_REALLOC_SAY(did, pg->requested, now);
         _ta_count_resize(tag, usable, now, pg->requested, size);
         pg->requested = size;
         return p;
@@ -394,11 +420,19 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
      * same with its mmapped chunks). */
     q = _ta_huge_alloc(size, TA_OS_PAGE, false, tag);
   } else {
+#if TA_SAMPLING
+    q = did ? _ta_malloc_moving(size) : _ta_malloc(size);
+#else
     q = _ta_malloc(size);
+#endif
   }
   if (tag != cur) (void)_ta_use_tag(th, cur); /* its counters exist: it was current */
   if (!q) return NULL; /* p is untouched */
   memcpy(q, p, size < usable ? size : usable);
+  if (TA_SAMPLING && did) {
+    did->moved = true; /* the caller frees p after the sampler's hook */
+    return q;
+  }
   _ta_free(p);
   return q;
 }
@@ -406,39 +440,39 @@ static void *_ta_realloc_unsampled(void *p, size_t size) {
 #if TA_SAMPLING
 /* With sampled stacks: a realloc is sampled as an allocation of size bytes
  * (sample.c), or of its growth when a large or huge block grows without a
- * copy, or of nothing when a small block stays in its class; inside it,
- * the move's malloc and free are not sampled on their own, and a sampled
+ * copy, or of nothing when a small block stays in its class; a block it
+ * moves to is not sampled on its own (_ta_malloc_moving), and the block
+ * moved from is freed after the sampler's hook has said so: a sampled
  * block that moves stays sampled (the resize is reported, not its free). */
 static void *_ta_realloc(void *p, size_t size) {
-  if (!p || size == 0 || !TA_EV_ON()) return _ta_realloc_unsampled(p, size);
+  if (!p || size == 0 || !TA_EV_ON()) return _ta_realloc_block(p, size, NULL);
   _ta_page_t *pg = _ta_page_of(p);
   bool maybe = !pg || TA_SAMPLED_AT(pg, p); /* p may be sampled (huge blocks: always look) */
   int64_t left = _ta_sample_left;
-  _ta_realloc_keep = p;
-  _ta_realloc_from = TA_REALLOC_COPIED;
-  void *q = _ta_realloc_unsampled(p, size);
-  _ta_realloc_keep = NULL;
+  _ta_realloc_did_t did = {.from = TA_REALLOC_COPIED};
+  void *q = _ta_realloc_block(p, size, &did);
   if (!q) { /* p is as it was */
     _ta_sample_left = left;
     return q;
   }
-  size_t from = _ta_realloc_from;
   uint64_t how = 0;
   int64_t counted = _ta_counted(size);
-  if (from != TA_REALLOC_COPIED && size >= from) /* a large or huge block grown in place */
-    how = TA_RESIZE_GROWN, counted = (int64_t)(size - from);
+  if (did.from != TA_REALLOC_COPIED && size >= did.from) /* a large or huge block grown in place */
+    how = TA_RESIZE_GROWN, counted = (int64_t)(size - did.from);
   else if (q == p && pg && pg->kind == TA_KIND_SMALL) /* in its class */
     how = TA_RESIZE_KEPT, counted = 0;
   int64_t next = left - counted;
-  if (ta_likely(!maybe && next >= 0 && _ta_sample_rng)) { /* the common case: counted down, nothing to say */
+  if (ta_likely(!maybe && next >= 0 && _ta_sample_rng)) /* the common case: counted down, nothing to say */
     _ta_sample_left = next;
-    return q;
-  }
-  _ta_sample_realloc(p, q, size, left, counted, how, maybe);
+  else
+    _ta_sample_realloc(p, q, size, left, counted, how, maybe, &did);
+  /* the block moved from: its record (if sampled) is q's now, so its free
+   * says nothing */
+  if (did.moved) _ta_free(p);
   return q;
 }
 #else
-#define _ta_realloc _ta_realloc_unsampled
+#define _ta_realloc(p, size) _ta_realloc_block(p, size)
 #endif
 
 /* ---- the exported API ---------------------------------------------------------- */

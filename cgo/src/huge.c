@@ -277,8 +277,10 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *re
  * shrink to a small size, an aligned block, or mremap failing). A block
  * that grows gets an eighth more room than asked (virtual: pages cost
  * nothing until touched), so growing a few bytes at a time does not make a
- * system call per page. One lookup, one lock. */
-static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_out, uint32_t *tag_out, bool *refused) {
+ * system call per page. One lookup, one lock. A resize without a copy is
+ * said in did (types.h), for the sampler. */
+static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_out, uint32_t *tag_out, bool *refused,
+                             _ta_realloc_did_t *did) {
   size_t need = _ta_align_up(size, TA_OS_PAGE);
   _ta_mutex_lock(&_ta_huge_lock);
   _ta_huge_t *e = _ta_huge_find_locked((uintptr_t)p);
@@ -296,7 +298,7 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
     return NULL;
   }
   if (need <= old && need >= old / 2) { /* fits, and wastes < half */
-    TA_REALLOC_FROM(oldreq, old);
+    TA_REALLOC_SAY(did, oldreq, old);
     e->requested = size;
     _ta_mutex_unlock(&_ta_huge_lock);
     _ta_count_resize(tag, old, old, oldreq, size);
@@ -322,7 +324,7 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   _ta_mutex_unlock(&_ta_huge_lock);
   if (!ok) _ta_fatal("huge table: cannot re-record %p after mremap", q ? q : p);
   if (q) {
-    TA_REALLOC_FROM(oldreq, mapped);
+    TA_REALLOC_SAY(did, oldreq, mapped);
     _ta_count_resize(tag, old, mapped, oldreq, size);
   }
   return q;

@@ -90,13 +90,6 @@ static __thread uintptr_t _ta_thin_addr[TA_THIN_WAYS];
 #define TA_THIN_ADDR(e) _ta_thin_addr[(e) - _ta_thin]
 static __thread unsigned _ta_thin_next; /* the way to reuse next */
 #define _ta_sample_left (_ta_tls.sample_left) /* bytes until the next sample (types.h) */
-static __thread void *_ta_realloc_keep;   /* alloc.c: the sampled block realloc is moving */
-/* realloc (alloc.c, huge.c) resized a large or huge block without a copy,
- * from this many bytes asked (TA_REALLOC_COPIED: it did not), to this
- * usable size (saves looking it up again: a huge block's takes a lock) */
-#define TA_REALLOC_COPIED SIZE_MAX
-static __thread size_t _ta_realloc_from = TA_REALLOC_COPIED, _ta_realloc_usable;
-#define TA_REALLOC_FROM(req, usable) (_ta_realloc_from = (req), _ta_realloc_usable = (usable))
 static __thread uint64_t _ta_sample_rng;
 static __thread bool _ta_in_sampler;
 /* leaf; alone on its cache line (TA_ALONE): it shared one with _ta_ev,
@@ -665,10 +658,6 @@ TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
     _ta_sample_restart();
     return p;
   }
-  /* The new place of a block realloc is moving, which stays sampled if
-   * the old one was (one chain): not sampled on its own. The countdown
-   * stays below zero, so the next allocation is sampled instead. */
-  if (_ta_realloc_keep) return p;
   _ta_in_sampler = true;
   int e = errno;
   if (ta_unlikely(!_ta_self.start)) { /* our code's range, to leave our frames out */
@@ -699,6 +688,21 @@ TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
 static inline void *_ta_sample_alloc(void *p, size_t req, uint32_t tag) {
   if (ta_likely((_ta_sample_left -= _ta_counted(req)) >= 0)) return p;
   return _ta_sample_take(p, req, tag);
+}
+
+/* The block realloc moves a block to (q, req bytes asked; NULL if it
+ * could not be made), from _ta_malloc_moving (alloc.c): counted down as
+ * an allocation, the thread's first countdown drawn if it crosses zero,
+ * as _ta_sample_alloc does, but not sampled on its own: it stays sampled
+ * if the old block was (one chain), and the realloc's hook
+ * (_ta_sample_realloc) decides for it and sets the countdown after. */
+static inline void _ta_sample_moving(void *q, size_t req) {
+  if (ta_likely((_ta_sample_left -= _ta_counted(req)) >= 0)) return;
+  if (!_ta_sample_rng && TA_EV_ON()) { /* the thread's first countdown: drawn, not 0 */
+    _ta_sample_left = _ta_sample_next() - _ta_counted(req);
+    if (_ta_sample_left >= 0) return;
+  }
+  if (!q || _ta_in_sampler || !TA_EV_ON()) _ta_sample_restart();
 }
 
 /* realloc selected block q (req bytes asked) and it was not sampled
@@ -811,7 +815,7 @@ static void _ta_thin_resized(void *p, size_t req, uint64_t usable, uint64_t flag
 /* Block p, about to be freed, may be sampled (its page counts some, or it
  * is large or huge): if it is, say it is freed. */
 TA_NOINLINE static void _ta_sample_free(void *p) {
-  if (!TA_EV_ON() || p == _ta_realloc_keep || _ta_set_lookup((uintptr_t)p) == TA_SET_OUT) return;
+  if (!TA_EV_ON() || _ta_set_lookup((uintptr_t)p) == TA_SET_OUT) return;
   if (!_ta_ev_ensure()) return; /* a forked child's first event: its ring */
   _ta_thin_flush((uintptr_t)p);
   _ta_sample_lock_take();
@@ -822,19 +826,22 @@ TA_NOINLINE static void _ta_sample_free(void *p) {
   _ta_mutex_unlock(&_ta_sample_lock.m);
 }
 
-/* The usable size of q, which realloc just made: realloc said it if it
- * resized a large or huge block without a copy (a huge block's lookup
- * takes a lock). */
-static inline uint64_t _ta_resized_usable(void *q) {
-  return _ta_realloc_from != TA_REALLOC_COPIED ? _ta_realloc_usable : _ta_usable_of(q);
+/* The usable size of q, which realloc just made: realloc said it in did
+ * if it resized a large or huge block without a copy (a huge block's
+ * lookup takes a lock). */
+static inline uint64_t _ta_resized_usable(void *q, const _ta_realloc_did_t *did) {
+  return did->from != TA_REALLOC_COPIED ? did->usable : _ta_usable_of(q);
 }
 
 /* realloc moved or resized block p to q (maybe p itself), req bytes
- * asked; left is the countdown before it (the move's own malloc and free
- * did not count); counted, what the realloc counts down by; how:
+ * asked; left is the countdown before it (the move's own malloc did not
+ * count); counted, what the realloc counts down by; how:
  * TA_RESIZE_GROWN if a large or huge block grew (or kept its size)
  * without a copy, TA_RESIZE_KEPT if a small block stayed in its class,
- * else 0; maybe: p's page holds sampled blocks (else p is not one).
+ * else 0; maybe: p's page holds sampled blocks (else p is not one); did:
+ * what realloc did (types.h). A p that moved is still to be freed (by
+ * _ta_realloc, after this): a sampled p's record moves to q here, so its
+ * free finds it unsampled and says nothing.
  *
  * For sampling, a realloc is an allocation of req bytes (counted = req,
  * as tcmalloc and heapprofd count it), selected if the countdown crosses
@@ -857,7 +864,8 @@ static inline uint64_t _ta_resized_usable(void *q) {
  * either (its usable size did not move). realloc_chain's buffers, grown
  * 1-64 bytes a step, drew afresh at each step below 512 KiB: 0.44M draws
  * and most of its 1.06M events a run. */
-TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t left, int64_t counted, uint64_t how, bool maybe) {
+TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t left, int64_t counted, uint64_t how, bool maybe,
+                                           const _ta_realloc_did_t *did) {
   if (!TA_EV_ON()) return;
   if (!_ta_sample_rng) left = _ta_sample_next(); /* the thread's first countdown: drawn */
   left -= counted;
@@ -876,7 +884,7 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
     /* reported by this thread, and the set has not changed since: p is
      * still the same sampled block (it is ours: nobody freed it); in a
      * forked child, reported by the parent (the ring may be to make) */
-    if (_ta_ev_ensure()) _ta_thin_resized(p, req, _ta_resized_usable(q), flags, seq, e);
+    if (_ta_ev_ensure()) _ta_thin_resized(p, req, _ta_resized_usable(q, did), flags, seq, e);
     return;
   }
   int in = _ta_set_lookup((uintptr_t)p);
@@ -894,7 +902,7 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
      * of 2,000 samples in our code). A fork on another thread meanwhile
      * may leave this record after its FORK mark: the child then has p at
      * its old size. */
-    _ta_thin_resized(p, req, _ta_resized_usable(q), flags, seq, e);
+    _ta_thin_resized(p, req, _ta_resized_usable(q, did), flags, seq, e);
     return;
   }
   if (e) _ta_thin_flush_entry(e);
@@ -908,7 +916,7 @@ TA_NOINLINE static void _ta_sample_realloc(void *p, void *q, size_t req, int64_t
       _ta_ev_write(TA_EV_FREE, rec, 16);
     } else {
       if (p != q) _ta_sample_mark(q);
-      _ta_resize_write(p, q, _ta_resized_usable(q), req, flags, NULL, 0);
+      _ta_resize_write(p, q, _ta_resized_usable(q, did), req, flags, NULL, 0);
     }
   }
   _ta_mutex_unlock(&_ta_sample_lock.m);
@@ -978,8 +986,6 @@ static void _ta_sample_collect(uint64_t seq) {
 
 #define _ta_sample_alloc(p, req, tag) (p)
 #define _ta_sample_free(p) ((void)0)
-#define _ta_sample_realloc(p, q, req, left, counted, how, maybe) ((void)0)
-#define TA_REALLOC_FROM(req, usable) ((void)0)
 #define _ta_sample_init() ((void)0)
 #define _ta_sample_fork_prepare() ((void)0)
 #define _ta_sample_fork_parent() ((void)0)

@@ -513,6 +513,26 @@ static void _ta_budgets_init(void);
 static void _ta_budgets_recount(void);
 static bool _ta_ctr_admit(uint32_t tag, size_t bytes); /* tags.c */
 
+/* realloc and the sampler (TA_SAMPLING builds): what realloc did to the
+ * block it was given, which _ta_realloc (alloc.c) has _ta_realloc_block
+ * (alloc.c) and _ta_huge_resize (huge.c) fill, and hands to the
+ * sampler's realloc hook (_ta_sample_realloc, sample.c). Without it (NULL,
+ * and in builds without sampling) realloc moves a block the plain way. */
+typedef struct {
+  size_t from;   /* resized a large or huge block without a copy, from this many
+                    bytes asked; TA_REALLOC_COPIED if it did not */
+  size_t usable; /* then the block's usable size (saves looking it up again: a
+                    huge block's takes a lock) */
+  bool moved;    /* copied it to a new block, not sampled on its own, and left
+                    the old one for the caller to free after the hook */
+} _ta_realloc_did_t;
+#define TA_REALLOC_COPIED SIZE_MAX
+/* Say in did (if any) that the block was resized without a copy. */
+#define TA_REALLOC_SAY(did, req, now) \
+  do { \
+    if (TA_SAMPLING && (did)) (did)->from = (req), (did)->usable = (now); \
+  } while (0)
+
 /* error.c */
 TA_COLD static void _ta_fatal(const char *fmt, ...) __attribute__((noreturn));
 TA_COLD static void _ta_warn(const char *fmt, ...);
@@ -574,7 +594,7 @@ static inline void *_ta_malloc(size_t size);
 static inline void _ta_free(void *p);
 static bool _ta_huge_lookup(const void *p, size_t *mapped);
 static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped, size_t *requested);
-static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped, uint32_t *tag, bool *refused);
+static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped, uint32_t *tag, bool *refused, _ta_realloc_did_t *did);
 static void _ta_huge_purge(bool all);
 
 /* report.c */
