@@ -1,6 +1,6 @@
 // Package tagtable is the sampled side of the books: it reads a process's
 // events ring (events.go, events_linux.go: the records the stacks build of
-// the native library writes, cgo/src/sample.c) and turns them into a
+// the native library writes, cgo/src/ring.c) and turns them into a
 // Profile (profile.go): the live sampled blocks, per (stack, tag) records,
 // the dark-matter marks of memory reporters (darkmatter.go) and the
 // bounded history of events with its timeline (history.go). That is its one

@@ -1,6 +1,6 @@
 // The events ring: sampled allocations with their stacks, their frees and
 // resizes, and the modules the stacks run through (the writer is
-// cgo/src/sample.c; the header, record types and flags are
+// cgo/src/ring.c; the header, record types and flags are
 // internal/layout's, generated for both). tagalloc run maps
 // each process's PID.events file read-write, drains the committed records
 // while the process runs and once more after it ends, and hands them to a

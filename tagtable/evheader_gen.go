@@ -5,7 +5,7 @@ package tagtable
 // evHeader mirrors _ta_ev_hdr_t (cgo/src/shared.h) field by field, 256 bytes: both
 // are written from internal/layout/mklayout/desc.go.
 //
-// The events file's header (cgo/src/sample.c writes it, tagtable reads it);
+// The events file's header (cgo/src/ring.c writes it, tagtable reads it);
 // the ring follows it. head, tail and the drop counts have cache lines of
 // their own.
 type evHeader struct {

@@ -72,7 +72,7 @@ static void _ta_os_purge(void *p, size_t size) {
  * page-aligned): on the 2-core VM a page's first write fault cost 14 us,
  * populated 1.2-2.8 us. False if the kernel cannot (before Linux 5.14):
  * the pages fault in as they are written. */
-__attribute__((unused)) static bool _ta_os_populate(void *p, size_t size) { /* sample.c */
+__attribute__((unused)) static bool _ta_os_populate(void *p, size_t size) { /* ring.c */
   int e = errno;
   bool ok = madvise(p, size, MADV_POPULATE_WRITE) == 0 || errno != EINVAL;
   errno = e;

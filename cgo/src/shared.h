@@ -165,7 +165,7 @@ _Static_assert(offsetof(_ta_books_t, budgets_count) == 304, "_ta_books_t.budgets
 #define TA_TAG_STACK 32 /* nesting depth of tagalloc_push_tag (and tagcgo.Do) */
 #define TA_CTR_CHUNK 64 /* tags per chunk of a thread record's counters */
 
-/* ---- the events ring (sample.c) ---- */
+/* ---- the events ring (ring.c) ---- */
 
 #define TA_EV_MAGIC "TAEVENTS"
 #define TA_EV_VERSION 1 /* the ring's layout */
@@ -192,7 +192,7 @@ enum { TA_EV_MODULE = 1, TA_EV_STACK = 2, TA_EV_ALLOC = 3, TA_EV_FREE = 4, TA_EV
 #define TA_RESIZE_LEFT_OUT_MAX 0xffffff /* left out at most (24 bits) */
 #define TA_RESIZE_GREW_SHIFT 32 /* bits 32-63: how many of those and this one grew */
 
-/* The events file's header (cgo/src/sample.c writes it, tagtable reads it);
+/* The events file's header (cgo/src/ring.c writes it, tagtable reads it);
  * the ring follows it. head, tail and the drop counts have cache lines of
  * their own. */
 typedef struct _ta_ev_hdr_s {

@@ -10,8 +10,13 @@
 #include "books.c"     /* the region holding the books (shared with tagalloc run) */
 #include "arena.c"     /* address space, spans, purging */
 #include "page.c"      /* small spans: carving, collecting, remote free */
-#include "sample.c"    /* sampled stacks and the events ring (TA_SAMPLING builds); it includes
-                          unwind.c, the cached-CFI unwinder (x86-64) */
+/* sampled stacks (TA_SAMPLING builds; without it they compile to nothing): */
+#include "ring.c"       /* the events ring, its making, the sample lock */
+#include "modules.c"    /* the loaded objects, announced to the ring */
+#include "unwind.c"     /* the cached-CFI unwinder (x86-64) */
+#include "stacks.c"     /* stack capture, stack ids */
+#include "sampledset.c" /* the sampled set, pages' filters of it */
+#include "sample.c"     /* the countdown, the hooks, thinning, fork, reports */
 #include "heap.c"      /* thread heaps: slow path, thread exit */
 #include "huge.c"      /* huge blocks: one mapping each */
 #include "tags.c"      /* tags: registry, thread records, counters, API */

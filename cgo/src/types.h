@@ -101,7 +101,7 @@
  *                     child re-initializes it)
  *   _ta_init_lock     the one-time initialization (init.c), before fork
  *                     handlers exist
- *   _ta_sample_lock   the events ring and sampled set (sample.c, stacks
+ *   _ta_sample_lock   the events ring and sampled set (ring.c, stacks
  *                     builds)
  *   _ta_tags_lock     registering tag names (tags.c)
  *   _ta_threads_lock  thread records (tags.c)
@@ -270,7 +270,7 @@ typedef struct _ta_page_s {
   uint8_t flags;              /* TA_PF_* (free spans) */
   uint32_t head_off;          /* pages back to the head; 0 on a head */
   _Atomic(uint32_t) sampled;  /* not under the lock: a filter of its sampled live
-                                 blocks (TA_SAMPLING builds, sample.c); on this
+                                 blocks (TA_SAMPLING builds, sampledset.c); on this
                                  line, so free's fast path reads one */
   uint8_t *start;             /* first byte of the span (heads) */
   void *slop;                 /* TAGALLOC_REQUESTED: per block, usable - requested

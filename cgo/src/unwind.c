@@ -42,6 +42,8 @@
 #if TA_SAMPLING && defined(__x86_64__)
 #define TA_FAST_UNWIND 1
 
+#include <unwind.h>
+
 #define TA_UW_MAX_BITS 16 /* the most the cache grows to: TA_UW_SLOTS */
 #define TA_UW_SLOTS (1u << TA_UW_MAX_BITS)
 #define TA_UW_OK 1u

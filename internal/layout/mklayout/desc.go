@@ -156,7 +156,7 @@ var Tags = []Const{
 // EventsMagic opens every events file.
 const EventsMagic = "TAEVENTS"
 
-// Events are the ring's facts (cgo/src/sample.c writes it, tagtable
+// Events are the ring's facts (cgo/src/ring.c writes it, tagtable
 // reads it).
 var Events = []Const{
 	{"EV_VERSION", "EventsVersion", 1, "the ring's layout"},
@@ -201,7 +201,7 @@ var ResizeFlags = []Const{
 // EventsHeader is the events file's header; the ring follows it.
 var EventsHeader = Struct{
 	C: "_ta_ev_hdr_s", CType: "_ta_ev_hdr_t", Go: "evHeader", GoPackage: "tagtable", CPrefix: "EV",
-	Doc: "The events file's header (cgo/src/sample.c writes it, tagtable reads it); the ring follows it. " +
+	Doc: "The events file's header (cgo/src/ring.c writes it, tagtable reads it); the ring follows it. " +
 		"head, tail and the drop counts have cache lines of their own.",
 	Fields: []Field{
 		{"magic", "Magic", Chars, 8, false, 1, `"TAEVENTS"`},

@@ -222,7 +222,7 @@ func CSource() []byte {
 
 	b.WriteString("/* ---- tags (tags.c) ---- */\n\n")
 	cConsts(&b, Tags)
-	b.WriteString("\n/* ---- the events ring (sample.c) ---- */\n\n")
+	b.WriteString("\n/* ---- the events ring (ring.c) ---- */\n\n")
 	fmt.Fprintf(&b, "#define TA_EV_MAGIC %q\n", EventsMagic)
 	cConsts(&b, Events)
 	b.WriteString("/* Records are multiples of 8 bytes; their first word is len | type << 32,\n" +
