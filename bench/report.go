@@ -191,95 +191,102 @@ const noisy = 0.10
 
 // Render writes the report: time and peak RSS tables with the subject's
 // ratios, the other measurements, the target check, and the failures.
+// Each section is written by its own method, in this order; the whole
+// report is built in memory and written to w at once.
 func (s *Summary) Render(w io.Writer) error {
 	var b strings.Builder
-	allocs := s.Allocators
-	ratioHead := func() []string {
-		var h []string
-		for _, base := range s.Baselines {
-			h = append(h, s.Subject+"/"+base)
-		}
-		return h
-	}
+	s.renderTime(&b)
+	s.renderRSS(&b)
+	s.renderFaults(&b)
+	s.renderMetrics(&b)
+	s.renderTargets(&b)
+	s.renderProblems(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
 
-	// Time.
-	tt := &Table{Title: fmt.Sprintf("Time: median of %d runs, seconds (~: runs differ by more than %.0f%%)", s.Runs, 100*noisy),
-		Header: append(append([]string{"workload"}, allocs...), ratioHead()...)}
-	var notes []string
-	for _, r := range s.Rows {
-		if r.Skipped != "" {
-			continue
-		}
-		row := []string{r.Workload}
-		for _, a := range allocs {
+// renderTime writes the time table (a "~" marks a noisy median), then the
+// workloads' notes on what their time measures.
+func (s *Summary) renderTime(b *strings.Builder) {
+	tt := s.ratioTable(fmt.Sprintf("Time: median of %d runs, seconds (~: runs differ by more than %.0f%%)", s.Runs, 100*noisy),
+		func(r *Row, a string) string {
 			cell := cellOr(r, a, fmtNum("%.3f", get(r.Time, a)))
 			if get(r.TimeSpread, a) > noisy {
 				cell = "~" + cell
 			}
-			row = append(row, cell)
-		}
-		for _, base := range s.Baselines {
-			row = append(row, fmtNum("%.2f", get(r.TimeRatio, base)))
-		}
-		tt.Rows = append(tt.Rows, row)
+			return cell
+		},
+		func(r *Row) map[string]float64 { return r.TimeRatio }, s.TimeGeoMean)
+	b.WriteString("\n")
+	tt.Render(b)
+	for _, r := range s.measuredRows() {
 		if r.TimeNote != "" {
-			notes = append(notes, fmt.Sprintf("  %s: time is %s", r.Workload, r.TimeNote))
+			b.WriteString(fmt.Sprintf("  %s: time is %s\n", r.Workload, r.TimeNote))
 		}
 	}
-	if len(s.Baselines) > 0 {
-		tt.Footer = [][]string{geoRow(len(allocs), s.Baselines, s.TimeGeoMean)}
-	}
-	b.WriteString("\n")
-	tt.Render(&b)
-	for _, n := range notes {
-		b.WriteString(n + "\n")
-	}
+}
 
-	// Peak RSS.
-	rt := &Table{Title: fmt.Sprintf("Peak RSS: median of %d runs, MiB (rusage maxrss)", s.Runs),
-		Header: append(append([]string{"workload"}, allocs...), ratioHead()...)}
-	for _, r := range s.Rows {
-		if r.Skipped != "" {
-			continue
-		}
+// renderRSS writes the peak RSS table, in MiB.
+func (s *Summary) renderRSS(b *strings.Builder) {
+	rt := s.ratioTable(fmt.Sprintf("Peak RSS: median of %d runs, MiB (rusage maxrss)", s.Runs),
+		func(r *Row, a string) string { return cellOr(r, a, fmtNum("%.1f", get(r.RSS, a)/(1<<20))) },
+		func(r *Row) map[string]float64 { return r.RSSRatio }, s.RSSGeoMean)
+	b.WriteString("\n")
+	rt.Render(b)
+}
+
+// ratioTable is the shape the time and RSS tables share: a row per
+// measured workload with a cell per allocator, then a column per baseline
+// with the subject's ratio to it, and a geomean footer when there are
+// baselines.
+func (s *Summary) ratioTable(title string, cell func(r *Row, alloc string) string,
+	ratios func(r *Row) map[string]float64, geo map[string]float64) *Table {
+	var ratioHead []string
+	for _, base := range s.Baselines {
+		ratioHead = append(ratioHead, s.Subject+"/"+base)
+	}
+	t := &Table{Title: title, Header: append(append([]string{"workload"}, s.Allocators...), ratioHead...)}
+	for _, r := range s.measuredRows() {
 		row := []string{r.Workload}
-		for _, a := range allocs {
-			row = append(row, cellOr(r, a, fmtNum("%.1f", get(r.RSS, a)/(1<<20))))
+		for _, a := range s.Allocators {
+			row = append(row, cell(r, a))
 		}
 		for _, base := range s.Baselines {
-			row = append(row, fmtNum("%.2f", get(r.RSSRatio, base)))
+			row = append(row, fmtNum("%.2f", get(ratios(r), base)))
 		}
-		rt.Rows = append(rt.Rows, row)
+		t.Rows = append(t.Rows, row)
 	}
 	if len(s.Baselines) > 0 {
-		rt.Footer = [][]string{geoRow(len(allocs), s.Baselines, s.RSSGeoMean)}
+		t.Footer = [][]string{geoRow(len(s.Allocators), s.Baselines, geo)}
 	}
-	b.WriteString("\n")
-	rt.Render(&b)
+	return t
+}
 
-	// Page faults: where time and RSS go for the large-block workloads.
+// renderFaults writes the minor page faults table: where time and RSS go
+// for the large-block workloads.
+func (s *Summary) renderFaults(b *strings.Builder) {
 	ft := &Table{Title: fmt.Sprintf("Minor page faults: median of %d runs, thousands (rusage minflt)", s.Runs),
-		Header: append([]string{"workload"}, allocs...)}
-	for _, r := range s.Rows {
-		if r.Skipped != "" {
-			continue
-		}
+		Header: append([]string{"workload"}, s.Allocators...)}
+	for _, r := range s.measuredRows() {
 		row := []string{r.Workload}
-		for _, a := range allocs {
+		for _, a := range s.Allocators {
 			row = append(row, cellOr(r, a, fmtNum("%.1f", get(r.Faults, a)/1000)))
 		}
 		ft.Rows = append(ft.Rows, row)
 	}
 	b.WriteString("\n")
-	ft.Render(&b)
+	ft.Render(b)
+}
 
-	// Other measurements.
-	mt := &Table{Title: "Other measurements (medians)", Header: append([]string{"workload: metric"}, allocs...)}
+// renderMetrics writes the workloads' own measurements, a row per
+// workload and metric, when any workload has some.
+func (s *Summary) renderMetrics(b *strings.Builder) {
+	mt := &Table{Title: "Other measurements (medians)", Header: append([]string{"workload: metric"}, s.Allocators...)}
 	for _, r := range s.Rows {
 		for _, m := range metricOrder(r.Metrics) {
 			label, format, scale := metricFormat(m)
 			row := []string{r.Workload + ": " + label}
-			for _, a := range allocs {
+			for _, a := range s.Allocators {
 				row = append(row, cellOr(r, a, fmtNum(format, get(r.Metrics[m], a)*scale)))
 			}
 			mt.Rows = append(mt.Rows, row)
@@ -287,38 +294,41 @@ func (s *Summary) Render(w io.Writer) error {
 	}
 	if len(mt.Rows) > 0 {
 		b.WriteString("\n")
-		mt.Render(&b)
+		mt.Render(b)
 	}
+}
 
-	// Targets.
-	if s.Subject != "" {
-		t := s.Targets
-		b.WriteString(fmt.Sprintf("\nTargets for %s: time <= %.2fx mimalloc and <= %.2fx glibc, peak RSS <= %.2fx glibc, >= %.0f%% of rss_after_free's memory returned within 1 s\n",
-			s.Subject, t.TimeVsMimalloc, t.TimeVsGlibc, t.RSSVsGlibc, 100*t.ReturnedIn1s))
-		met, measured := 0, 0
-		for _, r := range s.Rows {
-			if r.Skipped != "" {
-				continue
-			}
-			measured++
-			if len(r.Misses) == 0 {
-				met++
-				continue
-			}
-			b.WriteString(fmt.Sprintf("  MISS %s: %s\n", r.Workload, strings.Join(r.Misses, "; ")))
-		}
-		b.WriteString(fmt.Sprintf("  %d of %d workloads meet every target\n", met, measured))
-	} else {
+// renderTargets writes the targets, each measured workload that missed
+// one, and how many met them all; or, when the subject was not measured,
+// why there are no ratios.
+func (s *Summary) renderTargets(b *strings.Builder) {
+	if s.Subject == "" {
 		b.WriteString("\nNo ratios: the subject allocator was not measured (see the notes; -subject picks another).\n")
+		return
 	}
+	t := s.Targets
+	b.WriteString(fmt.Sprintf("\nTargets for %s: time <= %.2fx mimalloc and <= %.2fx glibc, peak RSS <= %.2fx glibc, >= %.0f%% of rss_after_free's memory returned within 1 s\n",
+		s.Subject, t.TimeVsMimalloc, t.TimeVsGlibc, t.RSSVsGlibc, 100*t.ReturnedIn1s))
+	met, measured := 0, 0
+	for _, r := range s.measuredRows() {
+		measured++
+		if len(r.Misses) == 0 {
+			met++
+			continue
+		}
+		b.WriteString(fmt.Sprintf("  MISS %s: %s\n", r.Workload, strings.Join(r.Misses, "; ")))
+	}
+	b.WriteString(fmt.Sprintf("  %d of %d workloads meet every target\n", met, measured))
+}
 
-	// Skips and failures.
+// renderProblems lists the skipped workloads and the failed runs, if any.
+func (s *Summary) renderProblems(b *strings.Builder) {
 	var bad []string
 	for _, r := range s.Rows {
 		if r.Skipped != "" {
 			bad = append(bad, fmt.Sprintf("  %s: skipped: %s", r.Workload, r.Skipped))
 		}
-		for _, a := range allocs {
+		for _, a := range s.Allocators {
 			if msg, ok := r.Failed[a]; ok {
 				bad = append(bad, "  FAILED "+msg)
 			}
@@ -327,10 +337,22 @@ func (s *Summary) Render(w io.Writer) error {
 	if len(bad) > 0 {
 		b.WriteString("\nProblems:\n" + strings.Join(bad, "\n") + "\n")
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
+// measuredRows are the rows of the workloads that ran (not skipped): the
+// ones the time, RSS and faults tables and the target count are about.
+func (s *Summary) measuredRows() []*Row {
+	var rows []*Row
+	for _, r := range s.Rows {
+		if r.Skipped == "" {
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// geoRow is the geomean footer of a ratio table: blank under the
+// allocators, the geomean under each baseline's ratio.
 func geoRow(nAllocs int, baselines []string, g map[string]float64) []string {
 	row := []string{"geomean"}
 	for range nAllocs {
