@@ -106,6 +106,35 @@ var (
 // has passed, and sums what the runs say. An error means it could not
 // start (no compiler, no library); failed runs are counted in the result.
 func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
+	cfg = cfg.withDefaults()
+	s, err := newSoaker(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(s.work)
+	res := &SoakResult{}
+	start := time.Now()
+	for i := 0; time.Since(start) < cfg.Duration && ctx.Err() == nil; i++ {
+		mode := SoakModes[i%len(SoakModes)]
+		args, env, dir, err := s.plan(i, mode)
+		if err != nil {
+			return nil, err
+		}
+		r := runStress(ctx, s.prog, args, env, cfg.Timeout)
+		r.Mode = mode
+		if dir != "" && r.Err == nil {
+			res.RegionsRead += readBackBooks(&r, dir)
+		}
+		res.add(r)
+		cfg.logRun(i, r)
+	}
+	res.Wall = time.Since(start)
+	return res, nil
+}
+
+// withDefaults fills in what cfg leaves zero: 4 threads, 20000 ops, a
+// 5-minute limit per run, and this repository's stress_test.c.
+func (cfg SoakConfig) withDefaults() SoakConfig {
 	if cfg.Threads <= 0 {
 		cfg.Threads = 4
 	}
@@ -118,6 +147,23 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	if cfg.Source == "" {
 		cfg.Source = StressSource()
 	}
+	return cfg
+}
+
+// soaker is what every run of a soak shares: the two preload libraries
+// (plain and sampling), a scratch directory, the stress program built in
+// it, and the random source the runs' parameters are drawn from.
+type soaker struct {
+	cfg            SoakConfig
+	lib, stacksLib string
+	work, prog     string
+	rng            *rand.Rand
+}
+
+// newSoaker finds the libraries and builds the stress program in a new
+// scratch directory, which the caller removes (newSoaker removes it itself
+// if the build fails).
+func newSoaker(cfg SoakConfig) (*soaker, error) {
 	lib, err := cgo.Library()
 	if err != nil {
 		return nil, err
@@ -130,67 +176,78 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(work)
 	prog, err := buildStress(cfg.Source, work)
 	if err != nil {
+		os.RemoveAll(work)
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x50a4))
-	res := &SoakResult{}
-	start := time.Now()
-	for i := 0; time.Since(start) < cfg.Duration && ctx.Err() == nil; i++ {
-		mode := SoakModes[i%len(SoakModes)]
-		seed := rng.Uint64() >> 1
-		ops := cfg.Ops/2 + rng.IntN(cfg.Ops/2+1)
-		forks := rng.IntN(3)
-		args := []string{strconv.FormatUint(seed, 10), strconv.Itoa(cfg.Threads), strconv.Itoa(ops), "2", strconv.Itoa(forks)}
-		env := []string{"LD_PRELOAD=" + lib, "STRESS_CHECK_CHILD=1"}
-		dir := ""
-		switch mode {
-		case "shared", "stacks":
-			dir = filepath.Join(work, fmt.Sprintf("run-%d", i))
-			if err := os.Mkdir(dir, 0o700); err != nil {
-				return nil, err
-			}
-			env = append(env, "TAGALLOC_DIR="+dir)
-			if mode == "stacks" {
-				env = []string{"LD_PRELOAD=" + stacksLib, "STRESS_CHECK_CHILD=1", "TAGALLOC_DIR=" + dir, "TAGALLOC_STACKS=sampled", "TAGALLOC_SAMPLE_RATE=64K"}
-			}
-		case "requested":
-			env = append(env, "TAGALLOC_REQUESTED=1")
-		case "faults":
-			env = append(env, "STRESS_ENOMEM_OK=1",
-				"TAGALLOC_FAULT_EVERY="+strconv.Itoa(3+rng.IntN(40)),
-				"TAGALLOC_FAULT_COUNT="+strconv.Itoa(rng.IntN(400)))
-		}
-		r := runStress(ctx, prog, args, env, cfg.Timeout)
-		r.Mode = mode
-		if dir != "" && r.Err == nil {
-			n, err := checkRegions(dir)
-			res.RegionsRead += n
-			if err != nil {
-				r.Err = err
-			}
-			os.RemoveAll(dir)
-		}
-		res.add(r)
-		if cfg.Log != nil {
-			status := "ok"
-			if r.Err != nil {
-				status = "FAILED: " + r.Err.Error()
-			}
-			fmt.Fprintf(cfg.Log, "soak: run %d %-9s %s %s: %.1fs, %d ops, %d ENOMEM, %d threads, rss %d MiB, %d checks, lost %d: %s\n",
-				i+1, mode, strings.Join(args, " "), strings.Join(r.Env[2:], " "), r.Wall.Seconds(), r.Ops, r.ENOMEM, r.PeakThreads,
-				r.MaxRSS>>20, r.BooksChecks, r.LostBytes, status)
-			if r.Err != nil {
-				fmt.Fprintf(cfg.Log, "%s\n", r.Output)
-			}
-		}
-	}
-	res.Wall = time.Since(start)
-	return res, nil
+	return &soaker{cfg: cfg, lib: lib, stacksLib: stacksLib, work: work, prog: prog,
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x50a4))}, nil
 }
 
+// plan draws run i's parameters (seed, ops, forks; for the faults mode,
+// the fault rate) and gives the program's arguments and the environment
+// of mode; for the modes with shared books it makes the run's
+// TAGALLOC_DIR, returned as dir. The draws happen in a fixed order, so a
+// seed gives the same runs.
+func (s *soaker) plan(i int, mode string) (args, env []string, dir string, err error) {
+	seed := s.rng.Uint64() >> 1
+	ops := s.cfg.Ops/2 + s.rng.IntN(s.cfg.Ops/2+1)
+	forks := s.rng.IntN(3)
+	args = []string{strconv.FormatUint(seed, 10), strconv.Itoa(s.cfg.Threads), strconv.Itoa(ops), "2", strconv.Itoa(forks)}
+	env = []string{"LD_PRELOAD=" + s.lib, "STRESS_CHECK_CHILD=1"}
+	switch mode {
+	case "shared", "stacks":
+		dir = filepath.Join(s.work, fmt.Sprintf("run-%d", i))
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, nil, "", err
+		}
+		env = append(env, "TAGALLOC_DIR="+dir)
+		if mode == "stacks" {
+			env = []string{"LD_PRELOAD=" + s.stacksLib, "STRESS_CHECK_CHILD=1", "TAGALLOC_DIR=" + dir, "TAGALLOC_STACKS=sampled", "TAGALLOC_SAMPLE_RATE=64K"}
+		}
+	case "requested":
+		env = append(env, "TAGALLOC_REQUESTED=1")
+	case "faults":
+		env = append(env, "STRESS_ENOMEM_OK=1",
+			"TAGALLOC_FAULT_EVERY="+strconv.Itoa(3+s.rng.IntN(40)),
+			"TAGALLOC_FAULT_COUNT="+strconv.Itoa(s.rng.IntN(400)))
+	}
+	return args, env, dir, nil
+}
+
+// readBackBooks checks the books files a passing shared-books run left in
+// dir (checkRegions), failing r if they are wrong, then removes dir. It
+// returns how many files were read.
+func readBackBooks(r *SoakRun, dir string) int {
+	n, err := checkRegions(dir)
+	if err != nil {
+		r.Err = err
+	}
+	os.RemoveAll(dir)
+	return n
+}
+
+// logRun writes run i's line to cfg.Log, if set: its mode, arguments and
+// the environment beyond the preload, its figures and its status; and for
+// a failed run, the tail of its output.
+func (cfg SoakConfig) logRun(i int, r SoakRun) {
+	if cfg.Log == nil {
+		return
+	}
+	status := "ok"
+	if r.Err != nil {
+		status = "FAILED: " + r.Err.Error()
+	}
+	fmt.Fprintf(cfg.Log, "soak: run %d %-9s %s %s: %.1fs, %d ops, %d ENOMEM, %d threads, rss %d MiB, %d checks, lost %d: %s\n",
+		i+1, r.Mode, strings.Join(r.Args, " "), strings.Join(r.Env[2:], " "), r.Wall.Seconds(), r.Ops, r.ENOMEM, r.PeakThreads,
+		r.MaxRSS>>20, r.BooksChecks, r.LostBytes, status)
+	if r.Err != nil {
+		fmt.Fprintf(cfg.Log, "%s\n", r.Output)
+	}
+}
+
+// add counts one run into the sums.
 func (res *SoakResult) add(r SoakRun) {
 	res.Runs = append(res.Runs, r)
 	res.Ops += r.Ops
