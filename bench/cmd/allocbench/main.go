@@ -37,63 +37,111 @@ func main() {
 	os.Exit(code)
 }
 
+// run is allocbench: it parses the flags, then either prints an
+// allocator's library (-lib), lists the workloads (-list), or measures
+// them. The int is the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := flag.NewFlagSet("allocbench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	runs := fs.Int("runs", 5, "measured runs per workload and allocator (the median is reported)")
-	only := fs.String("only", "", "run only the workloads whose names match this regular expression")
-	allocs := fs.String("alloc", strings.Join(bench.DefaultAllocators, ","),
-		"allocators, comma-separated; each a known name (also tagalloc-nocounts, the build without the books' counts; tagalloc-run, tagalloc-sampled and tagalloc-default, through tagalloc run: --stacks off, --stacks sampled -o FILE, and the defaults) or name=/path/to/lib.so")
-	subject := fs.String("subject", "tagalloc", "the allocator whose ratios to glibc, mimalloc and jemalloc are shown")
-	jsonOut := fs.String("json", "", "also write every sample and the summary to this JSON file")
-	quick := fs.Bool("quick", false, "use small inputs (a smoke test, not a measurement)")
-	timeout := fs.Duration("timeout", 10*time.Minute, "limit for one run")
-	verbose := fs.Bool("v", false, "print a line per run")
-	list := fs.Bool("list", false, "list the workloads and exit")
-	libOf := fs.String("lib", "", "print the preload library of this `allocator` (building it if need be) and exit")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: allocbench [flags]\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
 		return 2, err
 	}
-	if fs.NArg() != 0 {
-		return 2, fmt.Errorf("unexpected arguments %q", fs.Args())
+	if o.libOf != "" {
+		return printLib(stdout, o.libOf)
 	}
-	if *runs < 1 {
-		return 2, errors.New("-runs must be at least 1")
+	workloads, err := selectWorkloads(o.only)
+	if err != nil {
+		return 2, err
 	}
-	if *libOf != "" {
-		found, notes, err := bench.FindAllocators([]string{*libOf})
-		if err != nil {
-			return 2, err
-		}
-		if len(found) == 0 {
-			return 1, fmt.Errorf("%s: %s", *libOf, strings.Join(notes, "; "))
-		}
-		fmt.Fprintln(stdout, found[0].Preload) // "" for glibc
-		return 0, nil
-	}
-	workloads := bench.Workloads()
-	if *only != "" {
-		re, err := regexp.Compile(*only)
-		if err != nil {
-			return 2, fmt.Errorf("-only: %w", err)
-		}
-		workloads = bench.Select(workloads, re.MatchString)
-		if len(workloads) == 0 {
-			return 2, fmt.Errorf("-only %q matches no workload (try -list)", *only)
-		}
-	}
-	if *list {
+	if o.list {
 		for _, w := range workloads {
 			fmt.Fprintf(stdout, "%-16s %s\n", w.Name, w.Doc)
 		}
 		return 0, nil
 	}
+	return measure(ctx, o, workloads, stdout, stderr)
+}
 
-	found, notes, err := bench.FindAllocators(strings.Split(*allocs, ","))
+// options are allocbench's flags.
+type options struct {
+	runs             int
+	only, allocs     string
+	subject, jsonOut string
+	quick, verbose   bool
+	timeout          time.Duration
+	list             bool
+	libOf            string
+}
+
+// parseFlags reads the flags (usage and flag errors go to stderr) and
+// checks them: no arguments beyond the flags, at least one run.
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	var o options
+	fs := flag.NewFlagSet("allocbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.runs, "runs", 5, "measured runs per workload and allocator (the median is reported)")
+	fs.StringVar(&o.only, "only", "", "run only the workloads whose names match this regular expression")
+	fs.StringVar(&o.allocs, "alloc", strings.Join(bench.DefaultAllocators, ","),
+		"allocators, comma-separated; each a known name (also tagalloc-nocounts, the build without the books' counts; tagalloc-run, tagalloc-sampled and tagalloc-default, through tagalloc run: --stacks off, --stacks sampled -o FILE, and the defaults) or name=/path/to/lib.so")
+	fs.StringVar(&o.subject, "subject", "tagalloc", "the allocator whose ratios to glibc, mimalloc and jemalloc are shown")
+	fs.StringVar(&o.jsonOut, "json", "", "also write every sample and the summary to this JSON file")
+	fs.BoolVar(&o.quick, "quick", false, "use small inputs (a smoke test, not a measurement)")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "limit for one run")
+	fs.BoolVar(&o.verbose, "v", false, "print a line per run")
+	fs.BoolVar(&o.list, "list", false, "list the workloads and exit")
+	fs.StringVar(&o.libOf, "lib", "", "print the preload library of this `allocator` (building it if need be) and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: allocbench [flags]\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.runs < 1 {
+		return nil, errors.New("-runs must be at least 1")
+	}
+	return &o, nil
+}
+
+// printLib prints the preload library of one allocator ("" for glibc),
+// building it if need be: what -lib asks for.
+func printLib(stdout io.Writer, name string) (int, error) {
+	found, notes, err := bench.FindAllocators([]string{name})
+	if err != nil {
+		return 2, err
+	}
+	if len(found) == 0 {
+		return 1, fmt.Errorf("%s: %s", name, strings.Join(notes, "; "))
+	}
+	fmt.Fprintln(stdout, found[0].Preload) // "" for glibc
+	return 0, nil
+}
+
+// selectWorkloads returns the workloads whose names match only (all of
+// them for ""); matching none is an error.
+func selectWorkloads(only string) ([]bench.Workload, error) {
+	workloads := bench.Workloads()
+	if only == "" {
+		return workloads, nil
+	}
+	re, err := regexp.Compile(only)
+	if err != nil {
+		return nil, fmt.Errorf("-only: %w", err)
+	}
+	workloads = bench.Select(workloads, re.MatchString)
+	if len(workloads) == 0 {
+		return nil, fmt.Errorf("-only %q matches no workload (try -list)", only)
+	}
+	return workloads, nil
+}
+
+// measure finds the allocators and builds the workloads, runs them
+// interleaved, and prints the report (and a warning if the machine was
+// busy); the JSON file, if asked for, is written even when runs failed.
+func measure(ctx context.Context, o *options, workloads []bench.Workload, stdout, stderr io.Writer) (int, error) {
+	found, notes, err := bench.FindAllocators(strings.Split(o.allocs, ","))
 	if err != nil {
 		return 2, err
 	}
@@ -104,37 +152,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	if err != nil {
 		return 1, err
 	}
-	var names []string
-	for _, a := range found {
-		names = append(names, a.Name)
-	}
-	fmt.Fprintf(stdout, "allocbench: %d workloads x %s, %d runs each, interleaved\n",
-		len(workloads), strings.Join(names, ", "), *runs)
-	for _, n := range notes {
-		fmt.Fprintf(stdout, "note: %s\n", n)
-	}
+	printPlan(stdout, len(workloads), found, notes, o.runs)
 	load0, _ := bench.LoadAverage()
 	res, runErr := bench.Run(ctx, bench.Config{
 		Workloads: workloads, Allocators: found, Built: built,
-		Runs: *runs, Quick: *quick, Timeout: *timeout,
-		Progress: stderr, Verbose: *verbose,
+		Runs: o.runs, Quick: o.quick, Timeout: o.timeout,
+		Progress: stderr, Verbose: o.verbose,
 	})
 	res.Notes = notes
-	sum := bench.Summarize(res, *subject, bench.DefaultBaselines, bench.DefaultTargets)
+	sum := bench.Summarize(res, o.subject, bench.DefaultBaselines, bench.DefaultTargets)
 	if err := sum.Render(stdout); err != nil {
 		return 1, err
 	}
-	// The workloads themselves load the machine by up to 2 (two threads):
-	// warn when the load says something else was running as well.
-	busy, cpus := load0, float64(runtime.NumCPU())
-	for _, w := range res.Workloads {
-		busy = max(busy, w.Load-2)
-	}
-	if busy > cpus/2 {
-		fmt.Fprintf(stdout, "\nnote: the machine was busy with other work (1-minute load average %.1f above the benchmark's own, on %d CPUs): the numbers are noisy\n", busy, int(cpus))
-	}
-	if *jsonOut != "" {
-		if err := writeJSON(*jsonOut, map[string]any{"result": res, "summary": sum}); err != nil {
+	warnBusy(stdout, load0, res)
+	if o.jsonOut != "" {
+		if err := writeJSON(o.jsonOut, map[string]any{"result": res, "summary": sum}); err != nil {
 			return 1, err
 		}
 	}
@@ -142,6 +174,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 		return 1, fmt.Errorf("some runs failed:\n%v", runErr)
 	}
 	return 0, ctx.Err()
+}
+
+// printPlan prints what is about to run, and the notes on allocators
+// left out.
+func printPlan(stdout io.Writer, nWorkloads int, found []bench.Allocator, notes []string, runs int) {
+	var names []string
+	for _, a := range found {
+		names = append(names, a.Name)
+	}
+	fmt.Fprintf(stdout, "allocbench: %d workloads x %s, %d runs each, interleaved\n",
+		nWorkloads, strings.Join(names, ", "), runs)
+	for _, n := range notes {
+		fmt.Fprintf(stdout, "note: %s\n", n)
+	}
+}
+
+// warnBusy says when the load average (before the runs, load0, and as
+// each workload started) shows something else was running as well: the
+// workloads themselves load the machine by up to 2 (two threads).
+func warnBusy(stdout io.Writer, load0 float64, res *bench.Result) {
+	busy, cpus := load0, float64(runtime.NumCPU())
+	for _, w := range res.Workloads {
+		busy = max(busy, w.Load-2)
+	}
+	if busy > cpus/2 {
+		fmt.Fprintf(stdout, "\nnote: the machine was busy with other work (1-minute load average %.1f above the benchmark's own, on %d CPUs): the numbers are noisy\n", busy, int(cpus))
+	}
 }
 
 // writeJSON writes v to path atomically (temp file, then rename).
