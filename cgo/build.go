@@ -26,7 +26,7 @@ var Sources embed.FS
 const LibraryName = "libtagalloc.so"
 
 // ErrNoCompiler is returned when no C compiler can be found.
-var ErrNoCompiler = errors.New("no C compiler found (tried $CC, cc, gcc): install one (apt-get install gcc) or set CC")
+var ErrNoCompiler = errors.New("no C compiler found ($CC when set, else cc or gcc): install one (apt-get install gcc) or set CC")
 
 // CFlags are the flags every build of the library uses. Warnings are on;
 // Strict builds (CI, tests) add -Werror.
@@ -42,12 +42,14 @@ var LDFlags = []string{"-shared", "-Wl,-z,now", "-Wl,-z,nodelete", "-lpthread"}
 
 // Compiler returns the C compiler to use: $CC, else cc, else gcc.
 func Compiler() (string, error) {
-	var tries []string
-	if cc := os.Getenv("CC"); cc != "" {
-		tries = append(tries, cc)
+	if cc := os.Getenv("CC"); cc != "" { // the user's choice: no other in its place, as go build does
+		p, err := exec.LookPath(cc)
+		if err != nil {
+			return "", fmt.Errorf("%w: CC=%q: %v", ErrNoCompiler, cc, err)
+		}
+		return p, nil
 	}
-	tries = append(tries, "cc", "gcc")
-	for _, c := range tries {
+	for _, c := range []string{"cc", "gcc"} {
 		if p, err := exec.LookPath(c); err == nil {
 			return p, nil
 		}

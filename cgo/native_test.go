@@ -351,6 +351,12 @@ func TestNoCompiler(t *testing.T) {
 	_, err := Library()
 	require.True(t, errors.Is(err, ErrNoCompiler), "got %v", err)
 	require.Contains(t, err.Error(), "install")
+
+	// a CC that is not there is an error naming it, not a quiet fallback
+	t.Setenv("CC", "no-such-cc-tagalloc")
+	_, err = Compiler()
+	require.True(t, errors.Is(err, ErrNoCompiler), "got %v", err)
+	require.Contains(t, err.Error(), `CC="no-such-cc-tagalloc"`)
 }
 
 // The C mapping from size to class (sizeclasses.h) agrees with the Go one
