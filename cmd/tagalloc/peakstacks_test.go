@@ -81,9 +81,11 @@ func TestRunStacksAtPeak(t *testing.T) {
 			tagPeak := dmd.String()[strings.Index(dmd.String(), "# Tag peak records: "):]
 			tagPeak = tagPeak[:strings.Index(tagPeak, "# Cumulative records")]
 			require.Contains(t, tagPeak, "# tag scratch: ")
-			require.Contains(t, tagPeak, "# tag config: ")
 			require.Contains(t, tagPeak, "scratch_phase")
-			require.Contains(t, tagPeak, "parse_config")
+			if mode == "full" { // sampled, config's 128 KB may take no sample at all (e^-2 of runs at 64 KiB)
+				require.Contains(t, tagPeak, "# tag config: ")
+				require.Contains(t, tagPeak, "parse_config")
+			}
 
 			prof, err := rep.Profile(0)
 			require.NoError(t, err)
