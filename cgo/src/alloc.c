@@ -97,13 +97,18 @@ static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
 
 /* Above the small classes: a large span, or from the huge threshold on (an
  * option: read after initialization) a mapping of its own. */
-static void *_ta_malloc_big(size_t size, size_t align, bool zero) {
+static void *_ta_malloc_big_unsampled(size_t size, size_t align, bool zero) {
   if (!_ta_ensure_init()) {
     errno = ENOMEM;
     return NULL;
   }
-  void *p = size >= _ta_opt.huge_threshold ? _ta_huge_alloc(size, align, zero, _ta_current_tag())
-                                           : _ta_malloc_large(size, align, zero);
+  return size >= _ta_opt.huge_threshold ? _ta_huge_alloc(size, align, zero, _ta_current_tag())
+                                        : _ta_malloc_large(size, align, zero);
+}
+
+/* The same, counted down by the sampler (sample.c). */
+static void *_ta_malloc_big(size_t size, size_t align, bool zero) {
+  void *p = _ta_malloc_big_unsampled(size, align, zero);
   return _ta_sample_alloc(p, size, _ta_current_tag());
 }
 
@@ -305,9 +310,8 @@ TA_NOINLINE static void _ta_free_suspect(_ta_page_t *pg, _ta_block_t *b) {
  * block), counted down as an allocation (_ta_sample_moving). The block
  * exists, so the allocator is initialized. */
 static void *_ta_malloc_moving(size_t size) {
-  void *q;
-  if (size <= TA_MAX_SMALL) q = _ta_malloc_class_unsampled(_ta_class_of(size), size);
-  else q = size >= _ta_opt.huge_threshold ? _ta_huge_alloc(size, TA_OS_PAGE, false, _ta_current_tag()) : _ta_malloc_large(size, TA_OS_PAGE, false);
+  void *q = size <= TA_MAX_SMALL ? _ta_malloc_class_unsampled(_ta_class_of(size), size)
+                                 : _ta_malloc_big_unsampled(size, TA_OS_PAGE, false);
   _ta_sample_moving(q, size);
   return q;
 }

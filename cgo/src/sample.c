@@ -91,15 +91,25 @@ static void _ta_sample_restart(void) { _ta_sample_left = TA_EV_ON() ? _ta_sample
 
 /* The countdown crossed zero at block p (requested bytes req, charged to
  * tag): record it, and start the next countdown. */
-TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
+/* The countdown crossed zero at an allocation of req bytes (p: the block,
+ * NULL if none was made). False if there is nothing to sample after all:
+ * it was the thread's first countdown, now drawn; or there is no block,
+ * or sampling is off or busy on this thread (the countdown starts again).
+ * True if p is due to be sampled. */
+static inline bool _ta_sample_due(const void *p, size_t req) {
   if (!_ta_sample_rng && TA_EV_ON()) { /* the thread's first countdown: drawn, not 0 */
     _ta_sample_left = _ta_sample_next() - _ta_counted(req);
-    if (_ta_sample_left >= 0) return p;
+    if (_ta_sample_left >= 0) return false;
   }
   if (!p || _ta_in_sampler || !TA_EV_ON()) {
     _ta_sample_restart();
-    return p;
+    return false;
   }
+  return true;
+}
+
+TA_NOINLINE static void *_ta_sample_take(void *p, size_t req, uint32_t tag) {
+  if (!_ta_sample_due(p, req)) return p;
   _ta_in_sampler = true;
   int e = errno;
   if (ta_unlikely(!_ta_self.start)) { /* our code's range, to leave our frames out */
@@ -140,11 +150,7 @@ static inline void *_ta_sample_alloc(void *p, size_t req, uint32_t tag) {
  * (_ta_sample_realloc) decides for it and sets the countdown after. */
 static inline void _ta_sample_moving(void *q, size_t req) {
   if (ta_likely((_ta_sample_left -= _ta_counted(req)) >= 0)) return;
-  if (!_ta_sample_rng && TA_EV_ON()) { /* the thread's first countdown: drawn, not 0 */
-    _ta_sample_left = _ta_sample_next() - _ta_counted(req);
-    if (_ta_sample_left >= 0) return;
-  }
-  if (!q || _ta_in_sampler || !TA_EV_ON()) _ta_sample_restart();
+  (void)_ta_sample_due(q, req); /* due or not, the realloc's hook decides */
 }
 
 /* realloc selected block q (req bytes asked) and it was not sampled
