@@ -401,8 +401,10 @@ func noteAllocLocked(n uint64) {
 // again keeps its pages), nor than RetainBytes.
 func retainLimitLocked(now int64) uint64 {
 	used := heapBytes()
-	a.hwm = max(a.hwm, used)
-	room := a.hwm - used
+	var room uint64 // the mark is kept where the heap grows (noteAllocLocked)
+	if a.hwm > used {
+		room = a.hwm - used
+	}
 	var recent uint64
 	if now-a.recentBigAt <= recentWindow {
 		recent = a.recentBig
