@@ -77,8 +77,8 @@ static inline void *_ta_malloc_class(unsigned c, size_t size) {
 static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
   size_t npages = size ? (size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT : 1;
   size_t ap = align > TA_PAGE_SIZE ? align >> TA_PAGE_SHIFT : 1;
-  bool fresh = false;
-  _ta_page_t *pg = _ta_span_alloc(npages, ap, TA_KIND_LARGE, &fresh);
+  uint8_t state = 0;
+  _ta_page_t *pg = _ta_span_alloc(npages, ap, TA_KIND_LARGE, &state);
   if (ta_unlikely(!pg && _ta_tls_arena)) /* a signal handler inside arena work */
     return _ta_huge_alloc(size, align, zero, _ta_current_tag());
   if (!pg) return NULL;
@@ -91,7 +91,9 @@ static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
-  if (zero && !fresh) memset(pg->start, 0, size);
+  if (npages >= TA_MEASURE_PAGES && !(state & TA_PF_RESIDENT) && _ta_arena_dense())
+    _ta_os_populate(pg->start, _ta_align_up(size, TA_OS_PAGE)); /* arena.c, density */
+  if (zero && !(state & TA_PF_ZERO)) memset(pg->start, 0, size);
   return pg->start;
 }
 
@@ -392,8 +394,11 @@ static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
         return NULL;
       }
       /* the same pages, or the span shrunk or grown where it lies */
+      size_t was = pg->npages;
       if (npages == pg->npages || (npages < pg->npages ? _ta_span_shrink_inplace(pg, npages) : _ta_span_grow_inplace(pg, npages))) {
         size_t now = npages << TA_PAGE_SHIFT;
+        if (npages > was && npages >= TA_MEASURE_PAGES && _ta_arena_dense()) /* arena.c, density */
+          _ta_os_populate(pg->start + (was << TA_PAGE_SHIFT), _ta_align_up(size, TA_OS_PAGE) - (was << TA_PAGE_SHIFT));
         TA_REALLOC_SAY(did, pg->requested, now);
         _ta_count_resize(tag, usable, now, pg->requested, size);
         pg->requested = size;

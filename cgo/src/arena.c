@@ -56,6 +56,8 @@ static _ta_pageq_t _ta_bins[TA_BINS + 1]; /* [TA_BINS]: everything larger */
 static uint64_t _ta_bin_mask;         /* bit i: bin i (i+1 pages) non-empty */
 static _ta_page_t *_ta_dirty_first, *_ta_dirty_last; /* oldest first */
 static size_t _ta_dirty_pages;        /* pages in dirty free spans */
+static size_t _ta_dirty_res;          /* OS pages of them resident, at most */
+#define TA_OS_PER_PAGE (TA_PAGE_SIZE / TA_OS_PAGE)
 static size_t _ta_used_pages;         /* pages in spans in use */
 static size_t _ta_side_mapped;        /* bytes mapped for side arrays (below) */
 static size_t _ta_used_hwm;           /* high-water mark of _ta_used_pages, decaying */
@@ -140,6 +142,7 @@ static void _ta_dirty_remove(_ta_page_t *pg) {
   if (pg->dnext) pg->dnext->dprev = pg->dprev; else _ta_dirty_last = pg->dprev;
   pg->dnext = pg->dprev = NULL;
   _ta_dirty_pages -= pg->npages;
+  _ta_dirty_res -= pg->resident;
 }
 
 static void _ta_dirty_append(_ta_page_t *pg, uint64_t now) {
@@ -149,10 +152,15 @@ static void _ta_dirty_append(_ta_page_t *pg, uint64_t now) {
   if (_ta_dirty_last) _ta_dirty_last->dnext = pg; else _ta_dirty_first = pg;
   _ta_dirty_last = pg;
   _ta_dirty_pages += pg->npages;
+  _ta_dirty_res += pg->resident;
 }
 
-/* Record a free span at pages [idx, idx+npages) of arena a and file it. */
-static _ta_page_t *_ta_free_span_insert(size_t ai, size_t idx, size_t npages, uint8_t flags, uint64_t now) {
+/* Pages' worth of resident memory in dirty spans, at most (rounded up). */
+static inline size_t _ta_dirty_resident_pages(void) { return (_ta_dirty_res + TA_OS_PER_PAGE - 1) / TA_OS_PER_PAGE; }
+
+/* Record a free span at pages [idx, idx+npages) of arena a and file it;
+ * if dirty, at most res OS pages of it are resident. */
+static _ta_page_t *_ta_free_span_insert(size_t ai, size_t idx, size_t npages, uint8_t flags, size_t res, uint64_t now) {
   _ta_arena_t *a = &_ta_arenas[ai];
   _ta_page_t *h = &a->pages[idx];
   h->kind = TA_KIND_FREE;
@@ -163,6 +171,7 @@ static _ta_page_t *_ta_free_span_insert(size_t ai, size_t idx, size_t npages, ui
   h->flags = flags;
   atomic_store_explicit(&h->heap, NULL, memory_order_relaxed);
   h->dnext = h->dprev = NULL;
+  h->resident = (flags & TA_PF_DIRTY) ? (res < npages * TA_OS_PER_PAGE ? res : npages * TA_OS_PER_PAGE) : 0;
   if (npages > 1) {
     _ta_page_t *last = &a->pages[idx + npages - 1];
     last->kind = TA_KIND_INNER;
@@ -185,7 +194,7 @@ static void _ta_free_span_remove(_ta_page_t *h) {
   h->head_off = 1;         /* provisional: callers rewrite every page they use */
 }
 
-static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags, uint64_t now);
+static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags, size_t res, uint64_t now);
 
 /* ---- purging -------------------------------------------------------------- */
 
@@ -249,7 +258,8 @@ static size_t _ta_arena_huge_budget(size_t alloc_pages) {
     _ta_note_recent_big(alloc_pages, now);
   }
   size_t lim = _ta_retain_limit_pages(now) + atomic_load_explicit(&_ta_huge_cached_pages, memory_order_relaxed);
-  size_t room = lim > _ta_dirty_pages ? (lim - _ta_dirty_pages) << TA_PAGE_SHIFT : 0;
+  size_t res = _ta_dirty_resident_pages();
+  size_t room = lim > res ? (lim - res) << TA_PAGE_SHIFT : 0;
   _ta_arena_lock_drop();
   return room > _ta_opt.retain_min ? room : _ta_opt.retain_min;
 }
@@ -258,7 +268,11 @@ static size_t _ta_arena_huge_budget(size_t alloc_pages) {
 static size_t _ta_purging_pages; /* pages in spans being purged */
 
 /* Pick the dirty spans to purge: older than the delay, or the oldest beyond
- * the retain limit (all of them if all). They leave the bins as PURGING. */
+ * the retain limit (all of them if all). The limit is on what is resident,
+ * and a span it would purge is measured first if big enough: one that
+ * holds no resident page (say, a large block the program never touched)
+ * costs nothing to keep, and stays until it is old. The picked spans
+ * leave the bins as PURGING. */
 static size_t _ta_purge_pick_locked(bool all, uint64_t now, _ta_page_t **batch) {
   size_t limit = all ? 0 : _ta_retain_limit_pages(now), n = 0;
   /* The span freed last is spared by the limit (not by age): a program
@@ -267,12 +281,16 @@ static size_t _ta_purge_pick_locked(bool all, uint64_t now, _ta_page_t **batch) 
   _ta_page_t *spare = NULL;
   if (!all && _ta_dirty_last && ((size_t)_ta_dirty_last->npages << TA_PAGE_SHIFT) <= 4 * _ta_opt.retain_min) {
     spare = _ta_dirty_last;
-    limit += spare->npages;
+    limit += (spare->resident + TA_OS_PER_PAGE - 1) / TA_OS_PER_PAGE;
   }
-  while (_ta_dirty_first && n < TA_PURGE_BATCH) {
-    _ta_page_t *h = _ta_dirty_first;
+  _ta_page_t *next;
+  for (_ta_page_t *h = _ta_dirty_first; h && n < TA_PURGE_BATCH; h = next) {
+    next = h->dnext;
     bool old = now - h->freed_at_ms >= _ta_opt.purge_delay_ms;
-    if (!all && !old && (_ta_dirty_pages <= limit || h == spare)) break;
+    if (!all && !old) {
+      if (_ta_dirty_resident_pages() <= limit) break;
+      if (h == spare || h->resident == 0) continue;
+    }
     if (old) { /* decay the high-water mark */
       size_t u = _ta_heap_pages();
       if (_ta_used_hwm > u) _ta_used_hwm = u + (_ta_used_hwm - u) / 2;
@@ -296,8 +314,8 @@ static void _ta_books_publish_arena_locked(void) {
   size_t top = 0, n = atomic_load_explicit(&_ta_narenas, memory_order_relaxed);
   for (size_t i = 0; i < n; i++) top += _ta_arenas[i].top;
   atomic_store_explicit(&_ta_books->spans_in_use, (uint64_t)_ta_used_pages << TA_PAGE_SHIFT, memory_order_relaxed);
-  atomic_store_explicit(&_ta_books->spans_free_resident, (uint64_t)(_ta_dirty_pages + _ta_purging_pages) << TA_PAGE_SHIFT,
-                        memory_order_relaxed);
+  atomic_store_explicit(&_ta_books->spans_free_resident,
+                        ((uint64_t)_ta_dirty_res * TA_OS_PAGE) + ((uint64_t)_ta_purging_pages << TA_PAGE_SHIFT), memory_order_relaxed);
   atomic_store_explicit(&_ta_books->arena_touched, (uint64_t)top << TA_PAGE_SHIFT, memory_order_relaxed);
   atomic_store_explicit(&_ta_books->descriptors, (uint64_t)top * sizeof(_ta_page_t) + _ta_side_mapped, memory_order_relaxed);
 }
@@ -324,7 +342,7 @@ static void _ta_unlock_purge(bool all, uint64_t now) {
       _ta_arena_t *a = &_ta_arenas[h->arena];
       _ta_purging_pages -= h->npages;
       h->kind = TA_KIND_INNER;
-      _ta_free_range_locked(h->arena, (size_t)(h - a->pages), h->npages, TA_PF_ZERO, now);
+      _ta_free_range_locked(h->arena, (size_t)(h - a->pages), h->npages, TA_PF_ZERO, 0, now);
     }
     _ta_books_publish_arena_locked();
     if (n < TA_PURGE_BATCH) {
@@ -354,7 +372,7 @@ static _ta_page_t *_ta_span_claim(size_t ai, size_t idx, size_t npages, uint8_t 
   h->npages = (uint32_t)npages;
   h->arena = (uint32_t)ai;
   h->start = a->base + (idx << TA_PAGE_SHIFT);
-  h->flags = flags & TA_PF_ZERO;
+  h->flags = flags & (TA_PF_ZERO | TA_PF_RESIDENT);
   h->free = NULL;
   atomic_store_explicit(&h->xthread_free, 0, memory_order_relaxed);
   atomic_store_explicit(&h->in_full, 0, memory_order_relaxed);
@@ -383,14 +401,16 @@ static _ta_page_t *_ta_span_split_claim(_ta_page_t *h, size_t npages, size_t ali
   _ta_arena_t *a = &_ta_arenas[h->arena];
   size_t ai = h->arena, idx = _ta_page_index(a, h), n = h->npages;
   uint8_t flags = h->flags;
+  size_t res = h->resident; /* each remainder holds at most all of it */
   _ta_free_span_remove(h);
   size_t lead = 0;
   if (align_pages > 1) {
     uintptr_t start = (uintptr_t)h->start, al = align_pages << TA_PAGE_SHIFT;
     lead = (_ta_align_up(start, al) - start) >> TA_PAGE_SHIFT;
   }
-  if (lead) _ta_free_span_insert(ai, idx, lead, flags, now);
-  if (n > lead + npages) _ta_free_span_insert(ai, idx + lead + npages, n - lead - npages, flags, now);
+  if (lead) _ta_free_span_insert(ai, idx, lead, flags, res, now);
+  if (n > lead + npages) _ta_free_span_insert(ai, idx + lead + npages, n - lead - npages, flags, res, now);
+  if ((flags & TA_PF_DIRTY) && res == n * TA_OS_PER_PAGE) flags |= TA_PF_RESIDENT;
   return _ta_span_claim(ai, idx + lead, npages, kind, flags);
 }
 
@@ -411,8 +431,9 @@ static void _ta_free_take_locked(size_t ai, size_t j, size_t end, uint64_t now) 
     _ta_page_t *r = &a->pages[j];
     size_t rn = r->npages;
     uint8_t rflags = r->flags;
+    size_t rres = r->resident;
     _ta_free_span_remove(r);
-    if (j + rn > end) _ta_free_span_insert(ai, end, j + rn - end, rflags, now);
+    if (j + rn > end) _ta_free_span_insert(ai, end, j + rn - end, rflags, rres, now);
     j += rn;
   }
   if (end > a->top) a->top = end;
@@ -478,7 +499,7 @@ static _ta_page_t *_ta_span_alloc_locked(size_t npages, size_t align_pages, uint
       if (idx > a->top) {
         size_t gap = a->top;
         a->top = idx;
-        _ta_free_range_locked(ai, gap, idx - gap, TA_PF_ZERO, now);
+        _ta_free_range_locked(ai, gap, idx - gap, TA_PF_ZERO, 0, now);
       }
       a->top = idx + npages;
       return _ta_span_claim(ai, idx, npages, kind, TA_PF_ZERO);
@@ -491,8 +512,9 @@ static _ta_page_t *_ta_span_alloc_locked(size_t npages, size_t align_pages, uint
 }
 
 /* A span of npages (aligned to align_pages pages if > 1), or NULL with
- * errno = ENOMEM; *zero (if given) says whether its memory is known zero. */
-static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kind, bool *zero) {
+ * errno = ENOMEM; *state (if given) says whether its memory is known zero
+ * (TA_PF_ZERO) or known resident throughout (TA_PF_RESIDENT). */
+static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kind, uint8_t *state) {
   if (!_ta_ensure_init() || _ta_fault()) return NULL;
   if (!_ta_arena_lock_take()) { /* a signal handler interrupted this thread's arena work */
     errno = ENOMEM;
@@ -502,8 +524,8 @@ static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kin
   _ta_page_t *h = _ta_span_alloc_locked(npages, align_pages, kind, now);
   if (h) {
     _ta_note_recent_big(npages, now);
-    /* The flags of a span in use are the arena's: report zero-ness here. */
-    if (zero) *zero = (h->flags & TA_PF_ZERO) != 0;
+    /* The flags of a span in use are the arena's: report them here. */
+    if (state) *state = h->flags;
     h->flags = 0;
   }
   _ta_unlock_purge(false, now);
@@ -518,7 +540,7 @@ static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kin
  * a freed block's pages for being joined to clean ones (a 20 MiB block
  * freed next to 18 MiB of clean pages made a 38 MiB dirty span, over the
  * limit, purged whole: a loop of two 5-25 MiB blocks faulted every page). */
-static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags, uint64_t now) {
+static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags, size_t res, uint64_t now) {
   _ta_arena_t *a = &_ta_arenas[ai];
   uint8_t dirty = flags & TA_PF_DIRTY;
   if (idx > 0) {
@@ -528,6 +550,7 @@ static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags
         (l->flags & TA_PF_DIRTY) == dirty) {
       size_t li = _ta_page_index(a, l);
       flags &= l->flags | TA_PF_DIRTY; /* zero only if both are */
+      res += l->resident;
       _ta_free_span_remove(l);
       n += idx - li;
       idx = li;
@@ -538,11 +561,12 @@ static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags
     if (r->kind == TA_KIND_FREE && r->head_off == 0 && (r->flags & TA_PF_DIRTY) == dirty) {
       size_t rn = r->npages;
       flags &= r->flags | TA_PF_DIRTY;
+      res += r->resident;
       _ta_free_span_remove(r);
       n += rn;
     }
   }
-  _ta_free_span_insert(ai, idx, n, flags, now);
+  _ta_free_span_insert(ai, idx, n, flags, res, now);
 }
 
 /* ---- side arrays ------------------------------------------------------------
@@ -622,6 +646,52 @@ static _ta_page_t *_ta_span_alloc_small(size_t npages, size_t tag_bytes, size_t 
   return h;
 }
 
+/* How many OS pages of span h, being freed, are resident: a large span of
+ * TA_MEASURE_PAGES or more is measured (mincore, about a microsecond a
+ * MiB: the free of a block that big costs far more if it was touched),
+ * anything else counts as all resident (small spans are carved and
+ * written as they fill). A large block the program touched only in part
+ * then counts only what it touched against the retain limit. */
+#define TA_MEASURE_PAGES 4
+static unsigned char _ta_mincore_vec[4096]; /* under the arena lock */
+
+/* Density: of the big blocks freed lately, the share of their pages the
+ * program had touched (0..256, a moving average of the measurements, a
+ * quarter weight each). Where it is high, the program writes its big
+ * blocks through, and a new one's pages are brought in with one system
+ * call when it is handed out (_ta_os_populate: 3-5 us a page against 14
+ * for a fault on the 2-core VM) instead of a fault each. Where it is low
+ * (blocks touched in part), nothing is populated. */
+#define TA_DENSE 224
+static unsigned _ta_density;                /* arena lock */
+static _Atomic(unsigned) _ta_density_seen; /* a copy read without it */
+
+static size_t _ta_measure_locked(void *p, size_t bytes) {
+  size_t pages = bytes / TA_OS_PAGE;
+  size_t res = _ta_os_resident(p, bytes, _ta_mincore_vec, sizeof _ta_mincore_vec);
+  int d = (int)(res * 256 / (pages ? pages : 1)), cur = (int)_ta_density;
+  _ta_density = (unsigned)(cur + (d - cur) / 4);
+  atomic_store_explicit(&_ta_density_seen, _ta_density, memory_order_relaxed);
+  return res;
+}
+
+/* Should a big block's clean pages be brought in when handed out? */
+static inline bool _ta_arena_dense(void) { return atomic_load_explicit(&_ta_density_seen, memory_order_relaxed) >= TA_DENSE; }
+
+static size_t _ta_span_resident_locked(const _ta_page_t *h) {
+  size_t pages = (size_t)h->npages * TA_OS_PER_PAGE;
+  if (h->kind != TA_KIND_LARGE || h->npages < TA_MEASURE_PAGES) return pages;
+  return _ta_measure_locked(h->start, pages * TA_OS_PAGE);
+}
+
+/* A huge block of bytes at p is being freed: measure it for the density
+ * (it is the program's, so no other thread touches it meanwhile). */
+static void _ta_arena_note_huge_free(void *p, size_t bytes) {
+  if (!_ta_arena_lock_take()) return;
+  (void)_ta_measure_locked(p, bytes);
+  _ta_arena_lock_drop();
+}
+
 /* Return a span in use to the arena. */
 static void _ta_span_free(_ta_page_t *h) {
   if (!_ta_arena_lock_take()) { /* a signal handler: freed when the section ends */
@@ -640,12 +710,13 @@ static void _ta_span_free(_ta_page_t *h) {
     h->slop = NULL;
   }
   _ta_arena_t *a = &_ta_arenas[h->arena];
+  size_t res = _ta_span_resident_locked(h);
   _ta_used_pages -= h->npages;
   __atomic_store_n(&h->ctr, NULL, __ATOMIC_RELAXED); /* no thread's: a stale free never takes a fast path */
   atomic_store_explicit(&h->heap, NULL, memory_order_relaxed);
   h->kind = TA_KIND_INNER;
-  /* in-use memory is resident: dirty */
-  _ta_free_range_locked(h->arena, _ta_page_index(a, h), h->npages, TA_PF_DIRTY, now);
+  /* what it touched is resident: dirty */
+  _ta_free_range_locked(h->arena, _ta_page_index(a, h), h->npages, TA_PF_DIRTY, res, now);
   _ta_unlock_purge(false, now);
 }
 
@@ -685,7 +756,7 @@ static bool _ta_span_shrink_inplace(_ta_page_t *h, size_t npages) {
   size_t idx = _ta_page_index(a, h), n = h->npages, tail = n - npages;
   h->npages = (uint32_t)npages;
   _ta_used_pages -= tail;
-  _ta_free_range_locked(ai, idx + npages, tail, TA_PF_DIRTY, now);
+  _ta_free_range_locked(ai, idx + npages, tail, TA_PF_DIRTY, tail * TA_OS_PER_PAGE, now);
   _ta_unlock_purge(false, now);
   return true;
 }
@@ -741,6 +812,12 @@ static size_t _ta_arena_check(void) {
   size_t dl = 0;
   for (_ta_page_t *h = _ta_dirty_first; h; h = h->dnext) dl += h->npages;
   if (inbins != nfree) _ta_fatal("free spans %zu but %zu in bins", nfree, inbins);
+  size_t rl = 0;
+  for (_ta_page_t *h = _ta_dirty_first; h; h = h->dnext) {
+    if (h->resident > (size_t)h->npages * TA_OS_PER_PAGE) _ta_fatal("dirty span %p: %zu OS pages resident of %u pages", h->start, h->resident, h->npages);
+    rl += h->resident;
+  }
+  if (rl != _ta_dirty_res) _ta_fatal("dirty resident pages: list %zu, counter %zu", rl, _ta_dirty_res);
   if (dl != dirty || dirty != _ta_dirty_pages) _ta_fatal("dirty pages: list %zu, spans %zu, counter %zu", dl, dirty, _ta_dirty_pages);
   if (purging != _ta_purging_pages) _ta_fatal("purging pages: walk %zu, counter %zu", purging, _ta_purging_pages);
   if (used != _ta_used_pages) _ta_fatal("pages in use: walk %zu, counter %zu", used, _ta_used_pages);

@@ -205,6 +205,7 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) 
     errno = ENOMEM;
     return NULL;
   }
+  if (!cached && _ta_arena_dense()) _ta_os_populate(p, need); /* arena.c, density */
   return p;
 }
 
@@ -246,6 +247,7 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *re
   *requested = e->requested;
   _ta_huge_erase_locked(e);
   _ta_mutex_unlock(&_ta_huge_lock);
+  _ta_arena_note_huge_free(p, mapped);
   /* what the retain limit leaves for the cache, with this block off the
    * heap (the arena lock comes before this one) */
   size_t budget = _ta_arena_huge_budget(0);
@@ -324,6 +326,7 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   _ta_mutex_unlock(&_ta_huge_lock);
   if (!ok) _ta_fatal("huge table: cannot re-record %p after mremap", q ? q : p);
   if (q) {
+    if (need > old && _ta_arena_dense()) _ta_os_populate((uint8_t *)q + old, need - old); /* arena.c, density */
     TA_REALLOC_SAY(did, oldreq, mapped);
     _ta_count_resize(tag, old, mapped, oldreq, size);
   }

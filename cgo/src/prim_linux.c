@@ -64,6 +64,23 @@ static void _ta_os_purge(void *p, size_t size) {
   errno = e;
 }
 
+/* How many OS pages of [p, p+size) are resident (p page-aligned): mincore,
+ * into vec (n bytes) a chunk at a time. If the kernel cannot say, all. */
+static size_t _ta_os_resident(void *p, size_t size, unsigned char *vec, size_t n) {
+  size_t res = 0, pages = size / TA_OS_PAGE;
+  int e = errno;
+  for (size_t i = 0; i < pages; i += n) {
+    size_t k = pages - i < n ? pages - i : n;
+    if (mincore((uint8_t *)p + i * TA_OS_PAGE, k * TA_OS_PAGE, vec) != 0) {
+      res += k;
+      continue;
+    }
+    for (size_t j = 0; j < k; j++) res += vec[j] & 1;
+  }
+  errno = e;
+  return res;
+}
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -72,7 +89,7 @@ static void _ta_os_purge(void *p, size_t size) {
  * page-aligned): on the 2-core VM a page's first write fault cost 14 us,
  * populated 1.2-2.8 us. False if the kernel cannot (before Linux 5.14):
  * the pages fault in as they are written. */
-__attribute__((unused)) static bool _ta_os_populate(void *p, size_t size) { /* ring.c */
+static bool _ta_os_populate(void *p, size_t size) { /* ring.c, arena.c */
   int e = errno;
   bool ok = madvise(p, size, MADV_POPULATE_WRITE) == 0 || errno != EINVAL;
   errno = e;

@@ -222,6 +222,7 @@ enum {
 enum {
   TA_PF_DIRTY = 1, /* free span: resident, not yet purged */
   TA_PF_ZERO = 2,  /* span memory is known to be zero (fresh or purged) */
+  TA_PF_RESIDENT = 4, /* span just claimed: all its pages were resident */
 };
 
 struct _ta_heap_s;
@@ -290,6 +291,8 @@ typedef struct _ta_page_s {
     size_t requested;         /* large: bytes the caller asked for */
     size_t nsampled;          /* small (TA_SAMPLING): its sampled live blocks
                                  (sample lock) */
+    size_t resident;          /* dirty free span: OS pages of it resident, at
+                                 most (arena.c, "what is resident") */
   };
   uint32_t npages;            /* span length in pages (heads; arena lock) */
   uint16_t arena;             /* index of the arena holding this page (arena lock) */
@@ -539,7 +542,7 @@ TA_COLD static void _ta_warn(const char *fmt, ...);
 
 /* arena.c */
 static bool _ta_arena_init(void);
-static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kind, bool *zero);
+static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kind, uint8_t *state);
 static void _ta_span_free(_ta_page_t *span);
 static bool _ta_span_grow_inplace(_ta_page_t *span, size_t npages);
 static bool _ta_span_shrink_inplace(_ta_page_t *span, size_t npages);
