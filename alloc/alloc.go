@@ -46,7 +46,11 @@ func (t *Tag) Malloc(n int) []byte {
 			raceAcquire(unsafe.Pointer(s))
 			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
 				ctr := &ch[t.id%ctrChunkTags]
-				if p, _ := s.bins.Pop(c, t.id); p != nil {
+				p := s.bins.PopFast(c, t.id)
+				if p == nil {
+					p, _ = s.bins.Pop(c, t.id)
+				}
+				if p != nil {
 					books.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
 					books.Add(&ctr.AllocBlocks, 1)
 					books.Add(&ctr.AllocReq, uint64(n))
@@ -80,7 +84,11 @@ func (t *Tag) Calloc(n int) []byte {
 			raceAcquire(unsafe.Pointer(s))
 			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
 				ctr := &ch[t.id%ctrChunkTags]
-				if p, zero := s.bins.Pop(c, t.id); p != nil {
+				p, zero := s.bins.PopFast(c, t.id), false
+				if p == nil {
+					p, zero = s.bins.Pop(c, t.id)
+				}
+				if p != nil {
 					books.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
 					books.Add(&ctr.AllocBlocks, 1)
 					books.Add(&ctr.AllocReq, uint64(n))
@@ -209,9 +217,9 @@ func Free(b []byte) {
 		freeBig(sp, p, uint64(cap(b)), true)
 		return
 	}
-	if s := pinned(procPin()); s != nil {
+	if s := pinned(procPin()); s != nil && !debug {
 		raceAcquire(unsafe.Pointer(s))
-		if s.cache.FreeFast(sp, p, uintptr(cap(b))) {
+		if off, ok := sp.BlockOff(p, uintptr(cap(b))); ok && s.cache.PushFast(sp, p, off) {
 			// The block is on this P's free list now, and only this P
 			// (pinned here) hands it out again: its tag still reads.
 			id := sp.TagOf(p)

@@ -56,8 +56,26 @@ func (c *Cache) Bins() *Bins { return &c.bins }
 // none, before the first).
 func (c *Cache) Cur(class int) *Span { return c.bins[class].cur }
 
-// Pop is the allocation fast path: the current span's Pop in one call.
-// nil: call the cache's Refill. Not for debug mode (PopDebug). The caller
+// PopFast is Pop's common case, small enough to inline into the caller:
+// a block from the current span's free list, the span's tag already
+// tag's. nil: call Pop, which does the rest. Not for debug mode. The
+// caller holds the cache.
+func (b *Bins) PopFast(class int, tag uint32) unsafe.Pointer {
+	s := b[class].cur
+	if f := s.free; f != 0 && s.tag == tag {
+		p := unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(f-1))
+		if next := *(*uint32)(p); next <= s.npages<<sizeclass.PageShift {
+			s.free = next
+			s.used++
+			*(*uint64)(unsafe.Add(p, 8)) = 0 // no longer free: wipe the key
+			return p
+		}
+	}
+	return nil
+}
+
+// Pop is the current span's Pop in one call (PopFast's fall-back: a tag
+// other than the span's, carving). nil: call the cache's Refill. Not for debug mode (PopDebug). The caller
 // holds the cache.
 func (b *Bins) Pop(class int, tag uint32) (unsafe.Pointer, bool) {
 	s := b[class].cur
@@ -82,17 +100,31 @@ func (b *Bins) Pop(class int, tag uint32) (unsafe.Pointer, bool) {
 	return s.carve(tag)
 }
 
-// FreeFast is the free fast path: a small block of a span c owns, that
-// stays on its list (not a full span; not the last block in use, unless
-// the span is current: current spans are never released), with
-// every check Check makes passing, and no debug mode. false: nothing was
-// done; call Check and Free.
-func (c *Cache) FreeFast(s *Span, p unsafe.Pointer, capBytes uintptr) bool {
+// The free fast path is two parts small enough to inline into the
+// caller: BlockOff checks p and capBytes (as Check does), then PushFast
+// returns the block to a span the cache owns, if it can without more
+// work. Either false: nothing was done; call Check and Free. Not for
+// debug mode.
+//
+//	if off, ok := s.BlockOff(p, capBytes); ok && c.PushFast(s, p, off) { ... }
+
+// BlockOff is p's offset in the small span s, and whether p is a block
+// start of s below its carved blocks and capBytes fits in the block:
+// Check's tests, without a panic.
+func (s *Span) BlockOff(p unsafe.Pointer, capBytes uintptr) (uintptr, bool) {
 	off := uintptr(p) - uintptr(a.base) - uintptr(s.page)<<sizeclass.PageShift
 	idx := (uint64(off) * s.magic) >> sizeclass.MagicShift
-	if s.owner != c.id || s.state == stateFull || s.used == 0 || (s.used == 1 && s.state != stateCur) || a.bits != nil ||
-		off >= uintptr(s.carved)*uintptr(s.size) || uintptr(idx)*uintptr(s.size) != off ||
-		capBytes > uintptr(s.size) || *(*uint64)(unsafe.Add(p, 8)) == freeKey {
+	return off, off < uintptr(s.carved)*uintptr(s.size) && uintptr(idx)*uintptr(s.size) == off && capBytes <= uintptr(s.size)
+}
+
+// PushFast is the free fast path's second part: the block at off
+// (BlockOff's) goes on the free list of s if c owns s and s stays on its
+// list (not a full span; not the last block in use, unless the span is
+// current: current spans are never released), and if the block does not
+// carry the free key (a double free: Check panics). The caller holds c.
+func (c *Cache) PushFast(s *Span, p unsafe.Pointer, off uintptr) bool {
+	if s.owner != c.id || s.state == stateFull || s.used == 0 || (s.used == 1 && s.state != stateCur) ||
+		*(*uint64)(unsafe.Add(p, 8)) == freeKey {
 		return false
 	}
 	*(*uint32)(p) = s.free
