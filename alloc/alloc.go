@@ -46,9 +46,9 @@ func (t *Tag) Malloc(n int) []byte {
 			raceAcquire(unsafe.Pointer(s))
 			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
 				ctr := &ch[t.id%ctrChunkTags]
-				p := s.bins.PopFast(c, t.id)
+				p := s.cache.Bins().PopFast(c, t.id)
 				if p == nil {
-					p, _ = s.bins.Pop(c, t.id)
+					p, _ = s.cache.Bins().Pop(c, t.id)
 				}
 				if p != nil {
 					books.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
@@ -84,9 +84,9 @@ func (t *Tag) Calloc(n int) []byte {
 			raceAcquire(unsafe.Pointer(s))
 			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
 				ctr := &ch[t.id%ctrChunkTags]
-				p, zero := s.bins.PopFast(c, t.id), false
+				p, zero := s.cache.Bins().PopFast(c, t.id), false
 				if p == nil {
-					p, zero = s.bins.Pop(c, t.id)
+					p, zero = s.cache.Bins().Pop(c, t.id)
 				}
 				if p != nil {
 					books.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))

@@ -27,8 +27,7 @@ const (
 // keeps each block's tag out of line): a tag costs a shard counters, in
 // chunks of ctrChunkTags tags made at the first use of one of them here.
 type shard struct {
-	cache  *arena.Cache
-	bins   *arena.Bins                   // the cache's, for the fast path
+	cache  arena.Cache                   // in the shard: its spans are at an offset from it, not behind a pointer
 	ctrs   [128]atomic.Pointer[ctrChunk] // per chunk of tag ids (id/ctrChunkTags; 128*64 > tagSlots, so id/64&127 needs no bounds check)
 	thread *books.Thread                 // its record in the region (nil without one)
 	shared bool
@@ -120,8 +119,8 @@ func initAlloc() {
 
 // newShard makes the shard for cache id (state.mu held, or at init).
 func newShard(id int) *shard {
-	s := &shard{cache: arena.NewCache(id)}
-	s.bins = s.cache.Bins()
+	s := new(shard)
+	s.cache.Init(id)
 	if state.region != nil {
 		s.thread, _ = state.region.NewThread() // nil if the region is full: the counters are then private
 	}

@@ -17,7 +17,7 @@ import (
 // remote frees use to find a span's owner).
 const MaxCaches = 1024
 
-// Cache is one shard's spans. Every method except NewCache requires the
+// Cache is one shard's spans. Every method except NewCache and Init requires the
 // caller's exclusivity over the cache (package alloc: the P it is pinned
 // to, or the shared shard's lock).
 type Cache struct {
@@ -39,14 +39,22 @@ var caches [MaxCaches]atomic.Pointer[Cache]
 
 // NewCache makes cache id (0 <= id < MaxCaches, each id once).
 func NewCache(id int) *Cache {
-	c := &Cache{id: int32(id)}
+	c := new(Cache)
+	c.Init(id)
+	return c
+}
+
+// Init makes c, a zero Cache (one embedded in the caller's shard, so
+// that the fast paths reach its spans without loading a pointer), cache
+// id: as NewCache.
+func (c *Cache) Init(id int) {
+	c.id = int32(id)
 	for i := range c.bins {
 		c.bins[i].cur = &emptySpan
 	}
 	if !caches[id].CompareAndSwap(nil, c) {
 		panic("arena: cache id used twice")
 	}
-	return c
 }
 
 // Bins are the cache's spans, for the fast path's Pop.
