@@ -41,7 +41,7 @@ func (t *Tag) Malloc(n int) []byte {
 		return nil
 	}
 	if uint(n-1) < sizeclass.MaxSmall && !debug {
-		c := sizeclass.ClassOf(uint32(n))
+		c := classOf(n)
 		if s := pinned(procPin()); s != nil {
 			raceAcquire(unsafe.Pointer(s))
 			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
@@ -79,7 +79,7 @@ func (t *Tag) Calloc(n int) []byte {
 		return nil
 	}
 	if uint(n-1) < sizeclass.MaxSmall && !debug {
-		c := sizeclass.ClassOf(uint32(n))
+		c := classOf(n)
 		if s := pinned(procPin()); s != nil {
 			raceAcquire(unsafe.Pointer(s))
 			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
@@ -117,6 +117,15 @@ func (t *Tag) Calloc(n int) []byte {
 		clear(b)
 	}
 	return b
+}
+
+// classOf is sizeclass.ClassOf for 1 <= n <= MaxSmall, without its test
+// of 0.
+func classOf(n int) int {
+	if n <= 128 {
+		return (n - 1) >> 4
+	}
+	return sizeclass.ClassOf(uint32(n))
 }
 
 // alloc is the slow path of every size: a new span, a large or huge

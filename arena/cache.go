@@ -122,8 +122,15 @@ func (b *Bins) Pop(class int, tag uint32) (unsafe.Pointer, bool) {
 func (s *Span) BlockOff(p unsafe.Pointer, capBytes uintptr) (uintptr, bool) {
 	off := uintptr(p) - uintptr(a.base) - uintptr(s.page)<<sizeclass.PageShift
 	idx := (uint64(off) * s.magic) >> sizeclass.MagicShift
-	return off, off < uintptr(s.carved)*uintptr(s.size) && uintptr(idx)*uintptr(s.size) == off && capBytes <= uintptr(s.size)
+	return off, uintptr(idx)*uintptr(s.size) == off && idx < uint64(s.carved) && capBytes <= uintptr(s.size)
 }
+
+// keepUsed is, by a span's state, the most blocks in use for which a
+// free changes the owner's lists (PushFast leaves those to Free): a
+// current span stays current down to no blocks, a partial span leaves
+// its list at its last block, a full span comes back to a list at any
+// free (stateNone: spans the owner does not hold, never fast).
+var keepUsed = [4]uint32{stateNone: ^uint32(0), stateCur: 0, statePartial: 1, stateFull: ^uint32(0)}
 
 // PushFast is the free fast path's second part: the block at off
 // (BlockOff's) goes on the free list of s if c owns s and s stays on its
@@ -131,8 +138,7 @@ func (s *Span) BlockOff(p unsafe.Pointer, capBytes uintptr) (uintptr, bool) {
 // current: current spans are never released), and if the block does not
 // carry the free key (a double free: Check panics). The caller holds c.
 func (c *Cache) PushFast(s *Span, p unsafe.Pointer, off uintptr) bool {
-	if s.owner != c.id || s.state == stateFull || s.used == 0 || (s.used == 1 && s.state != stateCur) ||
-		*(*uint64)(unsafe.Add(p, 8)) == freeKey {
+	if s.owner != c.id || s.used <= keepUsed[s.state&3] || *(*uint64)(unsafe.Add(p, 8)) == freeKey {
 		return false
 	}
 	*(*uint32)(p) = s.free
