@@ -46,14 +46,15 @@ func (t *Tag) Malloc(n int) []byte {
 			raceAcquire(unsafe.Pointer(s))
 			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
 				ctr := &ch[t.id%ctrChunkTags]
-				p := s.cache.Bins().PopFast(c, t.id)
-				if p == nil {
-					p, _ = s.cache.Bins().Pop(c, t.id)
+				if cur := s.cache.Bins().Cur(c); cur.CanPopFast(t.id) {
+					p := cur.PopFast()
+					countAlloc(ctr, cur.Size(), n)
+					raceRelease(unsafe.Pointer(s))
+					procUnpin()
+					return unsafe.Slice((*byte)(p), n)
 				}
-				if p != nil {
-					books.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
-					books.Add(&ctr.AllocBlocks, 1)
-					books.Add(&ctr.AllocReq, uint64(n))
+				if p, _ := s.cache.Bins().Pop(c, t.id); p != nil {
+					countAlloc(ctr, sizeclass.Classes[c].Size, n)
 					raceRelease(unsafe.Pointer(s))
 					procUnpin()
 					return unsafe.Slice((*byte)(p), n)
@@ -84,14 +85,17 @@ func (t *Tag) Calloc(n int) []byte {
 			raceAcquire(unsafe.Pointer(s))
 			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
 				ctr := &ch[t.id%ctrChunkTags]
-				p, zero := s.cache.Bins().PopFast(c, t.id), false
-				if p == nil {
-					p, zero = s.cache.Bins().Pop(c, t.id)
+				if cur := s.cache.Bins().Cur(c); cur.CanPopFast(t.id) {
+					p := cur.PopFast()
+					countAlloc(ctr, cur.Size(), n)
+					raceRelease(unsafe.Pointer(s))
+					procUnpin()
+					b := unsafe.Slice((*byte)(p), n)
+					clear(b) // a block from the free list: used before
+					return b
 				}
-				if p != nil {
-					books.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
-					books.Add(&ctr.AllocBlocks, 1)
-					books.Add(&ctr.AllocReq, uint64(n))
+				if p, zero := s.cache.Bins().Pop(c, t.id); p != nil {
+					countAlloc(ctr, sizeclass.Classes[c].Size, n)
 					raceRelease(unsafe.Pointer(s))
 					procUnpin()
 					b := unsafe.Slice((*byte)(p), n)
@@ -117,6 +121,14 @@ func (t *Tag) Calloc(n int) []byte {
 		clear(b)
 	}
 	return b
+}
+
+// countAlloc charges a small block of usable bytes, n asked for, to a
+// shard's counters of its tag (the caller is on the shard).
+func countAlloc(ctr *books.Counters, usable uint32, n int) {
+	books.Add(&ctr.AllocBytes, uint64(usable))
+	books.Add(&ctr.AllocBlocks, 1)
+	books.Add(&ctr.AllocReq, uint64(n))
 }
 
 // classOf is sizeclass.ClassOf for 1 <= n <= MaxSmall, without its test
@@ -228,13 +240,14 @@ func Free(b []byte) {
 	}
 	if s := pinned(procPin()); s != nil && !debug {
 		raceAcquire(unsafe.Pointer(s))
-		if off, ok := sp.BlockOff(p, uintptr(cap(b))); ok && s.cache.PushFast(sp, p, off) {
+		if off, ok := s.cache.CanFreeFast(sp, p, uintptr(cap(b))); ok {
+			sp.PushFast(p, off)
 			// The block is on this P's free list now, and only this P
 			// (pinned here) hands it out again: its tag still reads.
 			id := sp.TagOf(p)
 			if ch := s.ctrs[id/ctrChunkTags&127].Load(); ch != nil {
 				ctr := &ch[id%ctrChunkTags]
-				usable := uint64(sp.BlockSize())
+				usable := uint64(sp.Size())
 				books.Add(&ctr.FreeBytes, usable)
 				books.Add(&ctr.FreeBlocks, 1)
 				books.Add(&ctr.FreeReq, uint64(cap(b)))
@@ -245,7 +258,7 @@ func Free(b []byte) {
 			}
 			raceRelease(unsafe.Pointer(s))
 			procUnpin()
-			countFree(id, uint64(sp.BlockSize()), uint64(cap(b))) // the tag's first use on this shard
+			countFree(id, uint64(sp.Size()), uint64(cap(b))) // the tag's first use on this shard
 			return
 		}
 		raceRelease(unsafe.Pointer(s))

@@ -53,7 +53,7 @@ func (s *shard) counters(id uint32) *books.Counters {
 }
 
 var (
-	shards [maxShards]atomic.Pointer[shard]
+	shards [maxShards + 1]atomic.Pointer[shard] // the last stays nil (pinned)
 	shared *shard
 
 	state struct {
@@ -130,10 +130,7 @@ func newShard(id int) *shard {
 // pinned is the shard of P pid (the caller is pinned to it), or nil if it
 // has none yet or pid is past maxShards: the fast paths' acquire.
 func pinned(pid int) *shard {
-	if uint(pid) < maxShards {
-		return shards[pid].Load()
-	}
-	return nil
+	return shards[min(uint(pid), maxShards)].Load() // shards[maxShards] stays nil: no branch
 }
 
 // acquire returns the caller's shard, held exclusively: pinned to its P

@@ -64,26 +64,38 @@ func (c *Cache) Bins() *Bins { return &c.bins }
 // none, before the first).
 func (c *Cache) Cur(class int) *Span { return c.bins[class].cur }
 
-// PopFast is Pop's common case, small enough to inline into the caller:
-// a block from the current span's free list, the span's tag already
-// tag's. nil: call Pop, which does the rest. Not for debug mode. The
-// caller holds the cache.
-func (b *Bins) PopFast(class int, tag uint32) unsafe.Pointer {
-	s := b[class].cur
-	if f := s.free; f != 0 && s.tag == tag {
-		p := unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(f-1))
-		if next := *(*uint32)(p); next <= s.npages<<sizeclass.PageShift {
-			s.free = next
-			s.used++
-			*(*uint64)(unsafe.Add(p, 8)) = 0 // no longer free: wipe the key
-			return p
-		}
-	}
-	return nil
+// The allocation fast path is Pop's common case, in two parts small
+// enough to inline into the caller: CanPopFast says whether the current
+// span of the class has a block on its free list and already has tag,
+// then PopFast takes the block. Otherwise call Pop, which does the
+// rest. Not for debug mode. The caller holds the cache.
+//
+//	if cur := b.Cur(class); cur.CanPopFast(tag) { p := cur.PopFast(); ... }
+
+// Cur is the class's current span (&emptySpan, which has no blocks,
+// before the first).
+func (b *Bins) Cur(class int) *Span { return b[class].cur }
+
+// CanPopFast reports whether PopFast may take a block of tag from s: a
+// block on the free list (whose link is sane), and s's tag is tag.
+func (s *Span) CanPopFast(tag uint32) bool {
+	f := s.free
+	return f != 0 && s.tag == tag &&
+		*(*uint32)(unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(f-1))) <= s.npages<<sizeclass.PageShift
 }
 
-// Pop is the current span's Pop in one call (PopFast's fall-back: a tag
-// other than the span's, carving). nil: call the cache's Refill. Not for debug mode (PopDebug). The caller
+// PopFast takes the first block of the free list of s (CanPopFast said
+// yes).
+func (s *Span) PopFast() unsafe.Pointer {
+	p := unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(s.free-1))
+	s.free = *(*uint32)(p)
+	s.used++
+	*(*uint64)(unsafe.Add(p, 8)) = 0 // no longer free: wipe the key
+	return p
+}
+
+// Pop is the current span's Pop in one call (the fast path's fall-back:
+// a tag other than the span's, carving). nil: call the cache's Refill. Not for debug mode (PopDebug). The caller
 // holds the cache.
 func (b *Bins) Pop(class int, tag uint32) (unsafe.Pointer, bool) {
 	s := b[class].cur
@@ -109,43 +121,40 @@ func (b *Bins) Pop(class int, tag uint32) (unsafe.Pointer, bool) {
 }
 
 // The free fast path is two parts small enough to inline into the
-// caller: BlockOff checks p and capBytes (as Check does), then PushFast
-// returns the block to a span the cache owns, if it can without more
-// work. Either false: nothing was done; call Check and Free. Not for
-// debug mode.
+// caller: CanFreeFast makes Check's tests (p is a block start of s below
+// its carved blocks, capBytes fits, the block does not carry the free
+// key) and whether the cache can take the block without more work; if
+// so, PushFast does. false: nothing was done; call Check and Free. Not
+// for debug mode. The caller holds c.
 //
-//	if off, ok := s.BlockOff(p, capBytes); ok && c.PushFast(s, p, off) { ... }
-
-// BlockOff is p's offset in the small span s, and whether p is a block
-// start of s below its carved blocks and capBytes fits in the block:
-// Check's tests, without a panic.
-func (s *Span) BlockOff(p unsafe.Pointer, capBytes uintptr) (uintptr, bool) {
-	off := uintptr(p) - uintptr(a.base) - uintptr(s.page)<<sizeclass.PageShift
-	idx := (uint64(off) * s.magic) >> sizeclass.MagicShift
-	return off, uintptr(idx)*uintptr(s.size) == off && idx < uint64(s.carved) && capBytes <= uintptr(s.size)
-}
+//	if off, ok := c.CanFreeFast(s, p, capBytes); ok { s.PushFast(p, off); ... }
 
 // keepUsed is, by a span's state, the most blocks in use for which a
-// free changes the owner's lists (PushFast leaves those to Free): a
+// free changes the owner's lists (the fast path leaves those to Free): a
 // current span stays current down to no blocks, a partial span leaves
 // its list at its last block, a full span comes back to a list at any
 // free (stateNone: spans the owner does not hold, never fast).
 var keepUsed = [4]uint32{stateNone: ^uint32(0), stateCur: 0, statePartial: 1, stateFull: ^uint32(0)}
 
-// PushFast is the free fast path's second part: the block at off
-// (BlockOff's) goes on the free list of s if c owns s and s stays on its
-// list (not a full span; not the last block in use, unless the span is
-// current: current spans are never released), and if the block does not
-// carry the free key (a double free: Check panics). The caller holds c.
-func (c *Cache) PushFast(s *Span, p unsafe.Pointer, off uintptr) bool {
-	if s.owner != c.id || s.used <= keepUsed[s.state&3] || *(*uint64)(unsafe.Add(p, 8)) == freeKey {
-		return false
-	}
+// CanFreeFast returns p's offset in the small span s, and whether p is a
+// block in use of s that c owns, capBytes fits in the block, and s stays
+// on its list when the block comes back (not a full span; not the last
+// block in use, unless the span is current: current spans are never
+// released).
+func (c *Cache) CanFreeFast(s *Span, p unsafe.Pointer, capBytes uintptr) (uintptr, bool) {
+	off := uintptr(p) - uintptr(a.base) - uintptr(s.page)<<sizeclass.PageShift
+	idx := (uint64(off) * s.magic) >> sizeclass.MagicShift
+	return off, uintptr(idx)*uintptr(s.size) == off && idx < uint64(s.carved) && capBytes <= uintptr(s.size) &&
+		s.owner == c.id && s.used > keepUsed[s.state&3] && *(*uint64)(unsafe.Add(p, 8)) != freeKey
+}
+
+// PushFast puts the block at off (CanFreeFast's, which said yes) on the
+// owner's free list.
+func (s *Span) PushFast(p unsafe.Pointer, off uintptr) {
 	*(*uint32)(p) = s.free
 	*(*uint64)(unsafe.Add(p, 8)) = freeKey
 	s.free = uint32(off) + 1
 	s.used--
-	return true
 }
 
 // Refill finds a block of tag when Cur's span has none, without the
