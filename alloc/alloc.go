@@ -40,7 +40,7 @@ func (t *Tag) Malloc(n int) []byte {
 	if l != nil && !chargeAlloc(*l, n) { // a budget covers the tag, and refused (budget.go)
 		return nil
 	}
-	if uint(n-1) < sizeclass.MaxSmall && !debug {
+	if uint(n-1) < sizeclass.MaxSmall { // (no shard is pinned in debug mode)
 		c := classOf(n)
 		if s := pinned(procPin()); s != nil {
 			raceAcquire(unsafe.Pointer(s))
@@ -79,7 +79,7 @@ func (t *Tag) Calloc(n int) []byte {
 	if l != nil && !chargeAlloc(*l, n) {
 		return nil
 	}
-	if uint(n-1) < sizeclass.MaxSmall && !debug {
+	if uint(n-1) < sizeclass.MaxSmall { // (no shard is pinned in debug mode)
 		c := classOf(n)
 		if s := pinned(procPin()); s != nil {
 			raceAcquire(unsafe.Pointer(s))
@@ -238,7 +238,7 @@ func Free(b []byte) {
 		freeBig(sp, p, uint64(cap(b)), true)
 		return
 	}
-	if s := pinned(procPin()); s != nil && !debug {
+	if s := pinned(procPin()); s != nil { // (none in debug mode)
 		raceAcquire(unsafe.Pointer(s))
 		if off, ok := s.cache.CanFreeFast(sp, p, uintptr(cap(b))); ok {
 			sp.PushFast(p, off)

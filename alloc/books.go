@@ -53,7 +53,11 @@ func (s *shard) counters(id uint32) *books.Counters {
 }
 
 var (
-	shards [maxShards + 1]atomic.Pointer[shard] // the last stays nil (pinned)
+	shards [maxShards]atomic.Pointer[shard]
+	// fast are the shards the fast paths use (pinned): shards', none in
+	// debug mode (whose every allocation and free takes the slow paths,
+	// so the fast paths need not test for it). The last stays nil.
+	fast   [maxShards + 1]atomic.Pointer[shard]
 	shared *shard
 
 	state struct {
@@ -128,9 +132,10 @@ func newShard(id int) *shard {
 }
 
 // pinned is the shard of P pid (the caller is pinned to it), or nil if it
-// has none yet or pid is past maxShards: the fast paths' acquire.
+// has none yet, pid is past maxShards, or in debug mode: the fast paths'
+// acquire.
 func pinned(pid int) *shard {
-	return shards[min(uint(pid), maxShards)].Load() // shards[maxShards] stays nil: no branch
+	return fast[min(uint(pid), maxShards)].Load() // fast[maxShards] stays nil: no branch
 }
 
 // acquire returns the caller's shard, held exclusively: pinned to its P
@@ -154,7 +159,11 @@ func acquireSlow(pid int) *shard {
 	}
 	state.mu.Lock()
 	if shards[pid].Load() == nil {
-		shards[pid].Store(newShard(pid))
+		s := newShard(pid)
+		shards[pid].Store(s)
+		if !debug {
+			fast[pid].Store(s)
+		}
 	}
 	state.mu.Unlock()
 	return acquire()
