@@ -17,9 +17,9 @@ import (
 // remote frees use to find a span's owner).
 const MaxCaches = 1024
 
-// Cache is one shard's spans. Every method except NewCache and Init requires the
-// caller's exclusivity over the cache (package alloc: the P it is pinned
-// to, or the shared shard's lock).
+// Cache is one shard's spans. Every method except NewCache and Init
+// requires the caller's exclusivity over the cache (package alloc: the P
+// it is pinned to, or the shared shard's lock).
 type Cache struct {
 	bins    Bins
 	id      int32
@@ -95,8 +95,8 @@ func (s *Span) PopFast() unsafe.Pointer {
 }
 
 // Pop is the current span's Pop in one call (the fast path's fall-back:
-// a tag other than the span's, carving). nil: call the cache's Refill. Not for debug mode (PopDebug). The caller
-// holds the cache.
+// a tag other than the span's, carving). nil: call the cache's Refill.
+// Not for debug mode (PopDebug). The caller holds the cache.
 func (b *Bins) Pop(class int, tag uint32) (unsafe.Pointer, bool) {
 	s := b[class].cur
 	if f := s.free; f != 0 {
