@@ -40,16 +40,21 @@ func (t *Tag) Malloc(n int) []byte {
 	if l != nil && !chargeAlloc(*l, n) { // a budget covers the tag, and refused (budget.go)
 		return nil
 	}
-	if uint(n-1) < sizeclass.MaxSmall && !debug {
-		c := sizeclass.ClassOf(uint32(n))
+	if uint(n-1) < sizeclass.MaxSmall { // (no shard is pinned in debug mode)
+		c := classOf(n)
 		if s := pinned(procPin()); s != nil {
 			raceAcquire(unsafe.Pointer(s))
 			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
 				ctr := &ch[t.id%ctrChunkTags]
-				if p, _ := s.bins.Pop(c, t.id); p != nil {
-					books.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
-					books.Add(&ctr.AllocBlocks, 1)
-					books.Add(&ctr.AllocReq, uint64(n))
+				if cur := s.cache.Bins().Cur(c); cur.CanPopFast(t.id) {
+					p := cur.PopFast()
+					countAlloc(ctr, cur.Size(), n)
+					raceRelease(unsafe.Pointer(s))
+					procUnpin()
+					return unsafe.Slice((*byte)(p), n)
+				}
+				if p, _ := s.cache.Bins().Pop(c, t.id); p != nil {
+					countAlloc(ctr, sizeclass.Classes[c].Size, n)
 					raceRelease(unsafe.Pointer(s))
 					procUnpin()
 					return unsafe.Slice((*byte)(p), n)
@@ -74,16 +79,23 @@ func (t *Tag) Calloc(n int) []byte {
 	if l != nil && !chargeAlloc(*l, n) {
 		return nil
 	}
-	if uint(n-1) < sizeclass.MaxSmall && !debug {
-		c := sizeclass.ClassOf(uint32(n))
+	if uint(n-1) < sizeclass.MaxSmall { // (no shard is pinned in debug mode)
+		c := classOf(n)
 		if s := pinned(procPin()); s != nil {
 			raceAcquire(unsafe.Pointer(s))
 			if ch := s.ctrs[t.id/ctrChunkTags&127].Load(); ch != nil {
 				ctr := &ch[t.id%ctrChunkTags]
-				if p, zero := s.bins.Pop(c, t.id); p != nil {
-					books.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
-					books.Add(&ctr.AllocBlocks, 1)
-					books.Add(&ctr.AllocReq, uint64(n))
+				if cur := s.cache.Bins().Cur(c); cur.CanPopFast(t.id) {
+					p := cur.PopFast()
+					countAlloc(ctr, cur.Size(), n)
+					raceRelease(unsafe.Pointer(s))
+					procUnpin()
+					b := unsafe.Slice((*byte)(p), n)
+					clear(b) // a block from the free list: used before
+					return b
+				}
+				if p, zero := s.cache.Bins().Pop(c, t.id); p != nil {
+					countAlloc(ctr, sizeclass.Classes[c].Size, n)
 					raceRelease(unsafe.Pointer(s))
 					procUnpin()
 					b := unsafe.Slice((*byte)(p), n)
@@ -109,6 +121,23 @@ func (t *Tag) Calloc(n int) []byte {
 		clear(b)
 	}
 	return b
+}
+
+// countAlloc charges a small block of usable bytes, n asked for, to a
+// shard's counters of its tag (the caller is on the shard).
+func countAlloc(ctr *books.Counters, usable uint32, n int) {
+	books.Add(&ctr.AllocBytes, uint64(usable))
+	books.Add(&ctr.AllocBlocks, 1)
+	books.Add(&ctr.AllocReq, uint64(n))
+}
+
+// classOf is sizeclass.ClassOf for 1 <= n <= MaxSmall, without its test
+// of 0.
+func classOf(n int) int {
+	if n <= 128 {
+		return (n - 1) >> 4
+	}
+	return sizeclass.ClassOf(uint32(n))
 }
 
 // alloc is the slow path of every size: a new span, a large or huge
@@ -209,15 +238,16 @@ func Free(b []byte) {
 		freeBig(sp, p, uint64(cap(b)), true)
 		return
 	}
-	if s := pinned(procPin()); s != nil {
+	if s := pinned(procPin()); s != nil { // (none in debug mode)
 		raceAcquire(unsafe.Pointer(s))
-		if s.cache.FreeFast(sp, p, uintptr(cap(b))) {
+		if off, ok := s.cache.CanFreeFast(sp, p, uintptr(cap(b))); ok {
+			sp.PushFast(p, off)
 			// The block is on this P's free list now, and only this P
 			// (pinned here) hands it out again: its tag still reads.
 			id := sp.TagOf(p)
 			if ch := s.ctrs[id/ctrChunkTags&127].Load(); ch != nil {
 				ctr := &ch[id%ctrChunkTags]
-				usable := uint64(sp.BlockSize())
+				usable := uint64(sp.Size())
 				books.Add(&ctr.FreeBytes, usable)
 				books.Add(&ctr.FreeBlocks, 1)
 				books.Add(&ctr.FreeReq, uint64(cap(b)))
@@ -228,7 +258,7 @@ func Free(b []byte) {
 			}
 			raceRelease(unsafe.Pointer(s))
 			procUnpin()
-			countFree(id, uint64(sp.BlockSize()), uint64(cap(b))) // the tag's first use on this shard
+			countFree(id, uint64(sp.Size()), uint64(cap(b))) // the tag's first use on this shard
 			return
 		}
 		raceRelease(unsafe.Pointer(s))

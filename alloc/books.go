@@ -27,8 +27,7 @@ const (
 // keeps each block's tag out of line): a tag costs a shard counters, in
 // chunks of ctrChunkTags tags made at the first use of one of them here.
 type shard struct {
-	cache  *arena.Cache
-	bins   *arena.Bins                   // the cache's, for the fast path
+	cache  arena.Cache                   // in the shard: its spans are at an offset from it, not behind a pointer
 	ctrs   [128]atomic.Pointer[ctrChunk] // per chunk of tag ids (id/ctrChunkTags; 128*64 > tagSlots, so id/64&127 needs no bounds check)
 	thread *books.Thread                 // its record in the region (nil without one)
 	shared bool
@@ -55,6 +54,10 @@ func (s *shard) counters(id uint32) *books.Counters {
 
 var (
 	shards [maxShards]atomic.Pointer[shard]
+	// fast are the shards the fast paths use (pinned): shards', none in
+	// debug mode (whose every allocation and free takes the slow paths,
+	// so the fast paths need not test for it). The last stays nil.
+	fast   [maxShards + 1]atomic.Pointer[shard]
 	shared *shard
 
 	state struct {
@@ -120,8 +123,8 @@ func initAlloc() {
 
 // newShard makes the shard for cache id (state.mu held, or at init).
 func newShard(id int) *shard {
-	s := &shard{cache: arena.NewCache(id)}
-	s.bins = s.cache.Bins()
+	s := new(shard)
+	s.cache.Init(id)
 	if state.region != nil {
 		s.thread, _ = state.region.NewThread() // nil if the region is full: the counters are then private
 	}
@@ -129,12 +132,10 @@ func newShard(id int) *shard {
 }
 
 // pinned is the shard of P pid (the caller is pinned to it), or nil if it
-// has none yet or pid is past maxShards: the fast paths' acquire.
+// has none yet, pid is past maxShards, or in debug mode: the fast paths'
+// acquire.
 func pinned(pid int) *shard {
-	if uint(pid) < maxShards {
-		return shards[pid].Load()
-	}
-	return nil
+	return fast[min(uint(pid), maxShards)].Load() // fast[maxShards] stays nil: no branch
 }
 
 // acquire returns the caller's shard, held exclusively: pinned to its P
@@ -158,7 +159,11 @@ func acquireSlow(pid int) *shard {
 	}
 	state.mu.Lock()
 	if shards[pid].Load() == nil {
-		shards[pid].Store(newShard(pid))
+		s := newShard(pid)
+		shards[pid].Store(s)
+		if !debug {
+			fast[pid].Store(s)
+		}
 	}
 	state.mu.Unlock()
 	return acquire()

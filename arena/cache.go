@@ -17,9 +17,9 @@ import (
 // remote frees use to find a span's owner).
 const MaxCaches = 1024
 
-// Cache is one shard's spans. Every method except NewCache requires the
-// caller's exclusivity over the cache (package alloc: the P it is pinned
-// to, or the shared shard's lock).
+// Cache is one shard's spans. Every method except NewCache and Init
+// requires the caller's exclusivity over the cache (package alloc: the P
+// it is pinned to, or the shared shard's lock).
 type Cache struct {
 	bins    Bins
 	id      int32
@@ -39,14 +39,22 @@ var caches [MaxCaches]atomic.Pointer[Cache]
 
 // NewCache makes cache id (0 <= id < MaxCaches, each id once).
 func NewCache(id int) *Cache {
-	c := &Cache{id: int32(id)}
+	c := new(Cache)
+	c.Init(id)
+	return c
+}
+
+// Init makes c, a zero Cache (one embedded in the caller's shard, so
+// that the fast paths reach its spans without loading a pointer), cache
+// id: as NewCache.
+func (c *Cache) Init(id int) {
+	c.id = int32(id)
 	for i := range c.bins {
 		c.bins[i].cur = &emptySpan
 	}
 	if !caches[id].CompareAndSwap(nil, c) {
 		panic("arena: cache id used twice")
 	}
-	return c
 }
 
 // Bins are the cache's spans, for the fast path's Pop.
@@ -56,9 +64,39 @@ func (c *Cache) Bins() *Bins { return &c.bins }
 // none, before the first).
 func (c *Cache) Cur(class int) *Span { return c.bins[class].cur }
 
-// Pop is the allocation fast path: the current span's Pop in one call.
-// nil: call the cache's Refill. Not for debug mode (PopDebug). The caller
-// holds the cache.
+// The allocation fast path is Pop's common case, in two parts small
+// enough to inline into the caller: CanPopFast says whether the current
+// span of the class has a block on its free list and already has tag,
+// then PopFast takes the block. Otherwise call Pop, which does the
+// rest. Not for debug mode. The caller holds the cache.
+//
+//	if cur := b.Cur(class); cur.CanPopFast(tag) { p := cur.PopFast(); ... }
+
+// Cur is the class's current span (&emptySpan, which has no blocks,
+// before the first).
+func (b *Bins) Cur(class int) *Span { return b[class].cur }
+
+// CanPopFast reports whether PopFast may take a block of tag from s: a
+// block on the free list (whose link is sane), and s's tag is tag.
+func (s *Span) CanPopFast(tag uint32) bool {
+	f := s.free
+	return f != 0 && s.tag == tag &&
+		*(*uint32)(unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(f-1))) <= s.npages<<sizeclass.PageShift
+}
+
+// PopFast takes the first block of the free list of s (CanPopFast said
+// yes).
+func (s *Span) PopFast() unsafe.Pointer {
+	p := unsafe.Add(a.base, uintptr(s.page)<<sizeclass.PageShift+uintptr(s.free-1))
+	s.free = *(*uint32)(p)
+	s.used++
+	*(*uint64)(unsafe.Add(p, 8)) = 0 // no longer free: wipe the key
+	return p
+}
+
+// Pop is the current span's Pop in one call (the fast path's fall-back:
+// a tag other than the span's, carving). nil: call the cache's Refill.
+// Not for debug mode (PopDebug). The caller holds the cache.
 func (b *Bins) Pop(class int, tag uint32) (unsafe.Pointer, bool) {
 	s := b[class].cur
 	if f := s.free; f != 0 {
@@ -82,24 +120,41 @@ func (b *Bins) Pop(class int, tag uint32) (unsafe.Pointer, bool) {
 	return s.carve(tag)
 }
 
-// FreeFast is the free fast path: a small block of a span c owns, that
-// stays on its list (not a full span; not the last block in use, unless
-// the span is current: current spans are never released), with
-// every check Check makes passing, and no debug mode. false: nothing was
-// done; call Check and Free.
-func (c *Cache) FreeFast(s *Span, p unsafe.Pointer, capBytes uintptr) bool {
+// The free fast path is two parts small enough to inline into the
+// caller: CanFreeFast makes Check's tests (p is a block start of s below
+// its carved blocks, capBytes fits, the block does not carry the free
+// key) and whether the cache can take the block without more work; if
+// so, PushFast does. false: nothing was done; call Check and Free. Not
+// for debug mode. The caller holds c.
+//
+//	if off, ok := c.CanFreeFast(s, p, capBytes); ok { s.PushFast(p, off); ... }
+
+// keepUsed is, by a span's state, the most blocks in use for which a
+// free changes the owner's lists (the fast path leaves those to Free): a
+// current span stays current down to no blocks, a partial span leaves
+// its list at its last block, a full span comes back to a list at any
+// free (stateNone: spans the owner does not hold, never fast).
+var keepUsed = [4]uint32{stateNone: ^uint32(0), stateCur: 0, statePartial: 1, stateFull: ^uint32(0)}
+
+// CanFreeFast returns p's offset in the small span s, and whether p is a
+// block in use of s that c owns, capBytes fits in the block, and s stays
+// on its list when the block comes back (not a full span; not the last
+// block in use, unless the span is current: current spans are never
+// released).
+func (c *Cache) CanFreeFast(s *Span, p unsafe.Pointer, capBytes uintptr) (uintptr, bool) {
 	off := uintptr(p) - uintptr(a.base) - uintptr(s.page)<<sizeclass.PageShift
 	idx := (uint64(off) * s.magic) >> sizeclass.MagicShift
-	if s.owner != c.id || s.state == stateFull || s.used == 0 || (s.used == 1 && s.state != stateCur) || a.bits != nil ||
-		off >= uintptr(s.carved)*uintptr(s.size) || uintptr(idx)*uintptr(s.size) != off ||
-		capBytes > uintptr(s.size) || *(*uint64)(unsafe.Add(p, 8)) == freeKey {
-		return false
-	}
+	return off, uintptr(idx)*uintptr(s.size) == off && idx < uint64(s.carved) && capBytes <= uintptr(s.size) &&
+		s.owner == c.id && s.used > keepUsed[s.state&3] && *(*uint64)(unsafe.Add(p, 8)) != freeKey
+}
+
+// PushFast puts the block at off (CanFreeFast's, which said yes) on the
+// owner's free list.
+func (s *Span) PushFast(p unsafe.Pointer, off uintptr) {
 	*(*uint32)(p) = s.free
 	*(*uint64)(unsafe.Add(p, 8)) = freeKey
 	s.free = uint32(off) + 1
 	s.used--
-	return true
 }
 
 // Refill finds a block of tag when Cur's span has none, without the

@@ -31,7 +31,9 @@
 //
 // The allocation path
 //  1. Cache.Cur(class).Pop(tag): the span's free list (LIFO), else its
-//     next uncarved block; a tag other than the span's is noted. (fast)
+//     next uncarved block; a tag other than the span's is noted. (fast;
+//     its common case, Span.CanPopFast then Span.PopFast, inlines into
+//     alloc)
 //  2. Cache.Refill: blocks other caches freed into the current span, full
 //     spans they freed into (the reclaim stack), the partial list.
 //  3. NewSmall (arena lock): a span from the free bins or fresh pages,
@@ -41,6 +43,8 @@
 //  1. SpanOf(p): one subtraction and an index (a huge block: the table);
 //     TagOf(p): the block's tag, read before the block can be reused.
 //  2. Check: p is a block start, cap fits (debug: the block is in use).
+//     (Cache.CanFreeFast then Span.PushFast, inlined into alloc, are
+//     Check's tests and the owner's push when no list changes.)
 //  3. The owner cache pushes on the span's free list; another cache pushes
 //     on its remote list (lock-free; the owner takes it whole). A full
 //     span that gets a remote free goes on its owner's reclaim stack.

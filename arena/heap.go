@@ -146,13 +146,13 @@ func SpanOf(p unsafe.Pointer) *Span {
 	}
 	i := uint32(off >> sizeclass.PageShift)
 	d := &a.descs[i]
-	if d.kind == kindInner {
-		if d.headOff > i {
+	if d.kind == kindInner && d.headOff <= i {
+		if d = &a.descs[i-d.headOff]; i-d.page >= d.npages {
 			return nil
 		}
-		d = &a.descs[i-d.headOff]
 	}
-	if (d.kind != kindSmall && d.kind != kindLarge) || i-d.page >= d.npages {
+	// (A head's page is its index: p is in its first page.)
+	if d.kind != kindSmall && d.kind != kindLarge {
 		return nil
 	}
 	return d

@@ -192,6 +192,9 @@ func (s *Span) Large() bool { return s.kind == kindLarge }
 // spans: fresh or purged memory, so Calloc need not clear it).
 func (s *Span) Zero() bool { return s.flags&flagZero != 0 }
 
+// Size is the block size of a small span.
+func (s *Span) Size() uint32 { return s.size }
+
 // BlockSize is the usable size of the span's blocks (large: the span).
 func (s *Span) BlockSize() uintptr {
 	if s.kind == kindLarge {
