@@ -80,7 +80,7 @@ static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
   uint8_t state = 0;
   _ta_page_t *pg = _ta_span_alloc(npages, ap, TA_KIND_LARGE, &state);
   if (ta_unlikely(!pg && _ta_tls_arena)) /* a signal handler inside arena work */
-    return _ta_huge_alloc(size, align, zero, _ta_current_tag());
+    return _ta_huge_alloc(size, align, zero, false, _ta_current_tag());
   if (!pg) return NULL;
   pg->requested = size;
   pg->block_size = (uint32_t)0; /* large: usable size is npages pages */
@@ -104,7 +104,7 @@ static void *_ta_malloc_big_unsampled(size_t size, size_t align, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
-  return size >= _ta_opt.huge_threshold ? _ta_huge_alloc(size, align, zero, _ta_current_tag())
+  return size >= _ta_opt.huge_threshold ? _ta_huge_alloc(size, align, zero, false, _ta_current_tag())
                                         : _ta_malloc_large(size, align, zero);
 }
 
@@ -397,8 +397,9 @@ static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
       size_t was = pg->npages;
       if (npages == pg->npages || (npages < pg->npages ? _ta_span_shrink_inplace(pg, npages) : _ta_span_grow_inplace(pg, npages))) {
         size_t now = npages << TA_PAGE_SHIFT;
-        if (npages > was && npages >= TA_MEASURE_PAGES && _ta_arena_dense()) /* arena.c, density */
-          _ta_os_populate(pg->start + (was << TA_PAGE_SHIFT), _ta_align_up(size, TA_OS_PAGE) - (was << TA_PAGE_SHIFT));
+        /* its new pages: a buffer grown by realloc fills them (arena.c, density) */
+        if (npages > was && npages >= TA_MEASURE_PAGES && _ta_arena_dense())
+          _ta_os_populate(pg->start + (was << TA_PAGE_SHIFT), (npages - was) << TA_PAGE_SHIFT);
         TA_REALLOC_SAY(did, pg->requested, now);
         _ta_count_resize(tag, usable, now, pg->requested, size);
         pg->requested = size;
@@ -427,7 +428,7 @@ static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
      * place gets its own mapping: from then on it grows with mremap, which
      * moves page tables instead of copying and re-faulting (glibc does the
      * same with its mmapped chunks). */
-    q = _ta_huge_alloc(size, TA_OS_PAGE, false, tag);
+    q = _ta_huge_alloc(size, TA_OS_PAGE, false, true, tag);
   } else {
 #if TA_SAMPLING
     q = did ? _ta_malloc_moving(size) : _ta_malloc(size);

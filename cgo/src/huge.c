@@ -69,15 +69,20 @@ static void _ta_huge_unmap_all(const _ta_huge_cached_t *v, size_t n) {
   for (size_t i = 0; i < n; i++) _ta_os_release(v[i].addr, v[i].mapped);
 }
 
-/* Best-fitting cached mapping for need bytes starting at a multiple of
- * align (a power of two), or NULL. */
-static void *_ta_huge_cache_take_locked(size_t need, size_t align, size_t *mapped) {
-  size_t best = TA_HUGE_CACHE;
+/* A cached mapping for need bytes starting at a multiple of align (a power
+ * of two), or NULL: the best fit, at most 4 times need; for a buffer
+ * realloc is growing (growing), the largest, at most 8 times need: it
+ * grows into the room without a system call or a fault, where a best fit
+ * would grow by mremap onto fresh pages while a bigger resident mapping
+ * waits in the cache to be unmapped (a loop of buffers grown to 1-4 MiB
+ * and freed faulted 23k pages in huge mappings). */
+static void *_ta_huge_cache_take_locked(size_t need, size_t align, bool growing, size_t *mapped) {
+  size_t best = TA_HUGE_CACHE, most = need * (growing ? 8 : 4);
+  if (most / need != (growing ? 8u : 4u)) most = SIZE_MAX;
   for (size_t i = 0; i < _ta_huge_ncached; i++) {
     size_t m = _ta_huge_cache[i].mapped;
-    if (m >= need && m / 4 <= need && ((uintptr_t)_ta_huge_cache[i].addr & (align - 1)) == 0 &&
-        (best == TA_HUGE_CACHE || m < _ta_huge_cache[best].mapped))
-      best = i;
+    if (m < need || m > most || ((uintptr_t)_ta_huge_cache[i].addr & (align - 1)) != 0) continue;
+    if (best == TA_HUGE_CACHE || (growing ? m > _ta_huge_cache[best].mapped : m < _ta_huge_cache[best].mapped)) best = i;
   }
   if (best == TA_HUGE_CACHE) return NULL;
   void *p = _ta_huge_cache[best].addr;
@@ -166,7 +171,7 @@ static void _ta_huge_erase_locked(_ta_huge_t *e) {
 
 static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *requested);
 
-static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) {
+static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, uint32_t tag) {
   if (!_ta_ensure_init()) return NULL;
   size_t need = _ta_align_up(size, TA_OS_PAGE);
   if (need < size) { errno = ENOMEM; return NULL; }
@@ -175,7 +180,7 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) 
   bool cached = false;
   if (atomic_load_explicit(&_ta_huge_any_cached, memory_order_relaxed)) {
     _ta_mutex_lock(&_ta_huge_lock);
-    p = _ta_huge_cache_take_locked(need, align < TA_OS_PAGE ? TA_OS_PAGE : align, &mapped);
+    p = _ta_huge_cache_take_locked(need, align < TA_OS_PAGE ? TA_OS_PAGE : align, growing, &mapped);
     _ta_huge_cache_publish_locked();
     _ta_mutex_unlock(&_ta_huge_lock);
     cached = p != NULL;
@@ -218,7 +223,7 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag) 
 static void *_ta_malloc_beside_arena(size_t size, size_t class_size) {
   size_t align = class_size & -class_size;
   if (align > TA_PAGE_SIZE) align = TA_PAGE_SIZE;
-  return _ta_huge_alloc(size ? size : 1, align, false, _ta_current_tag());
+  return _ta_huge_alloc(size ? size : 1, align, false, false, _ta_current_tag());
 }
 
 static bool _ta_huge_lookup(const void *p, size_t *mapped) {
@@ -299,7 +304,10 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
     _ta_mutex_unlock(&_ta_huge_lock);
     return NULL;
   }
-  if (need <= old && need >= old / 2) { /* fits, and wastes < half */
+  /* fits, and wastes less than half, or the block is growing (into room
+   * a cached mapping gave it: cutting that off would unmap pages the
+   * buffer is about to fill) */
+  if (need <= old && (need >= old / 2 || size >= oldreq)) {
     TA_REALLOC_SAY(did, oldreq, old);
     e->requested = size;
     _ta_mutex_unlock(&_ta_huge_lock);

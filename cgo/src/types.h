@@ -592,7 +592,7 @@ static void _ta_ctr_register(_ta_ctr_t *ct);
 
 /* huge.c */
 static _Atomic(size_t) _ta_huge_bytes; /* bytes of live huge blocks (defined in huge.c) */
-static void *_ta_huge_alloc(size_t size, size_t align, bool zero, uint32_t tag);
+static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, uint32_t tag);
 static inline void *_ta_malloc(size_t size);
 static inline void _ta_free(void *p);
 static bool _ta_huge_lookup(const void *p, size_t *mapped);
