@@ -214,6 +214,22 @@ func TestLifecycle(t *testing.T) {
 	t.Log(strings.TrimSpace(r.stdout))
 }
 
+// The OS-memory policy, seen with mincore (testdata/ospolicy_test.c): a
+// dense program's new big blocks are populated, a sparse one's are not,
+// and free memory is kept by what of it is resident.
+func TestOSPolicy(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"plain", "core"} {
+		var env []string
+		if v == "plain" {
+			env = []string{"LD_PRELOAD=" + lib(t)}
+		}
+		r := runProg(t, 2*time.Minute, env, buildC(t, "ospolicy_test", v))
+		requirePassed(t, "ospolicy_test-"+v, r)
+		t.Log(strings.TrimSpace(r.stdout))
+	}
+}
+
 func TestStress(t *testing.T) {
 	t.Parallel()
 	ops := "60000"

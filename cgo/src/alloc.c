@@ -73,6 +73,18 @@ static inline void *_ta_malloc_class(unsigned c, size_t size) {
 #define _ta_malloc_class _ta_malloc_class_unsampled
 #endif
 
+/* A new large block of size bytes in span pg, claimed in state (arena.c,
+ * density): populate it if the program is dense, unless its pages are
+ * all resident; with clean pages, leave one in TA_PROBE to fault. Only a
+ * block of clean pages left to fault shows, when freed, how much of it
+ * the program touched: the others are marked primed (the span is ours;
+ * the arena reads its flags when it is freed). */
+static void _ta_large_prime(_ta_page_t *pg, size_t size, uint8_t state) {
+  bool fill = (state & TA_PF_RESIDENT) ? false : (state & TA_PF_ZERO) ? _ta_arena_populate_next() : _ta_arena_dense();
+  if (fill || !(state & TA_PF_ZERO)) pg->flags = TA_PF_PRIMED;
+  if (fill) _ta_os_populate(pg->start, _ta_align_up(size, TA_OS_PAGE));
+}
+
 /* Large: a span of whole pages, aligned to align (a power of two). */
 static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
   size_t npages = size ? (size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT : 1;
@@ -91,8 +103,7 @@ static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
-  if (npages >= TA_MEASURE_PAGES && !(state & TA_PF_RESIDENT) && _ta_arena_dense())
-    _ta_os_populate(pg->start, _ta_align_up(size, TA_OS_PAGE)); /* arena.c, density */
+  if (npages >= TA_MEASURE_PAGES) _ta_large_prime(pg, size, state);
   if (zero && !(state & TA_PF_ZERO)) memset(pg->start, 0, size);
   return pg->start;
 }
@@ -398,8 +409,10 @@ static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
       if (npages == pg->npages || (npages < pg->npages ? _ta_span_shrink_inplace(pg, npages) : _ta_span_grow_inplace(pg, npages))) {
         size_t now = npages << TA_PAGE_SHIFT;
         /* its new pages: a buffer grown by realloc fills them (arena.c, density) */
-        if (npages > was && npages >= TA_MEASURE_PAGES && _ta_arena_dense())
+        if (npages > was && npages >= TA_MEASURE_PAGES && _ta_arena_dense()) {
+          pg->flags = TA_PF_PRIMED;
           _ta_os_populate(pg->start + (was << TA_PAGE_SHIFT), (npages - was) << TA_PAGE_SHIFT);
+        }
         TA_REALLOC_SAY(did, pg->requested, now);
         _ta_count_resize(tag, usable, now, pg->requested, size);
         pg->requested = size;

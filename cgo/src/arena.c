@@ -666,29 +666,44 @@ static unsigned char _ta_mincore_vec[4096]; /* under the arena lock */
 static unsigned _ta_density;                /* arena lock */
 static _Atomic(unsigned) _ta_density_seen; /* a copy read without it */
 
-static size_t _ta_measure_locked(void *p, size_t bytes) {
+/* Measure [p, p+bytes) for the retain limit, and for the density unless
+ * its pages were populated for it (their residency then says nothing of
+ * the program's use). */
+static size_t _ta_measure_locked(void *p, size_t bytes, bool populated) {
   size_t pages = bytes / TA_OS_PAGE;
   size_t res = _ta_os_resident(p, bytes, _ta_mincore_vec, sizeof _ta_mincore_vec);
-  int d = (int)(res * 256 / (pages ? pages : 1)), cur = (int)_ta_density;
-  _ta_density = (unsigned)(cur + (d - cur) / 4);
-  atomic_store_explicit(&_ta_density_seen, _ta_density, memory_order_relaxed);
+  if (!populated) {
+    int d = (int)(res * 256 / (pages ? pages : 1)), cur = (int)_ta_density;
+    _ta_density = (unsigned)(cur + (d - cur) / 4);
+    atomic_store_explicit(&_ta_density_seen, _ta_density, memory_order_relaxed);
+  }
   return res;
 }
 
-/* Should a big block's clean pages be brought in when handed out? */
+/* Should the next big block of clean pages be brought in when handed
+ * out? While the program is dense, yes, except one block in TA_PROBE:
+ * that one is left to fault, so its measure when freed says whether the
+ * program still writes its big blocks through (populated ones, and ones
+ * on pages already resident, cannot tell). */
+#define TA_PROBE 8
+static _Atomic(unsigned) _ta_probe;
 static inline bool _ta_arena_dense(void) { return atomic_load_explicit(&_ta_density_seen, memory_order_relaxed) >= TA_DENSE; }
+static inline bool _ta_arena_populate_next(void) {
+  if (!_ta_arena_dense()) return false;
+  return atomic_fetch_add_explicit(&_ta_probe, 1, memory_order_relaxed) % TA_PROBE != TA_PROBE - 1;
+}
 
 static size_t _ta_span_resident_locked(const _ta_page_t *h) {
   size_t pages = (size_t)h->npages * TA_OS_PER_PAGE;
   if (h->kind != TA_KIND_LARGE || h->npages < TA_MEASURE_PAGES) return pages;
-  return _ta_measure_locked(h->start, pages * TA_OS_PAGE);
+  return _ta_measure_locked(h->start, pages * TA_OS_PAGE, (h->flags & TA_PF_PRIMED) != 0);
 }
 
 /* A huge block of bytes at p is being freed: measure it for the density
  * (it is the program's, so no other thread touches it meanwhile). */
 static void _ta_arena_note_huge_free(void *p, size_t bytes) {
   if (!_ta_arena_lock_take()) return;
-  (void)_ta_measure_locked(p, bytes);
+  (void)_ta_measure_locked(p, bytes, false);
   _ta_arena_lock_drop();
 }
 

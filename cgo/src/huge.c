@@ -15,6 +15,9 @@ typedef struct _ta_huge_s {
   size_t requested;  /* bytes asked for */
   size_t align;      /* alignment asked for (mremap keeps only OS pages) */
   uint32_t tag;      /* the tag it is charged to */
+  bool populated;    /* its pages were resident or brought in before the
+                        program had them (arena.c, density): its residency
+                        says nothing of the program's use */
 } _ta_huge_t;
 
 static pthread_mutex_t _ta_huge_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -154,7 +157,7 @@ static bool _ta_huge_insert_locked(uintptr_t a, size_t mapped, size_t requested,
     _ta_huge_t *e = &_ta_huge_tab[i];
     if (e->addr <= TA_HUGE_DELETED) {
       if (e->addr == TA_HUGE_DELETED) _ta_huge_tomb--;
-      *e = (_ta_huge_t){a, mapped, requested, align, tag};
+      *e = (_ta_huge_t){a, mapped, requested, align, tag, false};
       _ta_huge_used++;
       _ta_huge_publish_locked(mapped, true);
       return true;
@@ -170,6 +173,15 @@ static void _ta_huge_erase_locked(_ta_huge_t *e) {
 }
 
 static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *requested);
+
+/* Say that huge block p's pages were resident or populated before the
+ * program had them. */
+static void _ta_huge_mark_primed(void *p) {
+  _ta_mutex_lock(&_ta_huge_lock);
+  _ta_huge_t *e = _ta_huge_find_locked((uintptr_t)p);
+  if (e) e->populated = true;
+  _ta_mutex_unlock(&_ta_huge_lock);
+}
 
 static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, uint32_t tag) {
   if (!_ta_ensure_init()) return NULL;
@@ -210,7 +222,11 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, 
     errno = ENOMEM;
     return NULL;
   }
-  if (!cached && _ta_arena_dense()) _ta_os_populate(p, need); /* arena.c, density */
+  /* arena.c, density: a cached mapping was resident, a populated one is:
+   * neither shows the program's use when freed */
+  bool fill = !cached && _ta_arena_populate_next();
+  if (cached || fill) _ta_huge_mark_primed(p);
+  if (fill) _ta_os_populate(p, need);
   return p;
 }
 
@@ -247,12 +263,13 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *re
     return false;
   }
   size_t mapped = e->mapped;
+  bool populated = e->populated;
   *tag = e->tag;
   *mapped_out = mapped;
   *requested = e->requested;
   _ta_huge_erase_locked(e);
   _ta_mutex_unlock(&_ta_huge_lock);
-  _ta_arena_note_huge_free(p, mapped);
+  if (!populated) _ta_arena_note_huge_free(p, mapped);
   /* what the retain limit leaves for the cache, with this block off the
    * heap (the arena lock comes before this one) */
   size_t budget = _ta_arena_huge_budget(0);
@@ -298,6 +315,7 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   }
   size_t old = e->mapped, align = e->align, oldreq = e->requested;
   uint32_t tag = e->tag;
+  bool populated = e->populated;
   *mapped_out = old;
   *tag_out = tag;
   if (size <= TA_MAX_SMALL || align > TA_OS_PAGE) {
@@ -331,10 +349,12 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   _ta_huge_erase_locked(e);
   void *q = _ta_os_remap(p, old, mapped);
   bool ok = _ta_huge_insert_locked((uintptr_t)(q ? q : p), q ? mapped : old, q ? size : oldreq, align, tag);
+  bool fill = ok && q && need > old && _ta_arena_dense(); /* arena.c, density */
+  if (ok) _ta_huge_find_locked((uintptr_t)(q ? q : p))->populated = populated || fill;
   _ta_mutex_unlock(&_ta_huge_lock);
   if (!ok) _ta_fatal("huge table: cannot re-record %p after mremap", q ? q : p);
   if (q) {
-    if (need > old && _ta_arena_dense()) _ta_os_populate((uint8_t *)q + old, need - old); /* arena.c, density */
+    if (fill) _ta_os_populate((uint8_t *)q + old, need - old);
     TA_REALLOC_SAY(did, oldreq, mapped);
     _ta_count_resize(tag, old, mapped, oldreq, size);
   }

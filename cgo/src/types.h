@@ -223,6 +223,10 @@ enum {
   TA_PF_DIRTY = 1, /* free span: resident, not yet purged */
   TA_PF_ZERO = 2,  /* span memory is known to be zero (fresh or purged) */
   TA_PF_RESIDENT = 4, /* span just claimed: all its pages were resident */
+  TA_PF_PRIMED = 8, /* large span in use: its pages were resident or
+                        populated before the program had it, so its
+                        residency when freed says nothing of the
+                        program's use (arena.c, density) */
 };
 
 struct _ta_heap_s;
@@ -268,7 +272,8 @@ typedef struct _ta_page_s {
                                  abandoned list (read by remote frees) */
   /* written only under the arena lock */
   uint8_t kind;               /* TA_KIND_* */
-  uint8_t flags;              /* TA_PF_* (free spans) */
+  uint8_t flags;              /* TA_PF_* (free spans; TA_PF_PRIMED on a large
+                                 span in use, set by its owner) */
   uint32_t head_off;          /* pages back to the head; 0 on a head */
   _Atomic(uint32_t) sampled;  /* not under the lock: a filter of its sampled live
                                  blocks (TA_SAMPLING builds, sampledset.c); on this

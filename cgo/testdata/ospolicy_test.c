@@ -1,0 +1,151 @@
+/* ospolicy_test.c: what the arena's OS-memory policy promises (arena.c,
+ * ARCHITECTURE "Returning memory to the OS"), seen from outside with
+ * mincore: a program that writes its big blocks through gets the next
+ * one's pages brought in before it touches them; one that touches its big
+ * blocks in part does not; and the retain limit counts what of the free
+ * memory is resident, not its length.
+ * Prints "ok NAME" per test and "N passed, M failed". */
+#include "tcheck.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define MiB ((size_t)1 << 20)
+#define OS_PAGE 4096
+
+/* Resident share of [p, p+n), in percent. */
+static int resident_pct(void *p, size_t n) {
+  uintptr_t a = (uintptr_t)p & ~(uintptr_t)(OS_PAGE - 1);
+  size_t pages = ((uintptr_t)p + n - a + OS_PAGE - 1) / OS_PAGE, res = 0;
+  static unsigned char vec[64 * MiB / OS_PAGE];
+  if (pages > sizeof vec || mincore((void *)a, pages * OS_PAGE, vec) != 0) return -1;
+  for (size_t i = 0; i < pages; i++) res += vec[i] & 1;
+  return (int)(res * 100 / pages);
+}
+
+/* MADV_POPULATE_WRITE is Linux 5.14 and later: without it, nothing is
+ * populated and the dense test has nothing to see. */
+static int can_populate(void) {
+  void *p = mmap(NULL, OS_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return 0;
+  int ok = madvise(p, OS_PAGE, 23 /* MADV_POPULATE_WRITE */) == 0;
+  munmap(p, OS_PAGE);
+  return ok;
+}
+
+/* Allocate and free n blocks of size bytes, writing every page of each
+ * (dense) or only its first byte, purging after each: every block is on
+ * clean pages, the only ones that show how a program uses its blocks
+ * (pages already resident cannot tell). */
+static void churn(int n, size_t size, int dense) {
+  for (int i = 0; i < n; i++) {
+    char *p = malloc(size);
+    CHECK(p != NULL, "malloc(%zu)", size);
+    if (!p) return;
+    if (dense) {
+      for (size_t o = 0; o < size; o += OS_PAGE) p[o] = (char)o;
+    } else {
+      p[0] = 1;
+    }
+    free(p);
+    t_purge();
+  }
+}
+
+static void test_sparse_not_populated(void) {
+  churn(16, 2 * MiB, 0);
+  t_purge(); /* the next block's pages come from purged (not resident) memory */
+  char *p = malloc(3 * MiB);
+  CHECK(p != NULL, "malloc");
+  int pct = resident_pct(p, 3 * MiB);
+  CHECK(pct >= 0 && pct <= 10, "a program touching its big blocks in part: a new block %d%% resident before use", pct);
+  free(p);
+}
+
+/* Write every page of [p, p+n). */
+static void touch(char *p, size_t n) {
+  for (size_t o = 0; p && o < n; o += OS_PAGE) p[o] = 1;
+}
+
+static void test_dense_populated(void) {
+  if (!can_populate()) {
+    printf("skip dense_populated: no MADV_POPULATE_WRITE\n");
+    return;
+  }
+  churn(16, 2 * MiB, 1);
+  t_purge();
+  /* one block in 8 is left to fault (a probe of the density): of 8 new
+   * blocks, at least 6 are resident before the program touches them */
+  char *ps[8];
+  int populated = 0;
+  for (int i = 0; i < 8; i++) {
+    ps[i] = malloc(3 * MiB);
+    CHECK(ps[i] != NULL, "malloc");
+    populated += ps[i] && resident_pct(ps[i], 3 * MiB) >= 90;
+  }
+  CHECK(populated >= 6, "a program writing its big blocks through: only %d of 8 new blocks populated", populated);
+  for (int i = 0; i < 8; i++) touch(ps[i], 3 * MiB); /* as a dense program does */
+  for (int i = 0; i < 8; i++) free(ps[i]);
+  t_purge();
+  /* calloc of populated pages still gives zeros */
+  char *z = calloc(1, 3 * MiB);
+  CHECK(z != NULL, "calloc");
+  for (size_t o = 0; z && o < 3 * MiB; o += 997) CHECK(z[o] == 0, "calloc byte %zu not zero", o);
+  touch(z, 3 * MiB);
+  free(z);
+  /* huge blocks (their own mapping) too */
+  char *hs[4];
+  populated = 0;
+  for (int i = 0; i < 4; i++) {
+    hs[i] = malloc(40 * MiB);
+    CHECK(hs[i] != NULL, "malloc 40 MiB");
+    populated += hs[i] && resident_pct(hs[i], 40 * MiB) >= 90;
+  }
+  CHECK(populated >= 3, "a dense program: only %d of 4 new huge blocks populated", populated);
+  for (int i = 0; i < 4; i++) touch(hs[i], 40 * MiB);
+  for (int i = 0; i < 4; i++) free(hs[i]);
+  /* back to sparse: the probes see it, and populating stops */
+  churn(32, 2 * MiB, 0);
+  t_purge();
+  char *p = malloc(3 * MiB);
+  int pct = resident_pct(p, 3 * MiB);
+  CHECK(pct >= 0 && pct <= 10, "sparse again, yet a new block %d%% resident before use", pct);
+  free(p);
+}
+
+static void test_kept_by_what_is_resident(void) {
+  /* 24 blocks of 4 MiB, each touched at one page, freed together. The
+   * retain limit (8 MiB here: the heap fell to nothing) counts what is
+   * resident, 24 pages, so the arena keeps them all, and their touched
+   * pages stay resident for the next blocks (a limit on the spans'
+   * length, 96 MiB, would have purged all but two). */
+  churn(32, 2 * MiB, 0); /* a sparse program: nothing is populated */
+  t_purge();
+  char *ps[24];
+  for (int i = 0; i < 24; i++) {
+    ps[i] = malloc(4 * MiB);
+    CHECK(ps[i] != NULL, "malloc");
+    if (ps[i]) ps[i][0] = 1;
+  }
+  for (int i = 0; i < 24; i++) free(ps[i]);
+  int kept = 0;
+  for (int i = 0; i < 24; i++) kept += ps[i] && resident_pct(ps[i], 1) == 100;
+  CHECK(kept >= 20, "only %d of 24 freed blocks' touched pages kept resident", kept);
+  t_check(); /* the arena's count of resident pages agrees with its spans (debug builds) */
+  t_purge();
+  kept = 0;
+  for (int i = 0; i < 24; i++) kept += ps[i] && resident_pct(ps[i], 1) == 100;
+  CHECK(kept == 0, "%d freed blocks' pages still resident after tagalloc_purge", kept);
+}
+
+int main(void) {
+  if (!t_tagalloc_active()) {
+    fprintf(stderr, "tagalloc is not the allocator\n");
+    return 2;
+  }
+  RUN(test_sparse_not_populated);
+  RUN(test_dense_populated);
+  RUN(test_kept_by_what_is_resident);
+  return t_summary();
+}
