@@ -40,7 +40,8 @@
  *   1. class c = _ta_class_of(size); page = heap->direct[c]    (TLS heap)
  *   2. if page->ctr is heap->ctr (the thread's counters of its current
  *      tag, so the page is the thread's and of that tag): pop
- *      page->free; used++; heap->ctr += 1 block and the class size;
+ *      page->free (prefetching the next free block for writing);
+ *      used++; heap->ctr += 1 block and the class size;
  *      return.                                                (fast path)
  *      A page of another tag takes the tag if it is empty, else turns
  *      mixed: from then on tags[block index] holds each block's tag.
