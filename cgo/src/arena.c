@@ -81,6 +81,8 @@ static bool _ta_arena_add_locked(size_t want) {
     void *d = _ta_os_reserve(dbytes, TA_OS_PAGE);
     if (!d) continue;
     void *base = _ta_os_reserve(size, TA_PAGE_SIZE);
+    /* blocks lie below 2^48: xthread_free keeps a count above them (types.h) */
+    if (base && (uintptr_t)base + size > TA_XF_ONE) { _ta_os_release(base, size); base = NULL; }
     if (!base) { _ta_os_release(d, dbytes); continue; }
     _ta_os_name(base, size, "tagalloc heap");
     _ta_os_name(d, dbytes, "tagalloc page descriptors");

@@ -23,6 +23,23 @@ static void _ta_page_extend(_ta_page_t *pg) {
   __atomic_store_n(&pg->capacity, (uint16_t)(pg->capacity + n), __ATOMIC_RELAXED);
 }
 
+/* Ask for p's line, to be written (b->key at the next malloc): a block
+ * another thread freed was last written there, and fetching it while the
+ * program works on this block takes its miss off the next malloc's chain
+ * (each pop loads the next block's address from the block). Harmless on
+ * NULL. */
+static inline __attribute__((always_inline)) void _ta_prefetch_w(const void *p) {
+#if defined(__x86_64__)
+  /* gcc's __builtin_prefetch(p, 1) is a prefetch for reading without
+   * -mprfchw; prefetchw is a hint NOP on CPUs without it. The address in a
+   * register, not an "m" operand: that would tell the compiler p is not
+   * NULL. */
+  __asm__("prefetchw (%0)" : : "r"(p));
+#else
+  __builtin_prefetch(p, 1);
+#endif
+}
+
 /* Hand out b, the first free block of pg, a page of class c of h whose
  * tag is the thread's current one (pg->ctr is h->ctr, or b's entry on a
  * mixed page: _ta_page_retag), and count it in that tag's counters
@@ -32,7 +49,9 @@ static void _ta_page_extend(_ta_page_t *pg) {
  * tail call). */
 static inline __attribute__((always_inline)) bool _ta_take(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b) {
   _ta_ctr_t *ct = h->ctr;
-  pg->free = b->next;
+  _ta_block_t *next = b->next;
+  pg->free = next;
+  _ta_prefetch_w(next);
   b->key = 0;
   pg->used++;
   uint64_t bsize = pg->block_size; /* _ta_classes[c].size, on a line at hand */
@@ -114,19 +133,35 @@ static void _ta_take_requested(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_bl
   TA_BOOK_ADD(h->ctr->alloc_req, size);
 }
 
-/* Take the blocks other threads freed into pg (owner only). */
+/* Take the blocks other threads freed into pg (owner only). The count in
+ * the word says how many without a walk: when pg's own list is empty (as
+ * it is when malloc runs out of blocks, and on a full page) the list
+ * becomes it as it is, and the blocks' lines move to this thread one at a
+ * time as malloc pops them. Otherwise the list is walked to its tail, and
+ * a walk that finds another count than the word's (a cycle, as two threads
+ * freeing one block at once can make) aborts. A count above used is a
+ * double free either way. A cycle in a list taken without a walk hands a
+ * block out more than once: the program's second free of it finds it on
+ * the free list (_ta_check_double_free), and tagalloc_check's
+ * _ta_page_check finds the cycle. */
 static void _ta_page_collect(_ta_page_t *pg) {
   if (atomic_load_explicit(&pg->xthread_free, memory_order_relaxed) == 0) return;
-  _ta_block_t *list = (_ta_block_t *)atomic_exchange_explicit(&pg->xthread_free, 0, memory_order_acquire);
+  uintptr_t w = atomic_exchange_explicit(&pg->xthread_free, 0, memory_order_acquire);
+  _ta_block_t *list = _ta_xf_list(w);
+  uint32_t k = _ta_xf_count(w);
+  if (ta_unlikely(k > pg->used || (k == 0) != (list == NULL)))
+    _ta_fatal("page %p: %u blocks freed from other threads but only %u in use (double free?)", pg->start, k, pg->used);
   if (!list) return;
-  uint32_t k = 1;
-  _ta_block_t *tail = list;
-  while (tail->next) {
-    tail = tail->next;
-    if (ta_unlikely(++k > pg->reserved)) _ta_fatal("page %p: its list of blocks freed by other threads loops (double free?)", pg->start);
+  if (pg->free) {
+    uint32_t n = 1;
+    _ta_block_t *tail = list;
+    while (tail->next && n <= k) {
+      tail = tail->next;
+      n++;
+    }
+    if (ta_unlikely(n != k || tail->next)) _ta_fatal("page %p: its list of blocks freed by other threads is not its count %u long (double free?)", pg->start, k);
+    tail->next = pg->free;
   }
-  if (ta_unlikely(k > pg->used)) _ta_fatal("page %p: %u blocks freed from other threads but only %u in use (double free?)", pg->start, k, pg->used);
-  tail->next = pg->free;
   pg->free = list;
   pg->used -= k;
 }
@@ -137,7 +172,7 @@ static void _ta_page_collect(_ta_page_t *pg) {
  * data matched the key by chance. Lists are walked at most as far as the
  * page has blocks, so a corrupted list cannot hang us. */
 TA_NOINLINE static void _ta_check_double_free(_ta_page_t *pg, _ta_block_t *b, const char *fn) {
-  const _ta_block_t *lists[2] = {(const _ta_block_t *)atomic_load_explicit(&pg->xthread_free, memory_order_acquire), pg->free};
+  const _ta_block_t *lists[2] = {_ta_xf_list(atomic_load_explicit(&pg->xthread_free, memory_order_acquire)), pg->free};
   bool owner = atomic_load_explicit(&pg->heap, memory_order_relaxed) == _ta_tls_heap;
   for (int i = 0; i < (owner ? 2 : 1); i++) { /* only the owner may read its own list */
     uint32_t steps = 0;
@@ -159,8 +194,9 @@ static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
   b->key = _ta_free_key;
   uintptr_t old = atomic_load_explicit(&pg->xthread_free, memory_order_relaxed);
   do {
-    b->next = (_ta_block_t *)old;
-  } while (!atomic_compare_exchange_weak_explicit(&pg->xthread_free, &old, (uintptr_t)b, memory_order_seq_cst, memory_order_relaxed));
+    b->next = _ta_xf_list(old);
+  } while (!atomic_compare_exchange_weak_explicit(&pg->xthread_free, &old, (uintptr_t)b + (old & -TA_XF_ONE) + TA_XF_ONE,
+                                                  memory_order_seq_cst, memory_order_relaxed));
   if (atomic_load_explicit(&pg->in_full, memory_order_seq_cst)) {
     _ta_heap_t *h = atomic_load_explicit(&pg->heap, memory_order_acquire);
     /* Heap structs are never unmapped, so a stale owner only gets a
@@ -185,7 +221,8 @@ static void _ta_page_init_small(_ta_page_t *pg, unsigned c) {
 static void _ta_page_check(const _ta_page_t *pg) {
   if (pg->kind != TA_KIND_SMALL) _ta_fatal("page %p: kind %u is not small", pg->start, pg->kind);
   size_t lim = pg->reserved, counts[2] = {0, 0};
-  const _ta_block_t *lists[2] = {pg->free, (const _ta_block_t *)atomic_load(&pg->xthread_free)};
+  uintptr_t xf = atomic_load(&pg->xthread_free);
+  const _ta_block_t *lists[2] = {pg->free, _ta_xf_list(xf)};
   for (int i = 0; i < 2; i++) {
     for (const _ta_block_t *b = lists[i]; b; b = b->next) {
       size_t off = (size_t)((const uint8_t *)b - pg->start);
@@ -200,4 +237,6 @@ static void _ta_page_check(const _ta_page_t *pg) {
     _ta_fatal("page %p: used %u + free %zu + uncarved %u != reserved %u", pg->start, used, counts[0],
               (unsigned)(pg->reserved - pg->capacity), pg->reserved);
   if (counts[1] > used) _ta_fatal("page %p: %zu blocks freed by others but only %u in use", pg->start, counts[1], used);
+  if (counts[1] != _ta_xf_count(xf)) /* pushes only put blocks in front of xf's */
+    _ta_fatal("page %p: %zu blocks on the list freed by others, its count says %u", pg->start, counts[1], _ta_xf_count(xf));
 }

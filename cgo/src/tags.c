@@ -709,7 +709,7 @@ static void _ta_walk_heap(void) {
       if (h->kind == TA_KIND_SMALL) {
         /* live: carved and on neither free list; each is its tag's */
         memset(freed, 0, sizeof freed);
-        const _ta_block_t *lists[2] = {h->free, (const _ta_block_t *)atomic_load(&h->xthread_free)};
+        const _ta_block_t *lists[2] = {h->free, _ta_xf_list(atomic_load(&h->xthread_free))};
         for (int l = 0; l < 2; l++)
           for (const _ta_block_t *b = lists[l]; b; b = b->next) {
             size_t k = _ta_block_index(h, b);

@@ -40,7 +40,8 @@
  *   1. class c = _ta_class_of(size); page = heap->direct[c]    (TLS heap)
  *   2. if page->ctr is heap->ctr (the thread's counters of its current
  *      tag, so the page is the thread's and of that tag): pop
- *      page->free; used++; heap->ctr += 1 block and the class size;
+ *      page->free (prefetching the next free block for writing);
+ *      used++; heap->ctr += 1 block and the class size;
  *      return.                                                (fast path)
  *      A page of another tag takes the tag if it is empty, else turns
  *      mixed: from then on tags[block index] holds each block's tag.
@@ -204,6 +205,20 @@ typedef struct _ta_block_s {
   uintptr_t key;
 } _ta_block_t;
 
+/* A page's xthread_free word: the list of blocks other threads freed (a
+ * Treiber stack, pushed with one compare-and-swap) in the low 48 bits, and
+ * its length in the top 16, updated in the same swap. So the owner takes
+ * the list and its length whole, and when its own list is empty (the
+ * usual case when it collects) makes the list its own without a walk: the
+ * walk was a chain of misses, each block's line last written by the thread
+ * that freed it. Arenas lie below 2^48 (arena.c), and a page has at most
+ * 4096 blocks, so neither field overflows into the other. */
+#define TA_XF_SHIFT 48
+#define TA_XF_ONE ((uintptr_t)1 << TA_XF_SHIFT)
+static inline _ta_block_t *_ta_xf_list(uintptr_t w) { return (_ta_block_t *)(w & (TA_XF_ONE - 1)); }
+static inline uint32_t _ta_xf_count(uintptr_t w) { return (uint32_t)(w >> TA_XF_SHIFT); }
+_Static_assert(sizeof(uintptr_t) == 8, "xthread_free packs a count above a 48-bit pointer");
+
 /* Never 0 (fresh memory); randomized at initialization. */
 static uintptr_t _ta_free_key = (uintptr_t)0x5a17a110cf2eeb1dULL;
 
@@ -236,13 +251,14 @@ struct _ta_heap_s;
  *   free, used, capacity, reserved, sclass, block_size, ctr, tags[]
  *   entries, in_full, next/prev (of a span in use): the owning heap's
  *   thread (ctr also whoever takes an abandoned page, under the lock).
- *   xthread_free: any thread (lock-free push); the owner takes it whole.
+ *   xthread_free: any thread (lock-free push, with its count in the same
+ *   word); the owner takes it whole.
  *   heap: the owner (abandon) or an adopter under _ta_aband_lock.
  *   kind, npages, head_off, flags, dirty links, the tags and slop arrays
  *   themselves: the arena lock holder, or the owner for a span it holds.
  * Invariant (small span, at rest): used + |free| + (reserved - capacity)
- *   == reserved, and |xthread_free| <= used (blocks other threads freed
- *   count as used until the owner collects them). A block handed out has
+ *   == reserved, and |xthread_free| == its count <= used (blocks other
+ *   threads freed count as used until the owner collects them). A block handed out has
  *   tag `tag`, or when that is TA_TAG_MIXED, tags[i] (a free block's entry
  *   is stale). Most pages only ever hold one tag's blocks: while they do,
  *   ctr is the owner thread's counters for that tag, and malloc and free
@@ -282,7 +298,8 @@ typedef struct _ta_page_s {
   void *slop;                 /* TAGALLOC_REQUESTED: per block, usable - requested
                                  (uint16_t if block_size < 64 KiB, else uint32_t) */
   /* cache line 2: cross-thread and list bookkeeping */
-  _Atomic(uintptr_t) xthread_free; /* blocks freed by other threads */
+  _Atomic(uintptr_t) xthread_free; /* blocks freed by other threads, and their
+                                      count (_ta_xf_list, _ta_xf_count) */
   struct _ta_page_s *next;    /* heap queue / free-span bin links */
   struct _ta_page_s *prev;
   struct _ta_page_s *dnext;   /* dirty list (free spans), oldest first */
