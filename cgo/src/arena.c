@@ -248,12 +248,16 @@ static size_t _ta_retain_limit_pages(uint64_t now) {
 
 /* Huge blocks live outside the arena but under the same policy: one of
  * npages allocated counts towards the heap's high-water mark and the
- * largest recent span (TA_RECENT_MS); the cache of freed huge mappings
- * may hold what the retain limit leaves after the dirty pages (bytes). A
- * signal handler inside arena work (the lock is its thread's) gets
- * retain_min. Takes the arena lock: call without the huge lock. */
-static size_t _ta_arena_huge_budget(size_t alloc_pages) {
+ * largest recent span (TA_RECENT_MS); one being freed (freed, freed_bytes;
+ * the program's, so no other thread touches it meanwhile) is measured
+ * for the density; the cache of freed huge mappings may hold what the
+ * retain limit leaves after the dirty pages (bytes). A signal handler
+ * inside arena work (the lock is its thread's) gets retain_min. Takes the
+ * arena lock: call without the huge lock. */
+static size_t _ta_measure_locked(void *p, size_t bytes, bool primed);
+static size_t _ta_arena_huge_budget(size_t alloc_pages, void *freed, size_t freed_bytes) {
   if (!_ta_arena_lock_take()) return _ta_opt.retain_min;
+  if (freed) (void)_ta_measure_locked(freed, freed_bytes, false);
   uint64_t now = _ta_now_ms();
   if (alloc_pages) {
     _ta_note_hwm();
@@ -669,12 +673,12 @@ static unsigned _ta_density;                /* arena lock */
 static _Atomic(unsigned) _ta_density_seen; /* a copy read without it */
 
 /* Measure [p, p+bytes) for the retain limit, and for the density unless
- * its pages were populated for it (their residency then says nothing of
- * the program's use). */
-static size_t _ta_measure_locked(void *p, size_t bytes, bool populated) {
+ * primed: its pages were resident or populated before the program had
+ * them, so their residency says nothing of the program's use. */
+static size_t _ta_measure_locked(void *p, size_t bytes, bool primed) {
   size_t pages = bytes / TA_OS_PAGE;
   size_t res = _ta_os_resident(p, bytes, _ta_mincore_vec, sizeof _ta_mincore_vec);
-  if (!populated) {
+  if (!primed) {
     int d = (int)(res * 256 / (pages ? pages : 1)), cur = (int)_ta_density;
     _ta_density = (unsigned)(cur + (d - cur) / 4);
     atomic_store_explicit(&_ta_density_seen, _ta_density, memory_order_relaxed);
@@ -699,14 +703,6 @@ static size_t _ta_span_resident_locked(const _ta_page_t *h) {
   size_t pages = (size_t)h->npages * TA_OS_PER_PAGE;
   if (h->kind != TA_KIND_LARGE || h->npages < TA_MEASURE_PAGES) return pages;
   return _ta_measure_locked(h->start, pages * TA_OS_PAGE, (h->flags & TA_PF_PRIMED) != 0);
-}
-
-/* A huge block of bytes at p is being freed: measure it for the density
- * (it is the program's, so no other thread touches it meanwhile). */
-static void _ta_arena_note_huge_free(void *p, size_t bytes) {
-  if (!_ta_arena_lock_take()) return;
-  (void)_ta_measure_locked(p, bytes, false);
-  _ta_arena_lock_drop();
 }
 
 /* Return a span in use to the arena. */

@@ -15,9 +15,9 @@ typedef struct _ta_huge_s {
   size_t requested;  /* bytes asked for */
   size_t align;      /* alignment asked for (mremap keeps only OS pages) */
   uint32_t tag;      /* the tag it is charged to */
-  bool populated;    /* its pages were resident or brought in before the
-                        program had them (arena.c, density): its residency
-                        says nothing of the program's use */
+  bool primed;       /* its pages were resident or brought in before the
+                        program had them (arena.c, density, as TA_PF_PRIMED):
+                        its residency says nothing of the program's use */
 } _ta_huge_t;
 
 static pthread_mutex_t _ta_huge_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -98,7 +98,7 @@ static void *_ta_huge_cache_take_locked(size_t need, size_t align, bool growing,
 
 static void _ta_huge_purge(bool all) {
   _ta_huge_cached_t out[TA_HUGE_CACHE];
-  size_t budget = all ? 0 : _ta_arena_huge_budget(0);
+  size_t budget = all ? 0 : _ta_arena_huge_budget(0, NULL, 0);
   _ta_mutex_lock(&_ta_huge_lock);
   size_t n = _ta_huge_cache_expire_locked(all, _ta_now_ms(), budget, out);
   _ta_huge_cache_publish_locked();
@@ -150,14 +150,14 @@ static void _ta_huge_publish_locked(size_t mapped, bool add) {
   if (_ta_books) atomic_store_explicit(&_ta_books->huge_live, v, memory_order_relaxed);
 }
 
-static bool _ta_huge_insert_locked(uintptr_t a, size_t mapped, size_t requested, size_t align, uint32_t tag) {
+static bool _ta_huge_insert_locked(uintptr_t a, size_t mapped, size_t requested, size_t align, uint32_t tag, bool primed) {
   if ((_ta_huge_used + _ta_huge_tomb + 1) * 2 > _ta_huge_cap && !_ta_huge_grow_locked()) return false;
   size_t m = _ta_huge_cap - 1;
   for (size_t i = _ta_huge_hash(a) & m;; i = (i + 1) & m) {
     _ta_huge_t *e = &_ta_huge_tab[i];
     if (e->addr <= TA_HUGE_DELETED) {
       if (e->addr == TA_HUGE_DELETED) _ta_huge_tomb--;
-      *e = (_ta_huge_t){a, mapped, requested, align, tag, false};
+      *e = (_ta_huge_t){a, mapped, requested, align, tag, primed};
       _ta_huge_used++;
       _ta_huge_publish_locked(mapped, true);
       return true;
@@ -173,15 +173,6 @@ static void _ta_huge_erase_locked(_ta_huge_t *e) {
 }
 
 static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *requested);
-
-/* Say that huge block p's pages were resident or populated before the
- * program had them. */
-static void _ta_huge_mark_primed(void *p) {
-  _ta_mutex_lock(&_ta_huge_lock);
-  _ta_huge_t *e = _ta_huge_find_locked((uintptr_t)p);
-  if (e) e->populated = true;
-  _ta_mutex_unlock(&_ta_huge_lock);
-}
 
 static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, uint32_t tag) {
   if (!_ta_ensure_init()) return NULL;
@@ -205,8 +196,11 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, 
     if (!p) { errno = ENOMEM; return NULL; }
   }
   if (cached && zero) memset(p, 0, size);
+  /* arena.c, density: a cached mapping was resident, a populated one will
+   * be: neither shows the program's use when freed */
+  bool fill = !cached && _ta_arena_populate_next();
   _ta_mutex_lock(&_ta_huge_lock);
-  bool ok = _ta_huge_insert_locked((uintptr_t)p, mapped, size, align, tag);
+  bool ok = _ta_huge_insert_locked((uintptr_t)p, mapped, size, align, tag, cached || fill);
   _ta_mutex_unlock(&_ta_huge_lock);
   if (!ok) {
     _ta_os_release(p, mapped);
@@ -214,7 +208,7 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, 
     return NULL;
   }
   if (!cached) _ta_os_name(p, mapped, "tagalloc huge");
-  (void)_ta_arena_huge_budget(mapped >> TA_PAGE_SHIFT); /* the heap's mark and recent size know it */
+  (void)_ta_arena_huge_budget(mapped >> TA_PAGE_SHIFT, NULL, 0); /* the heap's mark and recent size know it */
   if (ta_unlikely(!_ta_count_alloc(tag, mapped, size))) { /* a budget refused it: back it goes */
     uint32_t t;
     size_t m, r;
@@ -222,10 +216,6 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, 
     errno = ENOMEM;
     return NULL;
   }
-  /* arena.c, density: a cached mapping was resident, a populated one is:
-   * neither shows the program's use when freed */
-  bool fill = !cached && _ta_arena_populate_next();
-  if (cached || fill) _ta_huge_mark_primed(p);
   if (fill) _ta_os_populate(p, need);
   return p;
 }
@@ -263,16 +253,16 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *re
     return false;
   }
   size_t mapped = e->mapped;
-  bool populated = e->populated;
+  bool primed = e->primed;
   *tag = e->tag;
   *mapped_out = mapped;
   *requested = e->requested;
   _ta_huge_erase_locked(e);
   _ta_mutex_unlock(&_ta_huge_lock);
-  if (!populated) _ta_arena_note_huge_free(p, mapped);
   /* what the retain limit leaves for the cache, with this block off the
-   * heap (the arena lock comes before this one) */
-  size_t budget = _ta_arena_huge_budget(0);
+   * heap (the arena lock comes before this one); the block measured for
+   * the density unless primed */
+  size_t budget = _ta_arena_huge_budget(0, primed ? NULL : p, mapped);
   _ta_mutex_lock(&_ta_huge_lock);
   uint64_t now = _ta_now_ms();
   if (mapped <= budget) {
@@ -315,7 +305,7 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   }
   size_t old = e->mapped, align = e->align, oldreq = e->requested;
   uint32_t tag = e->tag;
-  bool populated = e->populated;
+  bool primed = e->primed;
   *mapped_out = old;
   *tag_out = tag;
   if (size <= TA_MAX_SMALL || align > TA_OS_PAGE) {
@@ -348,9 +338,8 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   }
   _ta_huge_erase_locked(e);
   void *q = _ta_os_remap(p, old, mapped);
-  bool ok = _ta_huge_insert_locked((uintptr_t)(q ? q : p), q ? mapped : old, q ? size : oldreq, align, tag);
-  bool fill = ok && q && need > old && _ta_arena_dense(); /* arena.c, density */
-  if (ok) _ta_huge_find_locked((uintptr_t)(q ? q : p))->populated = populated || fill;
+  bool fill = q && need > old && _ta_arena_dense(); /* arena.c, density */
+  bool ok = _ta_huge_insert_locked((uintptr_t)(q ? q : p), q ? mapped : old, q ? size : oldreq, align, tag, primed || fill);
   _ta_mutex_unlock(&_ta_huge_lock);
   if (!ok) _ta_fatal("huge table: cannot re-record %p after mremap", q ? q : p);
   if (q) {
