@@ -12,7 +12,8 @@
 // as C (cgo/src/shared.h, included by types.h: the constants, the two
 // headers' structs with a static assertion of each field's offset, the
 // options as the X-macro options.c builds its table from) and as Go
-// (layout.go here: the constants and the options table;
+// (layout.go here: the constants and the options table, whose types
+// are written by hand in options.go;
 // books/header_gen.go and tagtable/evheader_gen.go: the two headers'
 // structs, field for field). mklayout's test regenerates every file in
 // memory and compares it byte for byte with the one on disk, as
