@@ -82,7 +82,10 @@ static inline void *_ta_malloc_class(unsigned c, size_t size) {
 static void _ta_large_prime(_ta_page_t *pg, size_t size, uint8_t state) {
   bool fill = (state & TA_PF_RESIDENT) ? false : (state & TA_PF_ZERO) ? _ta_arena_populate_next() : _ta_arena_dense();
   if (fill || !(state & TA_PF_ZERO)) pg->flags = TA_PF_PRIMED;
-  if (fill) _ta_os_populate(pg->start, _ta_align_up(size, TA_OS_PAGE));
+  if (fill) {
+    _ta_os_populate(pg->start, _ta_align_up(size, TA_OS_PAGE));
+    pg->claim_res = (size_t)pg->npages * TA_OS_PER_PAGE;
+  }
 }
 
 /* Large: a span of whole pages, aligned to align (a power of two). */
@@ -412,6 +415,7 @@ static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
         if (npages > was && npages >= TA_MEASURE_PAGES && _ta_arena_dense()) {
           pg->flags = TA_PF_PRIMED;
           _ta_os_populate(pg->start + (was << TA_PAGE_SHIFT), (npages - was) << TA_PAGE_SHIFT);
+          pg->claim_res = (size_t)npages * TA_OS_PER_PAGE;
         }
         TA_REALLOC_SAY(did, pg->requested, now);
         _ta_count_resize(tag, usable, now, pg->requested, size);

@@ -242,6 +242,10 @@ enum {
                         populated before the program had it, so its
                         residency when freed says nothing of the
                         program's use (arena.c, density) */
+  TA_PF_UNMEASURED = 16, /* dirty free span: its resident count is a guess
+                            (arena.c, "what is resident"), every page at
+                            most; the purge measures it before purging
+                            anything for the retain limit */
 };
 
 struct _ta_heap_s;
@@ -308,13 +312,17 @@ typedef struct _ta_page_s {
     uint64_t freed_at_ms;     /* free span: when it became free (dirty list) */
     uint16_t *tags;           /* small span in use: per block, its tag id
                                  (reserved entries; read when mixed) */
+    uint64_t claim_res;       /* large span in use: OS pages of it resident
+                                 when claimed or populated, a guess
+                                 (arena.c, "what is resident") */
   };
   union {
     size_t requested;         /* large: bytes the caller asked for */
     size_t nsampled;          /* small (TA_SAMPLING): its sampled live blocks
                                  (sample lock) */
     size_t resident;          /* dirty free span: OS pages of it resident, at
-                                 most (arena.c, "what is resident") */
+                                 most, or a guess if TA_PF_UNMEASURED
+                                 (arena.c, "what is resident") */
   };
   uint32_t npages;            /* span length in pages (heads; arena lock) */
   uint16_t arena;             /* index of the arena holding this page (arena lock) */
