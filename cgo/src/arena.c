@@ -343,13 +343,20 @@ static void _ta_books_publish_arena_locked(void) {
   atomic_store_explicit(&_ta_books->descriptors, (uint64_t)top * sizeof(_ta_page_t) + _ta_side_mapped, memory_order_relaxed);
 }
 
+static _Atomic(size_t) _ta_arena_dirty_bytes; /* _ta_dirty_res in bytes, for the purger (purger.c) */
+static void _ta_purger_kick(void);
+
 static void _ta_unlock_purge(bool all, uint64_t now) {
   _ta_page_t *batch[TA_PURGE_BATCH];
   _ta_books_publish_arena_locked();
   for (;;) {
     size_t n = _ta_purge_pick_locked(all, now, batch);
     if (n == 0) {
+      /* Dirty spans a guess says hold nothing count: they still go when old. */
+      size_t bytes = _ta_dirty_pages ? (_ta_dirty_res + 1) * TA_OS_PAGE : 0;
+      atomic_store_explicit(&_ta_arena_dirty_bytes, bytes, memory_order_seq_cst);
       _ta_arena_lock_drop();
+      _ta_purger_kick();
       return;
     }
     /* The system calls run without the lock, and a signal handler arriving

@@ -91,6 +91,7 @@ static void _ta_fork_child(void) {
   _ta_mutex_reinit(&_ta_tags_lock);
   _ta_sample_fork_child();
   _ta_report_fork_child();
+  _ta_purger_fork_child();
   /* Only the forking thread lives on: the others' records are free. Any
    * of them may have been between a change to the heap and its count
    * (the fast paths take no lock fork holds): then the copied books are

@@ -20,6 +20,7 @@
 #include "heap.c"      /* thread heaps: slow path, thread exit */
 #include "huge.c"      /* huge blocks: one mapping each */
 #include "tags.c"      /* tags: registry, thread records, counters, API */
+#include "purger.c"    /* the thread that purges when the program does not call */
 #include "budget.c"    /* tag budgets: limits on a tag's live bytes, charged at rises */
 #include "init.c"      /* lazy init, fork */
 #include "alloc.c"     /* the public entry points */
@@ -54,6 +55,7 @@ static const struct {
 #else
     {NULL, "_ta_quar_lock"},
 #endif
+    {&_ta_purger_lock, "_ta_purger_lock"},
 };
 _Static_assert(sizeof(_ta_locks_ranked) / sizeof(_ta_locks_ranked[0]) < 32, "a thread's ranks are bits of a uint32_t");
 

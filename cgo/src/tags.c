@@ -658,7 +658,8 @@ static void *_ta_thread_start(void *p) {
 typedef int (*_ta_pthread_create_t)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 static _Atomic(_ta_pthread_create_t) _ta_real_pthread_create;
 
-TA_EXPORT int TA_NAME(pthread_create)(pthread_t *t, const pthread_attr_t *attr, void *(*start)(void *), void *arg) {
+/* The C library's pthread_create (ours wraps it), or NULL. */
+static _ta_pthread_create_t _ta_pthread_create_real(void) {
   _ta_pthread_create_t real = atomic_load_explicit(&_ta_real_pthread_create, memory_order_acquire);
   if (!real) {
 #ifdef TA_PREFIX
@@ -666,9 +667,14 @@ TA_EXPORT int TA_NAME(pthread_create)(pthread_t *t, const pthread_attr_t *attr, 
 #else
     real = (_ta_pthread_create_t)dlsym(RTLD_NEXT, "pthread_create");
 #endif
-    if (!real) return EAGAIN;
-    atomic_store_explicit(&_ta_real_pthread_create, real, memory_order_release);
+    if (real) atomic_store_explicit(&_ta_real_pthread_create, real, memory_order_release);
   }
+  return real;
+}
+
+TA_EXPORT int TA_NAME(pthread_create)(pthread_t *t, const pthread_attr_t *attr, void *(*start)(void *), void *arg) {
+  _ta_pthread_create_t real = _ta_pthread_create_real();
+  if (!real) return EAGAIN;
   uint32_t tag = _ta_current_tag();
   if (tag == TA_TAG_UNTAGGED) return real(t, attr, start, arg);
   /* The hand-over record is ours, not the program's: charge it to the

@@ -112,6 +112,8 @@
  *   _ta_huge_lock     the huge table (huge.c)
  *   _ta_meta_lock     the metadata allocator (heap.c)
  *   _ta_quar_lock     the checking build's quarantine (check.c): a leaf
+ *   _ta_purger_lock   the purger's wake-up (purger.c): a leaf, only tried
+ *                     by others (not taken by fork: its child makes it anew)
  * Apart from _ta_report_lock, none is held while calling anything that
  * could allocate through malloc. Every lock is taken through
  * _ta_mutex_lock (the end of this file), and debug builds check this
