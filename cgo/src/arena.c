@@ -284,6 +284,40 @@ static size_t _ta_arena_huge_budget(size_t alloc_pages, void *freed, size_t free
 static size_t _ta_purging_pages; /* pages in spans being purged */
 static void _ta_dirty_measure_locked(_ta_page_t *h);
 
+/* Cut the last cut pages off dirty span h, resident throughout, of
+ * TA_PURGE_CUT_SPAN pages or more, for a purge: h stays where it is on the dirty list (its age is its own), in
+ * the bin of its new length; the tail becomes a PURGING span. */
+#define TA_PURGE_CUT_SPAN 64 /* pages (4 MiB): smaller spans go whole, the oldest first, as they did */
+static _ta_page_t *_ta_dirty_cut_tail_locked(_ta_page_t *h, size_t cut) {
+  _ta_arena_t *a = &_ta_arenas[h->arena];
+  size_t n = h->npages, keep = n - cut, idx = _ta_page_index(a, h);
+  size_t b = _ta_bin_of(n);
+  _ta_q_remove(&_ta_bins[b], h);
+  if (b < TA_BINS && _ta_bins[b].first == NULL) _ta_bin_mask &= ~((uint64_t)1 << b);
+  h->npages = (uint32_t)keep;
+  h->resident = keep * TA_OS_PER_PAGE;
+  _ta_dirty_pages -= cut;
+  _ta_dirty_res -= cut * TA_OS_PER_PAGE;
+  if (keep > 1) {
+    a->pages[idx + keep - 1].kind = TA_KIND_INNER;
+    a->pages[idx + keep - 1].head_off = (uint32_t)(keep - 1);
+  }
+  b = _ta_bin_of(keep);
+  _ta_q_push(&_ta_bins[b], h);
+  if (b < TA_BINS) _ta_bin_mask |= (uint64_t)1 << b;
+  _ta_page_t *t = &a->pages[idx + keep];
+  t->kind = TA_KIND_PURGING;
+  t->head_off = 0;
+  t->npages = (uint32_t)cut;
+  t->arena = h->arena;
+  t->start = h->start + (keep << TA_PAGE_SHIFT);
+  t->flags = 0;
+  t->dnext = t->dprev = NULL;
+  atomic_store_explicit(&t->heap, NULL, memory_order_relaxed);
+  if (cut > 1) a->pages[idx + n - 1].head_off = (uint32_t)(cut - 1);
+  return t;
+}
+
 /* Pick the dirty spans to purge: older than the delay, or the oldest beyond
  * the retain limit (all of them if all). The limit is on what is resident,
  * and a span it would purge whose count is a bound (TA_PF_UNMEASURED) is
@@ -310,8 +344,20 @@ static size_t _ta_purge_pick_locked(bool all, uint64_t now, _ta_page_t **batch) 
     next = h->dnext;
     bool old = now - h->freed_at_ms >= _ta_opt.purge_delay_ms;
     if (!all && !old) {
-      if (_ta_dirty_resident_pages() <= limit) break;
+      size_t res = _ta_dirty_resident_pages();
+      if (res <= limit) break;
       if (h == spare || h->resident == 0) continue;
+      /* Over the limit by less than this span holds: only its tail goes
+       * (a 132 MiB span purged whole for being 9 pages over made a loop of
+       * 64 KiB-64 MiB blocks fault 480 MiB more than it needed to). */
+      size_t cut = res - limit;
+      if ((h->flags & TA_PF_UNMEASURED) == 0 && h->resident == (size_t)h->npages * TA_OS_PER_PAGE && h->npages >= TA_PURGE_CUT_SPAN &&
+          h->npages >= 2 * cut) {
+        _ta_page_t *t = _ta_dirty_cut_tail_locked(h, cut);
+        _ta_purging_pages += cut;
+        batch[n++] = t;
+        continue;
+      }
     }
     if (old) { /* decay the high-water mark */
       size_t u = _ta_heap_pages();
