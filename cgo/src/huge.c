@@ -73,25 +73,46 @@ static void _ta_huge_unmap_all(const _ta_huge_cached_t *v, size_t n) {
 }
 
 /* A cached mapping for need bytes starting at a multiple of align (a power
- * of two), or NULL: the best fit, at most 4 times need; for a buffer
- * realloc is growing (growing), the largest, at most 8 times need: it
- * grows into the room without a system call or a fault, where a best fit
- * would grow by mremap onto fresh pages while a bigger resident mapping
- * waits in the cache to be unmapped (a loop of buffers grown to 1-4 MiB
- * and freed faulted 23k pages in huge mappings). */
+ * of two), or NULL. For a buffer realloc is growing (growing): the
+ * largest, at most 8 times need, whole: it grows into the room without a
+ * system call or a fault, where a best fit would grow by mremap onto
+ * fresh pages while a bigger resident mapping waits in the cache to be
+ * unmapped (a loop of buffers grown to 1-4 MiB and freed faulted 23k
+ * pages in huge mappings). Otherwise the best fit, of which need bytes
+ * are taken and the rest, if 1 MiB or more, stays cached (a mapping is
+ * only pages: its parts are unmapped, or taken, on their own); if none
+ * fits, the largest of a quarter of need or more, smaller than need (*mapped says how
+ * much: the caller grows it with mremap, so its resident pages serve,
+ * moved, and only the rest faults). A loop of 64 KiB-64 MiB blocks mapped
+ * 800 MiB afresh while 32 MiB mappings sat in the cache, and gave 64 MiB
+ * ones to 32 MiB blocks. */
 static void *_ta_huge_cache_take_locked(size_t need, size_t align, bool growing, size_t *mapped) {
-  size_t best = TA_HUGE_CACHE, most = need * (growing ? 8 : 4);
-  if (most / need != (growing ? 8u : 4u)) most = SIZE_MAX;
+  size_t best = TA_HUGE_CACHE, most = growing ? need * 8 : SIZE_MAX, under = TA_HUGE_CACHE;
+  if (growing && most / need != 8u) most = SIZE_MAX;
   for (size_t i = 0; i < _ta_huge_ncached; i++) {
     size_t m = _ta_huge_cache[i].mapped;
-    if (m < need || m > most || ((uintptr_t)_ta_huge_cache[i].addr & (align - 1)) != 0) continue;
+    if (((uintptr_t)_ta_huge_cache[i].addr & (align - 1)) != 0) continue;
+    if (m < need) { /* mremap moves to OS-page alignment only */
+      if (!growing && m >= need / 4 && align <= TA_OS_PAGE && (under == TA_HUGE_CACHE || m > _ta_huge_cache[under].mapped)) under = i;
+      continue;
+    }
+    if (m > most) continue;
     if (best == TA_HUGE_CACHE || (growing ? m > _ta_huge_cache[best].mapped : m < _ta_huge_cache[best].mapped)) best = i;
   }
+  if (best == TA_HUGE_CACHE) best = under;
   if (best == TA_HUGE_CACHE) return NULL;
-  void *p = _ta_huge_cache[best].addr;
-  *mapped = _ta_huge_cache[best].mapped;
+  _ta_huge_cached_t *c = &_ta_huge_cache[best];
+  void *p = c->addr;
+  if (!growing && c->mapped >= need + TA_MiB) { /* the rest stays, as freed when it was */
+    *mapped = need;
+    c->addr = (uint8_t *)c->addr + need;
+    c->mapped -= need;
+    _ta_huge_cached_bytes -= need;
+    return p;
+  }
+  *mapped = c->mapped;
   _ta_huge_cached_bytes -= *mapped;
-  memmove(&_ta_huge_cache[best], &_ta_huge_cache[best + 1], (_ta_huge_ncached - best - 1) * sizeof(_ta_huge_cached_t));
+  memmove(c, c + 1, (_ta_huge_ncached - best - 1) * sizeof(_ta_huge_cached_t));
   _ta_huge_ncached--;
   return p;
 }
@@ -188,6 +209,20 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, 
     _ta_mutex_unlock(&_ta_huge_lock);
     cached = p != NULL;
   }
+  size_t grown = 0; /* bytes of a cached mapping grown past its resident pages */
+  if (p && mapped < need) {
+    void *q = _ta_os_remap(p, mapped, need);
+    if (q) {
+      grown = need - mapped;
+      p = q;
+      mapped = need;
+    } else {
+      _ta_os_release(p, mapped);
+      p = NULL;
+      mapped = need;
+      cached = false;
+    }
+  }
   if (!p) p = _ta_os_map(mapped, align);
   if (!p) {
     _ta_huge_purge(true);
@@ -217,6 +252,7 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, 
     return NULL;
   }
   if (fill) _ta_os_populate(p, need);
+  if (grown && _ta_arena_dense()) _ta_os_populate((uint8_t *)p + (need - grown), grown);
   return p;
 }
 

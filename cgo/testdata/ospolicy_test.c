@@ -139,6 +139,38 @@ static void test_kept_by_what_is_resident(void) {
   CHECK(kept == 0, "%d freed blocks' pages still resident after tagalloc_purge", kept);
 }
 
+/* The cache of freed huge mappings serves a smaller block from part of
+ * a bigger mapping, keeping the rest for the next, and a bigger block
+ * from a smaller mapping grown with mremap: the resident pages serve,
+ * moved, and only the rest is new. */
+static void test_huge_cache_parts(void) {
+  t_purge();
+  char *h = malloc(64 * MiB);
+  CHECK(h != NULL, "malloc 64 MiB");
+  if (!h) return;
+  touch(h, 64 * MiB);
+  free(h);
+  char *a = malloc(32 * MiB), *b = malloc(32 * MiB);
+  CHECK(a != NULL && b != NULL, "malloc 32 MiB twice");
+  if (!a || !b) return;
+  int pa = resident_pct(a, 32 * MiB), pb = resident_pct(b, 32 * MiB);
+  CHECK(pa >= 90 && pb >= 90, "two 32 MiB blocks after a 64 MiB one was freed: %d%% and %d%% resident before use (its halves)", pa, pb);
+  touch(a, 32 * MiB);
+  free(b);
+  char *c = malloc(48 * MiB); /* the 32 MiB mapping freed last, grown */
+  CHECK(c != NULL, "malloc 48 MiB");
+  if (c) {
+    int pc = resident_pct(c, 32 * MiB);
+    CHECK(pc >= 90, "a 48 MiB block after a 32 MiB one was freed: its first 32 MiB %d%% resident before use", pc);
+    for (size_t o = 0; o < 48 * MiB; o += 4093) c[o] = (char)o; /* all of it is the program's */
+    for (size_t o = 0; o < 48 * MiB; o += 4093) CHECK(c[o] == (char)o, "48 MiB block: byte %zu", o);
+    free(c);
+  }
+  free(a);
+  t_check();
+  t_purge();
+}
+
 int main(void) {
   if (!t_tagalloc_active()) {
     fprintf(stderr, "tagalloc is not the allocator\n");
@@ -147,5 +179,6 @@ int main(void) {
   RUN(test_sparse_not_populated);
   RUN(test_dense_populated);
   RUN(test_kept_by_what_is_resident);
+  RUN(test_huge_cache_parts);
   return t_summary();
 }
