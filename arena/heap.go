@@ -393,12 +393,14 @@ func noteAllocLocked(n uint64) {
 
 // retainLimitLocked is how much free memory may stay resident, in bytes:
 // while the heap plus its free memory stays under the heap's high-water
-// mark, all of it (peak RSS is then about the heap's peak); once the heap
-// falls below a quarter of that mark, no more than the heap itself or
-// twice the largest span asked for in the last second, whichever is
-// more, so a program that frees most of its heap gets its RSS back at
-// once; never less than twice that span (a block freed and asked for
-// again keeps its pages), nor than RetainBytes.
+// mark, all of it (peak RSS is then about the heap's peak); never less
+// than twice the largest span asked for in the last second (a block freed
+// and asked for again keeps its pages), nor than RetainBytes. A program
+// that frees most of its heap gets its RSS back by age, from the purge
+// timer (purgeLocked), and the mark decays as old spans go (arena.c's
+// _ta_retain_limit_pages, which no longer caps the room at once when the
+// heap falls under a quarter of its mark: a heap that swings faulted its
+// big blocks in again and again).
 func retainLimitLocked(now int64) uint64 {
 	used := heapBytes()
 	var room uint64 // the mark is kept where the heap grows (noteAllocLocked)
@@ -408,10 +410,6 @@ func retainLimitLocked(now int64) uint64 {
 	var recent uint64
 	if now-a.recentBigAt <= recentWindow {
 		recent = a.recentBig
-	}
-	keep := max(used, 2*recent)
-	if used < a.hwm/4 && room > keep {
-		room = keep
 	}
 	return max(room, 2*recent, uint64(a.opt.RetainBytes))
 }

@@ -231,15 +231,18 @@ static void _ta_note_recent_big(size_t npages, uint64_t now) {
 /* How much free memory may stay resident. Freed memory is kept for reuse
  * while in-use plus free stays under the high-water mark of in-use memory
  * (so peak RSS is about the peak of the heap, as with a heap that never
- * returns memory); once the heap falls below a quarter of that mark, no
- * more than the heap itself or twice the largest span asked for in the
- * last second, whichever is more: a program that frees most of its heap
- * gets its RSS back at once. And one such span is
- * kept even above the high-water mark: a program that frees a big block
- * and asks for another keeps the pages to put it in (a loop of two
- * 5-25 MiB blocks faulted on every page of every block without it, 30x
- * tcmalloc's faults). retain_min is always allowed. Spans free for
- * longer than the purge delay go regardless. */
+ * returns memory). And twice the largest span asked for in the last
+ * second is kept even above the high-water mark: a program that frees a
+ * big block and asks for another keeps the pages to put it in (a loop of
+ * two 5-25 MiB blocks faulted on every page of every block without it,
+ * 30x tcmalloc's faults). retain_min is always allowed. Spans free for
+ * longer than the purge delay go regardless, and the mark decays as they
+ * go: a program that frees most of its heap gets its RSS back within a
+ * few purge delays, from the purger if it makes no call (purger.c). Until
+ * the purger, a heap fallen below a quarter of its mark kept no more than
+ * itself or those two spans, to give the RSS back at once; a program
+ * whose heap swings (4 live blocks of 64 KiB-64 MiB) then faulted its
+ * big blocks in again and again: 222k faults, now 156k. */
 static _Atomic(size_t) _ta_huge_cached_pages; /* huge.c's cache, free and resident like dirty pages */
 
 static size_t _ta_retain_limit_pages(uint64_t now) {
@@ -248,8 +251,6 @@ static size_t _ta_retain_limit_pages(uint64_t now) {
   size_t used = _ta_heap_pages();
   size_t room = _ta_used_hwm > used ? _ta_used_hwm - used : 0;
   size_t recent = now - _ta_recent_big_ms <= TA_RECENT_MS ? _ta_recent_big : 0;
-  size_t keep = used > 2 * recent ? used : 2 * recent;
-  if (used < _ta_used_hwm / 4 && room > keep) room = keep;
   if (room < 2 * recent) room = 2 * recent;
   size_t cached = atomic_load_explicit(&_ta_huge_cached_pages, memory_order_relaxed);
   room = room > cached ? room - cached : 0; /* the huge cache holds that part */
