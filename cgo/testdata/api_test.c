@@ -132,6 +132,41 @@ static void test_realloc_inplace_large(void) {
   free(r);
 }
 
+/* A huge block resized in place, freed, and its address given to a new,
+ * smaller block (part of the freed mapping, from the cache): a realloc of
+ * the new block must see its own mapping, not the one the address had
+ * (the in-place path without the lock remembers the last, until the
+ * table changes: huge.c). */
+static void test_realloc_huge_reused_address(void) {
+  const size_t MiB = 1 << 20;
+  uint8_t *p = malloc(40 * MiB);
+  CHECK(p != NULL, "malloc 40 MiB");
+  if (!p) return;
+  p = realloc(p, 40 * MiB + 100); /* grows the mapping, with room */
+  CHECK(p != NULL, "realloc 40 MiB + 100");
+  if (!p) return;
+  size_t room = malloc_usable_size(p);
+  uint8_t *same = realloc(p, room - 4096); /* in place: remembered */
+  CHECK(same == p, "realloc within the mapping stays (%p -> %p)", (void *)p, (void *)same);
+  uint8_t *again = realloc(p, room - 8192);
+  CHECK(again == p, "and again");
+  free(p);
+  uint8_t *q = malloc(33 * MiB); /* the freed mapping's first part, most likely at p */
+  CHECK(q != NULL, "malloc 33 MiB");
+  if (!q) return;
+  for (size_t i = 0; i < 33 * MiB; i += 4093) q[i] = (uint8_t)(i * 131 >> 3);
+  uint8_t *r = realloc(q, room - 8192); /* the old block's size: q's own mapping must grow */
+  CHECK(r != NULL, "realloc of the new block");
+  if (!r) return;
+  CHECK(malloc_usable_size(r) >= room - 8192, "realloc(%zu) of a %zu block at a reused address: usable %zu", room - 8192,
+        (size_t)33 * MiB, malloc_usable_size(r));
+  size_t bad = 0;
+  for (size_t i = 0; i < 33 * MiB; i += 4093) bad += r[i] != (uint8_t)(i * 131 >> 3);
+  CHECK(bad == 0, "the new block's data kept: %zu samples differ", bad);
+  memset(r + 33 * MiB, 7, room - 8192 - 33 * MiB);
+  free(r);
+}
+
 static int is_aligned(void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
 
 static void test_aligned_entry_points(void) {
@@ -233,6 +268,7 @@ static void test_enomem_rlimit(void) {
   if (getrlimit(RLIMIT_AS, &old) != 0) return;
   struct rlimit lim = old;
   lim.rlim_cur = 0;
+  t_purge(); /* cached mappings would make room under the limit when purged */
   size_t vm_kb = t_status_kb("VmSize");
   CHECK(vm_kb > 0, "VmSize not found");
   lim.rlim_cur = (vm_kb + 64 * 1024) * 1024; /* 64 MiB more than now */
@@ -262,6 +298,7 @@ int main(void) {
   RUN(test_realloc_semantics);
   RUN(test_realloc_keeps_data);
   RUN(test_realloc_inplace_large);
+  RUN(test_realloc_huge_reused_address);
   RUN(test_aligned_entry_points);
   RUN(test_aligned_errors);
   RUN(test_usable_size_classes);
