@@ -208,6 +208,18 @@ static void _ta_free_span_remove(_ta_page_t *h) {
 
 static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags, size_t res, uint64_t now);
 
+/* The resident count of k of the n pages of a free span in state *flags
+ * that holds res OS pages: exact if it is resident throughout or not at
+ * all, else its share, a guess (*flags gets TA_PF_UNMEASURED). Parts of a
+ * split each kept the whole count before, a bound that grew with every
+ * split, until the retain limit purged pages no span held. */
+static size_t _ta_share_res(uint8_t *flags, size_t res, size_t n, size_t k) {
+  if (!(*flags & TA_PF_DIRTY)) return 0;
+  if (!(*flags & TA_PF_UNMEASURED) && (res == 0 || res >= n * TA_OS_PER_PAGE)) return res ? k * TA_OS_PER_PAGE : 0;
+  *flags |= TA_PF_UNMEASURED;
+  return (res * k + n - 1) / n;
+}
+
 /* ---- purging -------------------------------------------------------------- */
 
 /* Pages of heap: spans in use plus huge blocks. */
@@ -285,9 +297,13 @@ static size_t _ta_arena_huge_budget(size_t alloc_pages, void *freed, size_t free
 static size_t _ta_purging_pages; /* pages in spans being purged */
 static void _ta_dirty_measure_locked(_ta_page_t *h);
 
-/* Cut the last cut pages off dirty span h, resident throughout, of
- * TA_PURGE_CUT_SPAN pages or more, for a purge: h stays where it is on the dirty list (its age is its own), in
- * the bin of its new length; the tail becomes a PURGING span. */
+/* Cut the last cut pages off dirty span h (measured, 15/16 resident or
+ * more, of TA_PURGE_CUT_SPAN pages or more) for a purge: h stays where it is on
+ * the dirty list (its age is its own), in the bin of its new length, with
+ * its share of the resident count (a guess unless it was resident
+ * throughout); the tail becomes a PURGING span. A span resident but for
+ * one page of 825 went whole before (the next 20 MiB block faulted all of
+ * it in again). */
 #define TA_PURGE_CUT_SPAN 64 /* pages (4 MiB): smaller spans go whole, the oldest first, as they did */
 static _ta_page_t *_ta_dirty_cut_tail_locked(_ta_page_t *h, size_t cut) {
   _ta_arena_t *a = &_ta_arenas[h->arena];
@@ -295,10 +311,17 @@ static _ta_page_t *_ta_dirty_cut_tail_locked(_ta_page_t *h, size_t cut) {
   size_t b = _ta_bin_of(n);
   _ta_q_remove(&_ta_bins[b], h);
   if (b < TA_BINS && _ta_bins[b].first == NULL) _ta_bin_mask &= ~((uint64_t)1 << b);
+  uint8_t f = h->flags;
+  size_t hres = _ta_share_res(&f, h->resident, n, keep);
+  _ta_dirty_res = _ta_dirty_res - h->resident + hres;
+  if (f & TA_PF_UNMEASURED) { /* h was measured (the caller's test) */
+    _ta_dirty_unmeasured++;
+    _ta_dirty_unsure += keep * TA_OS_PER_PAGE - hres;
+  }
+  h->flags = f;
   h->npages = (uint32_t)keep;
-  h->resident = keep * TA_OS_PER_PAGE;
+  h->resident = hres;
   _ta_dirty_pages -= cut;
-  _ta_dirty_res -= cut * TA_OS_PER_PAGE;
   if (keep > 1) {
     a->pages[idx + keep - 1].kind = TA_KIND_INNER;
     a->pages[idx + keep - 1].head_off = (uint32_t)(keep - 1);
@@ -352,7 +375,7 @@ static size_t _ta_purge_pick_locked(bool all, uint64_t now, _ta_page_t **batch) 
        * (a 132 MiB span purged whole for being 9 pages over made a loop of
        * 64 KiB-64 MiB blocks fault 480 MiB more than it needed to). */
       size_t cut = res - limit;
-      if ((h->flags & TA_PF_UNMEASURED) == 0 && h->resident == (size_t)h->npages * TA_OS_PER_PAGE && h->npages >= TA_PURGE_CUT_SPAN &&
+      if ((h->flags & TA_PF_UNMEASURED) == 0 && 16 * h->resident >= 15 * (size_t)h->npages * TA_OS_PER_PAGE && h->npages >= TA_PURGE_CUT_SPAN &&
           h->npages >= 2 * cut) {
         _ta_page_t *t = _ta_dirty_cut_tail_locked(h, cut);
         _ta_purging_pages += cut;
@@ -470,17 +493,6 @@ static _ta_page_t *_ta_span_claim(size_t ai, size_t idx, size_t npages, uint8_t 
 
 /* Take npages from the free span h (removed from its bin already), give the
  * rest back. Returns the in-use head. */
-/* The resident count of k of the n pages of a free span in state *flags
- * that holds res OS pages: exact if it is resident throughout or not at
- * all, else its share, a guess (*flags gets TA_PF_UNMEASURED). Parts of a
- * split each kept the whole count before, a bound that grew with every
- * split, until the retain limit purged pages no span held. */
-static size_t _ta_share_res(uint8_t *flags, size_t res, size_t n, size_t k) {
-  if (!(*flags & TA_PF_DIRTY)) return 0;
-  if (!(*flags & TA_PF_UNMEASURED) && (res == 0 || res >= n * TA_OS_PER_PAGE)) return res ? k * TA_OS_PER_PAGE : 0;
-  *flags |= TA_PF_UNMEASURED;
-  return (res * k + n - 1) / n;
-}
 
 /* Take npages (aligned) out of free span h, still in the bins: the pages
  * before and after stay free in the state h was in, with their shares of
