@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tagalloc/tagalloc/arena"
 	"github.com/tagalloc/tagalloc/books"
 	"github.com/tagalloc/tagalloc/procbooks"
 )
@@ -15,7 +16,7 @@ import (
 // top/snapshot read it, says what TagStats says.
 func TestRegionMatchesTagStats(t *testing.T) {
 	var bs [][]byte
-	for i, n := range []int{10, 300, 5000, 700 << 10, 33 << 20} {
+	for i, n := range []int{10, 300, 5000, 700 << 10, int(arena.HugeMin()) + 1<<20} {
 		for k := 0; k <= i; k++ {
 			bs = append(bs, Malloc(n, fmt.Sprintf("region-%d", k)))
 		}
@@ -56,7 +57,7 @@ func TestRegionMatchesTagStats(t *testing.T) {
 				t.Fatalf("tag %s: region %+v, TagStats %+v", st.Name, g, st)
 			}
 		}
-		if s.Allocator.HugeLive < 33<<20 || s.Allocator.SpansInUse == 0 {
+		if s.Allocator.HugeLive < uint64(arena.HugeMin()) || s.Allocator.SpansInUse == 0 {
 			t.Fatalf("allocator figures not published: %+v", s.Allocator)
 		}
 	}

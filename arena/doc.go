@@ -22,8 +22,8 @@
 //	           line: 8 KiB per page reserved, touched only by mixed
 //	           spans, purged with their pages). A span that empties takes
 //	           the tag of its next block.
-//	large      512 KiB < size < 32 MiB: a span of whole pages.
-//	huge       32 MiB and up: its own mapping, found in a table.
+//	large      512 KiB < size < 256 MiB (HugeMin): a span of whole pages.
+//	huge       256 MiB and up: its own mapping, found in a table.
 //	cache      one per shard of alloc (a P): per class, a current span
 //	           and a list of partial spans, whatever the tags (so a tag
 //	           costs no spans). The caller guarantees exclusivity (pinned

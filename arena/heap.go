@@ -22,7 +22,7 @@ type Options struct {
 	Reserve     uintptr       // address space to reserve (default 64 GiB on Linux)
 	PurgeDelay  time.Duration // a free span stays resident at most this long (default 200 ms)
 	RetainBytes uintptr       // free resident memory always allowed, the retain limit's floor (default 8 MiB)
-	HugeMin     uintptr       // blocks this big get their own mapping (default 32 MiB)
+	HugeMin     uintptr       // blocks this big get their own mapping (default DefaultHugeMin, 256 MiB)
 	Debug       bool          // keep a bitmap of blocks in use: exact double-free detection
 }
 
@@ -92,7 +92,7 @@ func initArena(opt Options) error {
 		opt.RetainBytes = DefaultRetainBytes
 	}
 	if opt.HugeMin == 0 {
-		opt.HugeMin = 32 << 20
+		opt.HugeMin = DefaultHugeMin
 	}
 	opt.HugeMin = max(opt.HugeMin, sizeclass.MaxSmall+1)
 	a.opt = opt
@@ -368,10 +368,12 @@ func purgeLocked(all bool) {
 }
 
 // The policy's defaults, the native library's (TAGALLOC_PURGE_DELAY_MS,
-// TAGALLOC_RETAIN_MIN: internal/layout, generated with its options table).
+// TAGALLOC_RETAIN_MIN, TAGALLOC_HUGE_THRESHOLD: internal/layout, generated
+// with its options table).
 var (
 	DefaultPurgeDelay  = time.Duration(layout.MustOption("TAGALLOC_PURGE_DELAY_MS").Value) * time.Millisecond
 	DefaultRetainBytes = uintptr(layout.MustOption("TAGALLOC_RETAIN_MIN").Value)
+	DefaultHugeMin     = uintptr(layout.MustOption("TAGALLOC_HUGE_THRESHOLD").Value)
 )
 
 // recentWindow is how long a big allocation counts as recent: the size

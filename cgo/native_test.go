@@ -121,6 +121,13 @@ func TestConformance(t *testing.T) {
 		r := runProg(t, 2*time.Minute, nil, buildC(t, "api_test", "core"))
 		requirePassed(t, "api_test linked with the debug core", r)
 	})
+	// Its sizes of 32 MiB and more as huge blocks (their own mappings, the
+	// cache, mremap), not the arena's large spans they are by default.
+	t.Run("huge-from-32M", func(t *testing.T) {
+		t.Parallel()
+		r := runProg(t, 2*time.Minute, []string{"LD_PRELOAD=" + lib(t), "TAGALLOC_HUGE_THRESHOLD=32M"}, buildC(t, "api_test", "plain"))
+		requirePassed(t, "api_test under LD_PRELOAD, huge from 32 MiB", r)
+	})
 	// The suite must be able to fail: under glibc the tagalloc-specific
 	// checks do.
 	t.Run("detects-other-allocator", func(t *testing.T) {
@@ -220,9 +227,11 @@ func TestLifecycle(t *testing.T) {
 func TestOSPolicy(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"plain", "core"} {
-		var env []string
+		// its huge-block tests use 32-64 MiB blocks: huge from 32 MiB (the
+		// default, 256 MiB, would make them large spans)
+		env := []string{"TAGALLOC_HUGE_THRESHOLD=32M"}
 		if v == "plain" {
-			env = []string{"LD_PRELOAD=" + lib(t)}
+			env = append(env, "LD_PRELOAD="+lib(t))
 		}
 		r := runProg(t, 2*time.Minute, env, buildC(t, "ospolicy_test", v))
 		requirePassed(t, "ospolicy_test-"+v, r)

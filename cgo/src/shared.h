@@ -240,7 +240,7 @@ enum { TA_OPT_ANY, TA_OPT_CHECK, TA_OPT_STACKS };
  * in the order TAGALLOC_VERBOSE prints them. */
 #define TA_OPTIONS(X) \
   X("TAGALLOC_ARENA_RESERVE", arena_reserve, 68719476736ull, TA_OPT_ANY, "address space reserved per arena (halved until the OS accepts it)") /* 64G */ \
-  X("TAGALLOC_HUGE_THRESHOLD", huge_threshold, 33554432, TA_OPT_ANY, "blocks this large or larger get their own mapping") /* 32M */ \
+  X("TAGALLOC_HUGE_THRESHOLD", huge_threshold, 268435456, TA_OPT_ANY, "blocks this large or larger get their own mapping") /* 256M */ \
   X("TAGALLOC_PURGE_DELAY_MS", purge_delay_ms, 200, TA_OPT_ANY, "free memory is returned to the OS after this many milliseconds") /* 200 */ \
   X("TAGALLOC_RETAIN_MIN", retain_min, 8388608, TA_OPT_ANY, "free memory always allowed to stay resident: the retain limit's floor (beyond it, free memory stays only under the heap's high-water mark)") /* 8M */ \
   X("TAGALLOC_VERBOSE", verbose, 0, TA_OPT_ANY, "1: print the options in effect to stderr at start") /* 0 */ \

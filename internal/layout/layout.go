@@ -73,7 +73,7 @@ const (
 // options in the order TAGALLOC_VERBOSE prints them.
 var Options = []Option{
 	{"TAGALLOC_ARENA_RESERVE", "arena_reserve", "64G", 68719476736, BuildAll, "address space reserved per arena (halved until the OS accepts it)"},
-	{"TAGALLOC_HUGE_THRESHOLD", "huge_threshold", "32M", 33554432, BuildAll, "blocks this large or larger get their own mapping"},
+	{"TAGALLOC_HUGE_THRESHOLD", "huge_threshold", "256M", 268435456, BuildAll, "blocks this large or larger get their own mapping"},
 	{"TAGALLOC_PURGE_DELAY_MS", "purge_delay_ms", "200", 200, BuildAll, "free memory is returned to the OS after this many milliseconds"},
 	{"TAGALLOC_RETAIN_MIN", "retain_min", "8M", 8388608, BuildAll, "free memory always allowed to stay resident: the retain limit's floor (beyond it, free memory stays only under the heap's high-water mark)"},
 	{"TAGALLOC_VERBOSE", "verbose", "0", 0, BuildAll, "1: print the options in effect to stderr at start"},

@@ -253,7 +253,7 @@ type Option struct {
 // options in the order TAGALLOC_VERBOSE prints them.
 var Options = []Option{
 	{"TAGALLOC_ARENA_RESERVE", "arena_reserve", "64G", BuildAll, "address space reserved per arena (halved until the OS accepts it)"},
-	{"TAGALLOC_HUGE_THRESHOLD", "huge_threshold", "32M", BuildAll, "blocks this large or larger get their own mapping"},
+	{"TAGALLOC_HUGE_THRESHOLD", "huge_threshold", "256M", BuildAll, "blocks this large or larger get their own mapping"},
 	{"TAGALLOC_PURGE_DELAY_MS", "purge_delay_ms", "200", BuildAll, "free memory is returned to the OS after this many milliseconds"},
 	{"TAGALLOC_RETAIN_MIN", "retain_min", "8M", BuildAll, "free memory always allowed to stay resident: the retain limit's floor (beyond it, free memory stays only under the heap's high-water mark)"},
 	{"TAGALLOC_VERBOSE", "verbose", "0", BuildAll, "1: print the options in effect to stderr at start"},
