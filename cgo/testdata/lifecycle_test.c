@@ -5,6 +5,9 @@
 #include "tcheck.h"
 
 #include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,11 +94,57 @@ static void test_thread_exit_returns_cache(void) {
   }
 }
 
+/* A page whose every block in use another thread freed is empty: its
+ * owner carves it again instead of walking that thread's list (page.c,
+ * _ta_page_collect_empty). Page P1 is filled, one block of it freed here
+ * (so it has a free list) and the rest by another thread; the next page
+ * is then used up, so malloc looks at P1 again. Its blocks come back
+ * distinct, and the books stay whole (t_check). */
+enum { FILL_SIZE = 48, FILL_N = 4096 };
+static void *free_all(void *arg) {
+  void **v = arg;
+  for (int i = 0; v[i]; i++) free(v[i]);
+  return NULL;
+}
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+  return x < y ? -1 : x > y;
+}
+static void test_page_emptied_by_another_thread(void) {
+  static void *mine[FILL_N], *theirs[FILL_N + 1], *again[FILL_N];
+  for (int i = 0; i < FILL_N; i++) {
+    mine[i] = malloc(FILL_SIZE);
+    CHECK(mine[i] != NULL, "malloc");
+    if (!mine[i]) return;
+    memset(mine[i], 0x5a, FILL_SIZE);
+  }
+  free(mine[0]); /* the first page now has a free list of its own */
+  for (int i = 1; i < FILL_N; i++) theirs[i - 1] = mine[i];
+  theirs[FILL_N - 1] = NULL;
+  pthread_t t;
+  pthread_create(&t, NULL, free_all, theirs);
+  pthread_join(t, NULL);
+  for (int i = 0; i < FILL_N; i++) { /* takes the free block, then the pages again */
+    again[i] = malloc(FILL_SIZE);
+    CHECK(again[i] != NULL, "malloc again");
+    if (!again[i]) return;
+    memset(again[i], i, FILL_SIZE);
+  }
+  qsort(again, FILL_N, sizeof again[0], cmp_ptr);
+  int dup = 0;
+  for (int i = 1; i < FILL_N; i++) dup += again[i] == again[i - 1];
+  CHECK(dup == 0, "%d blocks handed out twice", dup);
+  t_check();
+  for (int i = 0; i < FILL_N; i++) free(again[i]);
+  t_check();
+}
+
 static void test_active(void) { CHECK(t_tagalloc_active(), "tagalloc is not the allocator in this process"); }
 
 int main(void) {
   RUN(test_active);
   RUN(test_rss_falls_after_large_free);
   RUN(test_thread_exit_returns_cache);
+  RUN(test_page_emptied_by_another_thread);
   return t_summary();
 }
