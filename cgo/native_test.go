@@ -219,6 +219,10 @@ func TestLifecycle(t *testing.T) {
 	r := runProg(t, 2*time.Minute, []string{"LD_PRELOAD=" + lib(t)}, buildC(t, "lifecycle_test", "plain"))
 	requirePassed(t, "lifecycle_test", r)
 	t.Log(strings.TrimSpace(r.stdout))
+	// without the purger: no thread of ours after a large free
+	// (test_purger_thread alone: the RSS test waits for the purger)
+	r = runProg(t, 2*time.Minute, []string{"LD_PRELOAD=" + lib(t), "TAGALLOC_PURGER=0", "LIFECYCLE_ONLY=purger"}, buildC(t, "lifecycle_test", "plain"))
+	requirePassed(t, "lifecycle_test with TAGALLOC_PURGER=0", r)
 }
 
 // The OS-memory policy, seen with mincore (testdata/ospolicy_test.c): a

@@ -20,7 +20,8 @@
  * has no purger (threads do not come along) and starts its own as the
  * parent did. If the thread cannot be made (a sandbox without clone,
  * no memory) nothing else changes: purging is left to the operations, as
- * before, and it is not tried again. */
+ * before, and it is not tried again; so with TAGALLOC_PURGER=0, for a
+ * program that must stay single-threaded. */
 
 #include <signal.h>
 
@@ -100,6 +101,7 @@ static void _ta_purger_kick(void) {
   if (!_ta_purger_due()) return;
   int st = atomic_load_explicit(&_ta_purger_state, memory_order_relaxed);
   if (ta_unlikely(st == TA_PURGER_NONE)) {
+    if (!_ta_opt.purger) return; /* TAGALLOC_PURGER=0 */
     size_t free_res = atomic_load_explicit(&_ta_arena_dirty_bytes, memory_order_relaxed) +
                       (atomic_load_explicit(&_ta_huge_cached_pages, memory_order_relaxed) << TA_PAGE_SHIFT);
     if (free_res > _ta_opt.retain_min) _ta_purger_start();

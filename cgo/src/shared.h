@@ -243,6 +243,7 @@ enum { TA_OPT_ANY, TA_OPT_CHECK, TA_OPT_STACKS };
   X("TAGALLOC_HUGE_THRESHOLD", huge_threshold, 268435456, TA_OPT_ANY, "blocks this large or larger get their own mapping") /* 256M */ \
   X("TAGALLOC_PURGE_DELAY_MS", purge_delay_ms, 200, TA_OPT_ANY, "free memory is returned to the OS after this many milliseconds") /* 200 */ \
   X("TAGALLOC_RETAIN_MIN", retain_min, 8388608, TA_OPT_ANY, "free memory always allowed to stay resident: the retain limit's floor (beyond it, free memory stays only under the heap's high-water mark)") /* 8M */ \
+  X("TAGALLOC_PURGER", purger, 1, TA_OPT_ANY, "0: no purger thread; free memory goes back to the OS only within the program's own calls (for a program that must stay single-threaded)") /* 1 */ \
   X("TAGALLOC_VERBOSE", verbose, 0, TA_OPT_ANY, "1: print the options in effect to stderr at start") /* 0 */ \
   X("TAGALLOC_REQUESTED", requested, 0, TA_OPT_ANY, "1: keep each block's requested size, so reports give live requested bytes (costs a little time)") /* 0 */ \
   X("TAGALLOC_SAMPLE_RATE", sample_rate, 524288, TA_OPT_STACKS, "with stacks: mean bytes allocated between two sampled blocks (Poisson)") /* 512K */ \

@@ -445,6 +445,7 @@ typedef struct _ta_options_s {
   size_t huge_threshold;    /* TAGALLOC_HUGE_THRESHOLD */
   size_t purge_delay_ms;    /* TAGALLOC_PURGE_DELAY_MS */
   size_t retain_min;        /* TAGALLOC_RETAIN_MIN */
+  size_t purger;            /* TAGALLOC_PURGER: 0, no purger thread (purger.c) */
   size_t verbose;           /* TAGALLOC_VERBOSE */
   const char *default_tag;  /* TAGALLOC_TAG: the name of untagged memory */
   size_t requested;         /* TAGALLOC_REQUESTED: keep every block's requested size */

@@ -4,6 +4,7 @@
  * their owner exited are reused. Run with the library preloaded. */
 #include "tcheck.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -139,12 +140,53 @@ static void test_page_emptied_by_another_thread(void) {
   t_check();
 }
 
+/* Is a thread of this process named name? */
+static int has_thread_named(const char *name) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int found = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL && !found) {
+    if (e->d_name[0] == '.') continue;
+    char path[128], comm[64] = {0};
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    if (fgets(comm, sizeof comm, f)) found = strncmp(comm, name, strlen(name)) == 0;
+    fclose(f);
+  }
+  closedir(d);
+  return found;
+}
+
+/* The purger (purger.c) starts once more than the retain floor is free
+ * and resident, unless TAGALLOC_PURGER=0 (then the free memory stays
+ * until the program calls in). */
+static void test_purger_thread(void) {
+  const char *opt = getenv("TAGALLOC_PURGER");
+  int want = !(opt && strcmp(opt, "0") == 0);
+  enum { N = 16 };
+  char *p[N];
+  for (int i = 0; i < N; i++) {
+    p[i] = malloc(4 << 20);
+    CHECK(p[i] != NULL, "malloc 4 MiB");
+    if (p[i]) memset(p[i], 1, 4 << 20);
+  }
+  for (int i = 0; i < N; i++) free(p[i]);
+  int has = has_thread_named("tagalloc-purge");
+  CHECK(has == want, "TAGALLOC_PURGER=%s: a tagalloc-purge thread %s", opt ? opt : "(unset)", has ? "runs" : "does not run");
+}
+
 static void test_active(void) { CHECK(t_tagalloc_active(), "tagalloc is not the allocator in this process"); }
 
 int main(void) {
   RUN(test_active);
-  RUN(test_rss_falls_after_large_free);
-  RUN(test_thread_exit_returns_cache);
-  RUN(test_page_emptied_by_another_thread);
+  const char *only = getenv("LIFECYCLE_ONLY"); /* "purger": TAGALLOC_PURGER=0's run */
+  if (!only || strcmp(only, "purger") != 0) {
+    RUN(test_rss_falls_after_large_free);
+    RUN(test_thread_exit_returns_cache);
+    RUN(test_page_emptied_by_another_thread);
+  }
+  RUN(test_purger_thread);
   return t_summary();
 }

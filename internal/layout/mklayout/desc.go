@@ -256,6 +256,7 @@ var Options = []Option{
 	{"TAGALLOC_HUGE_THRESHOLD", "huge_threshold", "256M", BuildAll, "blocks this large or larger get their own mapping"},
 	{"TAGALLOC_PURGE_DELAY_MS", "purge_delay_ms", "200", BuildAll, "free memory is returned to the OS after this many milliseconds"},
 	{"TAGALLOC_RETAIN_MIN", "retain_min", "8M", BuildAll, "free memory always allowed to stay resident: the retain limit's floor (beyond it, free memory stays only under the heap's high-water mark)"},
+	{"TAGALLOC_PURGER", "purger", "1", BuildAll, "0: no purger thread; free memory goes back to the OS only within the program's own calls (for a program that must stay single-threaded)"},
 	{"TAGALLOC_VERBOSE", "verbose", "0", BuildAll, "1: print the options in effect to stderr at start"},
 	{"TAGALLOC_REQUESTED", "requested", "0", BuildAll, "1: keep each block's requested size, so reports give live requested bytes (costs a little time)"},
 	{"TAGALLOC_SAMPLE_RATE", "sample_rate", "512K", BuildStacks, "with stacks: mean bytes allocated between two sampled blocks (Poisson)"},
