@@ -101,7 +101,7 @@ func initAlloc() {
 	case 0:
 		debug = envInt("TAGALLOC_GO_DEBUG") == 1
 	}
-	if err := arena.Init(arena.Options{PurgeDelay: purgeDelay(), RetainBytes: retainMin(), Debug: debug}); err != nil {
+	if err := arena.Init(arena.Options{PurgeDelay: purgeDelay(), RetainBytes: retainMin(), HugeMin: hugeMin(), Debug: debug}); err != nil {
 		panic(err) // nothing can be allocated
 	}
 	debug = arena.Debug() // the arena's first Init decides

@@ -188,3 +188,26 @@ func TestNoRegionChild(t *testing.T) {
 	}
 	fmt.Println("no-region checks passed")
 }
+
+// TAGALLOC_HUGE_THRESHOLD is read as the native library reads it: with
+// 4M, a 5 MiB block is huge (its own mapping), a 3 MiB one a span.
+func TestHugeThresholdOption(t *testing.T) {
+	out := child(t, "TestHugeThresholdChild", "TAGALLOC_HUGE_THRESHOLD=4M")
+	if !strings.Contains(out, "huge threshold 4194304") {
+		t.Fatalf("child output:\n%s", out)
+	}
+}
+
+func TestHugeThresholdChild(t *testing.T) {
+	if os.Getenv("ALLOC_CHILD") == "" {
+		t.Skip("run by TestHugeThresholdOption")
+	}
+	big, small := Malloc(5<<20, "huge-opt"), Malloc(3<<20, "huge-opt")
+	before := arena.ReadStats().HugeLive
+	if before < 5<<20 || before >= 8<<20 {
+		t.Fatalf("a 5 MiB and a 3 MiB block under TAGALLOC_HUGE_THRESHOLD=4M: %d bytes huge, want the 5 MiB one's", before)
+	}
+	Free(big)
+	Free(small)
+	fmt.Println("huge threshold", arena.HugeMin())
+}

@@ -70,5 +70,5 @@
 // a block is reused (a write after free panics at the next allocation).
 //
 // Options (read once): TAGALLOC_GO_DEBUG, TAGALLOC_PURGE_DELAY_MS,
-// TAGALLOC_RETAIN_MIN (see options.go).
+// TAGALLOC_RETAIN_MIN, TAGALLOC_HUGE_THRESHOLD (see options.go).
 package alloc
