@@ -12,7 +12,7 @@
 
 _ta_arena_t _ta_arenas[TA_MAX_ARENAS];
 _Atomic(size_t) _ta_narenas;
-static pthread_mutex_t _ta_arena_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t TA_LOCK _ta_arena_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Signal handlers (types.h, error policy): a handler that interrupts its
  * thread while it holds the arena lock, and allocates or frees, must not

@@ -144,7 +144,7 @@ typedef struct {
   size_t usable;
 } _ta_qent_t;
 
-static pthread_mutex_t _ta_quar_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t TA_LOCK _ta_quar_lock = PTHREAD_MUTEX_INITIALIZER;
 static _ta_qent_t *_ta_quar; /* TA_QUAR_CAP entries, mapped on first use */
 static size_t _ta_quar_head, _ta_quar_n, _ta_quar_bytes;
 /* This thread holds _ta_quar_lock: a free from a signal handler that

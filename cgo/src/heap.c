@@ -9,15 +9,15 @@ static _ta_ctr_t _ta_ctr_none;
 _ta_heap_t _ta_heap_empty = {.ctr = &_ta_ctr_none, .direct = {[0 ... TA_NUM_CLASSES - 1] = &_ta_page_empty}};
 __thread _ta_tls_t _ta_tls = {.heap = &_ta_heap_empty};
 
-static pthread_mutex_t _ta_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t TA_LOCK _ta_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static _ta_heap_t *_ta_heaps;      /* live heaps */
 static _ta_heap_t *_ta_heaps_free; /* dead heaps ready for reuse (hnext) */
 
-static pthread_mutex_t _ta_aband_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t TA_LOCK _ta_aband_lock = PTHREAD_MUTEX_INITIALIZER;
 static _ta_pageq_t _ta_aband[TA_NUM_CLASSES]; /* pages of exited threads */
 static _Atomic(size_t) _ta_aband_count;
 
-static pthread_mutex_t _ta_meta_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t TA_LOCK _ta_meta_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *_ta_meta_cur, *_ta_meta_end;
 
 static pthread_key_t _ta_key;

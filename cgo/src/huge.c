@@ -20,7 +20,7 @@ typedef struct _ta_huge_s {
                         its residency says nothing of the program's use */
 } _ta_huge_t;
 
-static pthread_mutex_t _ta_huge_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t TA_LOCK _ta_huge_lock = PTHREAD_MUTEX_INITIALIZER;
 static _ta_huge_t *_ta_huge_tab;
 static size_t _ta_huge_cap, _ta_huge_used, _ta_huge_tomb;
 static _Atomic(size_t) _ta_huge_bytes;

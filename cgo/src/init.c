@@ -4,7 +4,7 @@
 #include <sys/auxv.h>
 
 _Atomic(int) _ta_init_state;
-static pthread_mutex_t _ta_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t TA_LOCK _ta_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread bool _ta_in_init;
 static _Atomic(bool) _ta_atfork_done;
 

@@ -25,8 +25,8 @@
 
 #include <signal.h>
 
-static pthread_mutex_t _ta_purger_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t _ta_purger_cond = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t TA_LOCK _ta_purger_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t TA_LOCK _ta_purger_cond = PTHREAD_COND_INITIALIZER;
 enum { TA_PURGER_NONE, TA_PURGER_STARTING, TA_PURGER_RUNNING, TA_PURGER_FAILED };
 static _Atomic(int) _ta_purger_state;
 static _Atomic(bool) _ta_purger_idle; /* waiting on the condition variable */

@@ -38,7 +38,7 @@ struct tagalloc_report_sink {
   uint8_t slot[TA_REPORTS_MAX][TA_REPORT_SLOT];
 };
 
-static pthread_mutex_t _ta_report_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t TA_LOCK _ta_report_lock = PTHREAD_MUTEX_INITIALIZER;
 static _ta_reporter_t _ta_reporters[TA_REPORTERS_MAX];
 static uint32_t _ta_nreporters;
 static bool _ta_report_atexit;

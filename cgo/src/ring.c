@@ -57,7 +57,7 @@ static _Atomic(uint64_t) _ta_ev_ready;
 #define TA_EV_POPULATE (64 * 1024)
 /* leaf; alone on its cache line (TA_ALONE): it shared one with _ta_ev,
  * which every free on a page holding a sampled block reads */
-static struct { pthread_mutex_t m; } TA_ALONE _ta_sample_lock = {PTHREAD_MUTEX_INITIALIZER};
+static struct { pthread_mutex_t m; } _ta_sample_lock TA_LOCK = {PTHREAD_MUTEX_INITIALIZER};
 
 /* Take the sample lock. What it guards is short (a table probe, a record
  * copied), and a thread put to sleep on it costs far more: larson's two

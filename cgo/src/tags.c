@@ -24,7 +24,7 @@ typedef struct {
 #define TA_TAG_HASH 8192 /* > 2 * TA_TAG_SLOTS: probes stay short */
 static _ta_tagname_t *_ta_tag_names; /* TA_TAG_SLOTS, in the books region */
 static _Atomic(uint16_t) _ta_tag_hash[TA_TAG_HASH]; /* id + 1; 0 = empty */
-static pthread_mutex_t _ta_tags_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t TA_LOCK _ta_tags_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(uint64_t) *_ta_tag_peak; /* TA_TAG_SLOTS, in the books region */
 /* Books version 5, TA_TAG_SLOTS each: a tag's holders (0, its sole
  * counter set's address, or TA_HOLDERS_MANY), and the highest upper
@@ -41,7 +41,7 @@ static _ta_ctr_t *_ta_ctr_fallback; /* TA_TAG_SLOTS, in the books region */
 static inline _ta_thread_t *_ta_threads_first(void) {
   return (_ta_thread_t *)(uintptr_t)atomic_load_explicit(&_ta_books->threads_head, memory_order_acquire);
 }
-static pthread_mutex_t _ta_threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t TA_LOCK _ta_threads_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static inline uint32_t _ta_tag_hashof(const char *s, size_t n) {
   uint32_t h = 2166136261u;
