@@ -140,17 +140,23 @@ static void _ta_q_remove(_ta_pageq_t *q, _ta_page_t *pg) {
   q->count--;
 }
 
+/* Count dirty span pg in the dirty totals (sign 1) or take it out (-1),
+ * as its length, resident count and flags say now: whoever changes one
+ * of them takes the span out first and counts it again after. */
+static void _ta_dirty_account(const _ta_page_t *pg, int sign) {
+  size_t unsure = (pg->flags & TA_PF_UNMEASURED) ? (size_t)pg->npages * TA_OS_PER_PAGE - pg->resident : 0;
+  _ta_dirty_pages += (size_t)sign * pg->npages; /* modular: -1 subtracts */
+  _ta_dirty_res += (size_t)sign * pg->resident;
+  _ta_dirty_unmeasured += (size_t)sign * ((pg->flags & TA_PF_UNMEASURED) != 0);
+  _ta_dirty_unsure += (size_t)sign * unsure;
+}
+
 static void _ta_dirty_remove(_ta_page_t *pg) {
   if (!(pg->flags & TA_PF_DIRTY)) return;
   if (pg->dprev) pg->dprev->dnext = pg->dnext; else _ta_dirty_first = pg->dnext;
   if (pg->dnext) pg->dnext->dprev = pg->dprev; else _ta_dirty_last = pg->dprev;
   pg->dnext = pg->dprev = NULL;
-  _ta_dirty_pages -= pg->npages;
-  _ta_dirty_res -= pg->resident;
-  if (pg->flags & TA_PF_UNMEASURED) {
-    _ta_dirty_unmeasured--;
-    _ta_dirty_unsure -= (size_t)pg->npages * TA_OS_PER_PAGE - pg->resident;
-  }
+  _ta_dirty_account(pg, -1);
 }
 
 static void _ta_dirty_append(_ta_page_t *pg, uint64_t now) {
@@ -159,16 +165,23 @@ static void _ta_dirty_append(_ta_page_t *pg, uint64_t now) {
   pg->dprev = _ta_dirty_last;
   if (_ta_dirty_last) _ta_dirty_last->dnext = pg; else _ta_dirty_first = pg;
   _ta_dirty_last = pg;
-  _ta_dirty_pages += pg->npages;
-  _ta_dirty_res += pg->resident;
-  if (pg->flags & TA_PF_UNMEASURED) {
-    _ta_dirty_unmeasured++;
-    _ta_dirty_unsure += (size_t)pg->npages * TA_OS_PER_PAGE - pg->resident;
-  }
+  _ta_dirty_account(pg, 1);
 }
 
 /* Pages' worth of resident memory in dirty spans, at most (rounded up). */
 static inline size_t _ta_dirty_resident_pages(void) { return (_ta_dirty_res + TA_OS_PER_PAGE - 1) / TA_OS_PER_PAGE; }
+
+/* File free span h in the bin of its length, or take it out. */
+static void _ta_bin_add(_ta_page_t *h) {
+  size_t b = _ta_bin_of(h->npages);
+  _ta_q_push(&_ta_bins[b], h);
+  if (b < TA_BINS) _ta_bin_mask |= (uint64_t)1 << b;
+}
+static void _ta_bin_del(_ta_page_t *h) {
+  size_t b = _ta_bin_of(h->npages);
+  _ta_q_remove(&_ta_bins[b], h);
+  if (b < TA_BINS && _ta_bins[b].first == NULL) _ta_bin_mask &= ~((uint64_t)1 << b);
+}
 
 /* Record a free span at pages [idx, idx+npages) of arena a and file it;
  * if dirty, at most res OS pages of it are resident. */
@@ -189,17 +202,13 @@ static _ta_page_t *_ta_free_span_insert(size_t ai, size_t idx, size_t npages, ui
     last->kind = TA_KIND_INNER;
     last->head_off = (uint32_t)(npages - 1);
   }
-  size_t b = _ta_bin_of(npages);
-  _ta_q_push(&_ta_bins[b], h);
-  if (b < TA_BINS) _ta_bin_mask |= (uint64_t)1 << b;
+  _ta_bin_add(h);
   if (flags & TA_PF_DIRTY) _ta_dirty_append(h, now);
   return h;
 }
 
 static void _ta_free_span_remove(_ta_page_t *h) {
-  size_t b = _ta_bin_of(h->npages);
-  _ta_q_remove(&_ta_bins[b], h);
-  if (b < TA_BINS && _ta_bins[b].first == NULL) _ta_bin_mask &= ~((uint64_t)1 << b);
+  _ta_bin_del(h);
   _ta_dirty_remove(h);
   h->flags &= (uint8_t)~TA_PF_DIRTY;
   h->kind = TA_KIND_INNER; /* no longer a head until someone makes it one */
@@ -277,10 +286,10 @@ static size_t _ta_retain_limit_pages(uint64_t now) {
  * retain limit leaves after the dirty pages (bytes). A signal handler
  * inside arena work (the lock is its thread's) gets retain_min. Takes the
  * arena lock: call without the huge lock. */
-static size_t _ta_measure_locked(void *p, size_t bytes, bool primed);
+static size_t _ta_measure_locked(void *p, size_t bytes, int div);
 static size_t _ta_arena_huge_budget(size_t alloc_pages, void *freed, size_t freed_bytes) {
   if (!_ta_arena_lock_take()) return _ta_opt.retain_min;
-  if (freed) (void)_ta_measure_locked(freed, freed_bytes, false);
+  if (freed) (void)_ta_measure_locked(freed, freed_bytes, 4);
   uint64_t now = _ta_now_ms();
   if (alloc_pages) {
     _ta_note_hwm();
@@ -308,27 +317,16 @@ static void _ta_dirty_measure_locked(_ta_page_t *h);
 static _ta_page_t *_ta_dirty_cut_tail_locked(_ta_page_t *h, size_t cut) {
   _ta_arena_t *a = &_ta_arenas[h->arena];
   size_t n = h->npages, keep = n - cut, idx = _ta_page_index(a, h);
-  size_t b = _ta_bin_of(n);
-  _ta_q_remove(&_ta_bins[b], h);
-  if (b < TA_BINS && _ta_bins[b].first == NULL) _ta_bin_mask &= ~((uint64_t)1 << b);
-  uint8_t f = h->flags;
-  size_t hres = _ta_share_res(&f, h->resident, n, keep);
-  _ta_dirty_res = _ta_dirty_res - h->resident + hres;
-  if (f & TA_PF_UNMEASURED) { /* h was measured (the caller's test) */
-    _ta_dirty_unmeasured++;
-    _ta_dirty_unsure += keep * TA_OS_PER_PAGE - hres;
-  }
-  h->flags = f;
+  _ta_bin_del(h);
+  _ta_dirty_account(h, -1);
+  h->resident = _ta_share_res(&h->flags, h->resident, n, keep);
   h->npages = (uint32_t)keep;
-  h->resident = hres;
-  _ta_dirty_pages -= cut;
+  _ta_dirty_account(h, 1);
+  _ta_bin_add(h);
   if (keep > 1) {
     a->pages[idx + keep - 1].kind = TA_KIND_INNER;
     a->pages[idx + keep - 1].head_off = (uint32_t)(keep - 1);
   }
-  b = _ta_bin_of(keep);
-  _ta_q_push(&_ta_bins[b], h);
-  if (b < TA_BINS) _ta_bin_mask |= (uint64_t)1 << b;
   _ta_page_t *t = &a->pages[idx + keep];
   t->kind = TA_KIND_PURGING;
   t->head_off = 0;
@@ -359,10 +357,8 @@ static size_t _ta_purge_pick_locked(bool all, uint64_t now, _ta_page_t **batch) 
     limit += (spare->resident + TA_OS_PER_PAGE - 1) / TA_OS_PER_PAGE;
   }
   /* Counts that are bounds first: the limit may be met without a purge. */
-  if (!all && _ta_dirty_unmeasured && _ta_dirty_resident_pages() > limit) {
-    for (_ta_page_t *h = _ta_dirty_first; h && _ta_dirty_unmeasured && _ta_dirty_resident_pages() > limit; h = h->dnext)
-      if ((h->flags & TA_PF_UNMEASURED) && h != spare) _ta_dirty_measure_locked(h);
-  }
+  for (_ta_page_t *h = all ? NULL : _ta_dirty_first; h && _ta_dirty_unmeasured && _ta_dirty_resident_pages() > limit; h = h->dnext)
+    if ((h->flags & TA_PF_UNMEASURED) && h != spare) _ta_dirty_measure_locked(h);
   _ta_page_t *next;
   for (_ta_page_t *h = _ta_dirty_first; h && n < TA_PURGE_BATCH; h = next) {
     next = h->dnext;
@@ -490,9 +486,6 @@ static _ta_page_t *_ta_span_claim(size_t ai, size_t idx, size_t npages, uint8_t 
   _ta_note_hwm();
   return h;
 }
-
-/* Take npages from the free span h (removed from its bin already), give the
- * rest back. Returns the in-use head. */
 
 /* Take npages (aligned) out of free span h, still in the bins: the pages
  * before and after stay free in the state h was in, with their shares of
@@ -636,6 +629,12 @@ static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kin
   return h;
 }
 
+/* The state of two free spans of one state (dirty or clean) joined: zero
+ * only if both are, its resident count a guess if either's is. */
+static inline uint8_t _ta_join_flags(uint8_t a, uint8_t b) {
+  return (uint8_t)((a & b) | ((a | b) & TA_PF_UNMEASURED));
+}
+
 /* Make pages [idx, idx+n) of arena ai free, coalescing with free
  * neighbours of the same state only: dirty with dirty, clean with clean.
  * A dirty span is then resident memory throughout, so the dirty pages the
@@ -643,12 +642,6 @@ static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, uint8_t kin
  * a freed block's pages for being joined to clean ones (a 20 MiB block
  * freed next to 18 MiB of clean pages made a 38 MiB dirty span, over the
  * limit, purged whole: a loop of two 5-25 MiB blocks faulted every page). */
-/* The state of two free spans of one state (dirty or clean) joined: zero
- * only if both are, its resident count a bound if either's is. */
-static inline uint8_t _ta_join_flags(uint8_t a, uint8_t b) {
-  return (uint8_t)((a & b) | ((a | b) & TA_PF_UNMEASURED));
-}
-
 static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags, size_t res, uint64_t now) {
   _ta_arena_t *a = &_ta_arenas[ai];
   uint8_t dirty = flags & TA_PF_DIRTY;
@@ -775,9 +768,6 @@ static unsigned char _ta_mincore_vec[4096]; /* under the arena lock */
 static unsigned _ta_density;                /* arena lock */
 static _Atomic(unsigned) _ta_density_seen; /* a copy read without it */
 
-/* Measure [p, p+bytes) for the retain limit, and for the density unless
- * primed: its pages were resident or populated before the program had
- * them, so their residency says nothing of the program's use. */
 /* Move the density towards res of pages: 1/div of the way. */
 static void _ta_density_note(size_t res, size_t pages, int div) {
   int d = (int)(res * 256 / (pages ? pages : 1)), cur = (int)_ta_density;
@@ -785,9 +775,13 @@ static void _ta_density_note(size_t res, size_t pages, int div) {
   atomic_store_explicit(&_ta_density_seen, _ta_density, memory_order_relaxed);
 }
 
-static size_t _ta_measure_locked(void *p, size_t bytes, bool primed) {
+/* Measure [p, p+bytes): how many of its OS pages are resident. With div,
+ * the density moves 1/div of the way to it; with 0 it learns nothing (the
+ * pages were resident or populated before the program had them, or the
+ * span is free: their residency says nothing of the program's use). */
+static size_t _ta_measure_locked(void *p, size_t bytes, int div) {
   size_t res = _ta_os_resident(p, bytes, _ta_mincore_vec, sizeof _ta_mincore_vec);
-  if (!primed) _ta_density_note(res, bytes / TA_OS_PAGE, 4);
+  if (div) _ta_density_note(res, bytes / TA_OS_PAGE, div);
   return res;
 }
 
@@ -810,9 +804,9 @@ static inline bool _ta_arena_populate_next(void) {
  * measured; any other large one is guessed, and marked TA_PF_UNMEASURED
  * in *flags: what was resident when it was claimed or populated
  * (claim_res), and the density's share of the rest (a span resident
- * throughout when claimed, or populated, is so still: exact). The purge measures a guess before it purges
- * anything for the retain limit, and the books count every page of it
- * (a bound). So a program that frees big blocks it touched in part and
+ * throughout when claimed, or populated, is so still: exact). The purge
+ * measures a guess before it purges anything for the retain limit, and
+ * the books count every page of it (a bound). So a program that frees big blocks it touched in part and
  * takes their pages again at once makes no system call for them (64
  * slots of 64 KiB-4 MiB blocks replacing each other, first and last byte
  * touched: a mincore on every free was 0.12 s of its 0.15 s, where glibc
@@ -834,16 +828,11 @@ static size_t _ta_span_resident_locked(const _ta_page_t *h, uint8_t *flags) {
    * the whole block measured, and half the say: a program that starts
    * writing its blocks through is seen within a dozen frees. */
   if (!(h->flags & TA_PF_PRIMED)) {
-    if (_ta_density >= TA_SPARSE) return _ta_measure_locked(h->start, pages * TA_OS_PAGE, false);
+    if (_ta_density >= TA_SPARSE) return _ta_measure_locked(h->start, pages * TA_OS_PAGE, 4);
     if (_ta_density_tick++ % TA_DENSITY_SAMPLE == 0) {
       size_t w = _ta_os_resident(h->start, TA_WINDOW * TA_OS_PAGE, _ta_mincore_vec, sizeof _ta_mincore_vec);
-      if (w * 2 < TA_WINDOW) {
-        _ta_density_note(w, TA_WINDOW, 4);
-      } else {
-        size_t res = _ta_measure_locked(h->start, pages * TA_OS_PAGE, true);
-        _ta_density_note(res, pages, 2);
-        return res;
-      }
+      if (w * 2 >= TA_WINDOW) return _ta_measure_locked(h->start, pages * TA_OS_PAGE, 2);
+      _ta_density_note(w, TA_WINDOW, 4);
     }
   }
   *flags |= TA_PF_UNMEASURED;
@@ -852,12 +841,10 @@ static size_t _ta_span_resident_locked(const _ta_page_t *h, uint8_t *flags) {
 
 /* Measure dirty span h, whose resident count is a bound. */
 static void _ta_dirty_measure_locked(_ta_page_t *h) {
-  size_t res = _ta_measure_locked(h->start, (size_t)h->npages << TA_PAGE_SHIFT, true);
-  _ta_dirty_unsure -= (size_t)h->npages * TA_OS_PER_PAGE - h->resident;
-  _ta_dirty_res = _ta_dirty_res - h->resident + res;
-  h->resident = res;
+  _ta_dirty_account(h, -1);
+  h->resident = _ta_measure_locked(h->start, (size_t)h->npages << TA_PAGE_SHIFT, 0);
   h->flags &= (uint8_t)~TA_PF_UNMEASURED;
-  _ta_dirty_unmeasured--;
+  _ta_dirty_account(h, 1);
 }
 
 /* Return a span in use to the arena. */
