@@ -168,6 +168,10 @@ static void _ta_dirty_append(_ta_page_t *pg, uint64_t now) {
   _ta_dirty_account(pg, 1);
 }
 
+/* OS pages of dirty spans that may be resident: the counts, and every
+ * page a guess left out (a bound, for the books and the purger). */
+static inline size_t _ta_dirty_bound(void) { return _ta_dirty_res + _ta_dirty_unsure; }
+
 /* Pages' worth of resident memory in dirty spans, at most (rounded up). */
 static inline size_t _ta_dirty_resident_pages(void) { return (_ta_dirty_res + TA_OS_PER_PAGE - 1) / TA_OS_PER_PAGE; }
 
@@ -403,13 +407,13 @@ static void _ta_books_publish_arena_locked(void) {
   for (size_t i = 0; i < n; i++) top += _ta_arenas[i].top;
   atomic_store_explicit(&_ta_books->spans_in_use, (uint64_t)_ta_used_pages << TA_PAGE_SHIFT, memory_order_relaxed);
   atomic_store_explicit(&_ta_books->spans_free_resident,
-                        ((uint64_t)(_ta_dirty_res + _ta_dirty_unsure) * TA_OS_PAGE) + ((uint64_t)_ta_purging_pages << TA_PAGE_SHIFT),
-                        memory_order_relaxed); /* at most: guesses count every page */
+                        ((uint64_t)_ta_dirty_bound() * TA_OS_PAGE) + ((uint64_t)_ta_purging_pages << TA_PAGE_SHIFT),
+                        memory_order_relaxed);
   atomic_store_explicit(&_ta_books->arena_touched, (uint64_t)top << TA_PAGE_SHIFT, memory_order_relaxed);
   atomic_store_explicit(&_ta_books->descriptors, (uint64_t)top * sizeof(_ta_page_t) + _ta_side_mapped, memory_order_relaxed);
 }
 
-static _Atomic(size_t) _ta_arena_dirty_bytes; /* _ta_dirty_res in bytes, for the purger (purger.c) */
+static _Atomic(size_t) _ta_arena_dirty_bytes; /* _ta_dirty_bound() in bytes, for the purger (purger.c) */
 static void _ta_purger_kick(void);
 
 static void _ta_unlock_purge(bool all, uint64_t now) {
@@ -418,9 +422,7 @@ static void _ta_unlock_purge(bool all, uint64_t now) {
   for (;;) {
     size_t n = _ta_purge_pick_locked(all, now, batch);
     if (n == 0) {
-      /* Dirty spans a guess says hold nothing count: they still go when old. */
-      size_t bytes = _ta_dirty_pages ? (_ta_dirty_res + 1) * TA_OS_PAGE : 0;
-      atomic_store_explicit(&_ta_arena_dirty_bytes, bytes, memory_order_seq_cst);
+      atomic_store_explicit(&_ta_arena_dirty_bytes, _ta_dirty_bound() * TA_OS_PAGE, memory_order_seq_cst);
       _ta_arena_lock_drop();
       _ta_purger_kick();
       return;

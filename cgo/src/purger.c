@@ -32,7 +32,8 @@ static _Atomic(int) _ta_purger_state;
 static _Atomic(bool) _ta_purger_idle; /* waiting on the condition variable */
 static bool _ta_purger_work;          /* under _ta_purger_lock: wake up */
 
-/* Is any free memory resident: dirty spans, or cached huge mappings? */
+/* May any free memory be resident: dirty spans (arena.c's bound, which
+ * counts every page of a guessed span), or cached huge mappings? */
 static inline bool _ta_purger_due(void) {
   return atomic_load_explicit(&_ta_arena_dirty_bytes, memory_order_seq_cst) != 0 ||
          atomic_load_explicit(&_ta_huge_cached_pages, memory_order_seq_cst) != 0;
