@@ -227,11 +227,8 @@ static _ta_page_t *_ta_find_page(_ta_heap_t *h, unsigned c) {
      * Unless it holds every block in use: the page is empty then, and
      * takes the thread's tag without turning mixed (_ta_page_retag), its
      * blocks carved again rather than their list walked (page.c). */
-    if (!pg->free) {
+    if (!pg->free || _ta_xf_count(atomic_load_explicit(&pg->xthread_free, memory_order_relaxed)) == pg->used)
       _ta_page_collect(pg);
-    } else if (_ta_xf_count(atomic_load_explicit(&pg->xthread_free, memory_order_relaxed)) == pg->used) {
-      _ta_page_collect_empty(pg);
-    }
     if (!pg->free && pg->capacity < pg->reserved) _ta_page_extend(pg);
     if (pg->free) {
       _ta_q_to_front(q, pg);

@@ -137,7 +137,9 @@ static void _ta_take_requested(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_bl
  * the word says how many without a walk: when pg's own list is empty (as
  * it is when malloc runs out of blocks, and on a full page) the list
  * becomes it as it is, and the blocks' lines move to this thread one at a
- * time as malloc pops them. Otherwise the list is walked to its tail, and
+ * time as malloc pops them. When they are every block in use, the page
+ * is empty and is carved again (below; the caller extends it when it
+ * needs a block). Otherwise the list is walked to its tail, and
  * a walk that finds another count than the word's (a cycle, as two threads
  * freeing one block at once can make) aborts. A count above used is a
  * double free either way. A cycle in a list taken without a walk hands a
@@ -153,6 +155,22 @@ static void _ta_page_collect(_ta_page_t *pg) {
     _ta_fatal("page %p: %u blocks freed from other threads but only %u in use (double free?)", pg->start, k, pg->used);
   if (!list) return;
   if (pg->free) {
+#if !TA_CHECK
+    if (k == pg->used) {
+      /* Every block in use came back: the page is empty. Both lists are
+       * forgotten and its blocks carved again as malloc needs them, in
+       * address order, by this thread: the walk below is a cache miss a
+       * block (the other thread wrote each one), 12% of many_tags' time.
+       * A stale pointer into the page now lies past its carved blocks
+       * (capacity, which other threads read validating a free). The
+       * checking build walks: its carving checks each block's poison,
+       * which a free's list link overwrote. */
+      pg->free = NULL;
+      pg->used = 0;
+      __atomic_store_n(&pg->capacity, (uint16_t)0, __ATOMIC_RELAXED);
+      return;
+    }
+#endif
     uint32_t n = 1;
     _ta_block_t *tail = list;
     while (tail->next && n <= k) {
@@ -164,32 +182,6 @@ static void _ta_page_collect(_ta_page_t *pg) {
   }
   pg->free = list;
   pg->used -= k;
-}
-
-/* Take the blocks other threads freed into pg (owner only) when they are
- * every block it has in use: the page is empty. Its free list and theirs
- * are forgotten and its blocks carved again as malloc needs them, in
- * address order, written by this thread: joining the two lists walked
- * the remote one to its tail, a cache miss a block (12% of many_tags'
- * time, where half of each thread's blocks are freed by another). A
- * count above used is a double free, as in _ta_page_collect. The
- * checking build keeps the walk: its carving checks each block's poison,
- * which a free's list link overwrote. */
-static void _ta_page_collect_empty(_ta_page_t *pg) {
-#if TA_CHECK
-  _ta_page_collect(pg);
-#else
-  uintptr_t w = atomic_exchange_explicit(&pg->xthread_free, 0, memory_order_acquire);
-  uint32_t k = _ta_xf_count(w);
-  if (ta_unlikely(k != pg->used || (k == 0) != (_ta_xf_list(w) == NULL)))
-    _ta_fatal("page %p: %u blocks freed from other threads but %u in use (double free?)", pg->start, k, pg->used);
-  pg->free = NULL;
-  pg->used = 0;
-  /* read by other threads validating a pointer they free (_ta_classify):
-   * a stale pointer into the page is now past its carved blocks */
-  __atomic_store_n(&pg->capacity, (uint16_t)0, __ATOMIC_RELAXED);
-  _ta_page_extend(pg);
-#endif
 }
 
 /* b, being freed, holds the free key: if it is on one of pg's free lists
