@@ -79,13 +79,19 @@ static inline void *_ta_malloc_class(unsigned c, size_t size) {
  * block of clean pages left to fault shows, when freed, how much of it
  * the program touched: the others are marked primed (the span is ours;
  * the arena reads its flags when it is freed). */
+/* Bring [from, from+bytes) of large span pg in with one system call: it
+ * is primed, and resident throughout as the arena counts it when freed
+ * (claim_res: no guess, no measure). */
+static void _ta_large_populate(_ta_page_t *pg, size_t from, size_t bytes) {
+  pg->flags = TA_PF_PRIMED;
+  _ta_os_populate(pg->start + from, bytes);
+  pg->claim_res = (size_t)pg->npages * TA_OS_PER_PAGE;
+}
+
 static void _ta_large_prime(_ta_page_t *pg, size_t size, uint8_t state) {
   bool fill = (state & TA_PF_RESIDENT) ? false : (state & TA_PF_ZERO) ? _ta_arena_populate_next() : _ta_arena_dense();
-  if (fill || !(state & TA_PF_ZERO)) pg->flags = TA_PF_PRIMED;
-  if (fill) {
-    _ta_os_populate(pg->start, _ta_align_up(size, TA_OS_PAGE));
-    pg->claim_res = (size_t)pg->npages * TA_OS_PER_PAGE;
-  }
+  if (!(state & TA_PF_ZERO)) pg->flags = TA_PF_PRIMED;
+  if (fill) _ta_large_populate(pg, 0, _ta_align_up(size, TA_OS_PAGE));
 }
 
 /* Large: a span of whole pages, aligned to align (a power of two). */
@@ -412,11 +418,8 @@ static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
       if (npages == pg->npages || (npages < pg->npages ? _ta_span_shrink_inplace(pg, npages) : _ta_span_grow_inplace(pg, npages))) {
         size_t now = npages << TA_PAGE_SHIFT;
         /* its new pages: a buffer grown by realloc fills them (arena.c, density) */
-        if (npages > was && npages >= TA_MEASURE_PAGES && _ta_arena_dense()) {
-          pg->flags = TA_PF_PRIMED;
-          _ta_os_populate(pg->start + (was << TA_PAGE_SHIFT), (npages - was) << TA_PAGE_SHIFT);
-          pg->claim_res = (size_t)npages * TA_OS_PER_PAGE;
-        }
+        if (npages > was && npages >= TA_MEASURE_PAGES && _ta_arena_dense())
+          _ta_large_populate(pg, was << TA_PAGE_SHIFT, (npages - was) << TA_PAGE_SHIFT);
         TA_REALLOC_SAY(did, pg->requested, now);
         _ta_count_resize(tag, usable, now, pg->requested, size);
         pg->requested = size;

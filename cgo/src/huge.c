@@ -398,11 +398,11 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   if (need <= old && (need >= old / 2 || size >= oldreq)) {
     TA_REALLOC_SAY(did, oldreq, old);
     e->requested = size;
-    if (TA_HUGE_FAST) { /* the next ones need no lock (above) */
-      _ta_huge_recent_t *r = &_ta_tls_huge_recent[_ta_tls_huge_recent_next++ % TA_HUGE_RECENT];
-      for (unsigned i = 0; i < TA_HUGE_RECENT; i++) /* its own slot if it has one */
-        if (_ta_tls_huge_recent[i].addr == (uintptr_t)p) r = &_ta_tls_huge_recent[i];
-      *r = (_ta_huge_recent_t){(uintptr_t)p, old, atomic_load_explicit(&_ta_huge_epoch, memory_order_relaxed)};
+    if (TA_HUGE_FAST) { /* the next ones need no lock (above): its own slot, else the next in turn */
+      unsigned i = 0;
+      while (i < TA_HUGE_RECENT && _ta_tls_huge_recent[i].addr != (uintptr_t)p) i++;
+      if (i == TA_HUGE_RECENT) i = _ta_tls_huge_recent_next++ % TA_HUGE_RECENT;
+      _ta_tls_huge_recent[i] = (_ta_huge_recent_t){(uintptr_t)p, old, atomic_load_explicit(&_ta_huge_epoch, memory_order_relaxed)};
     }
     _ta_mutex_unlock(&_ta_huge_lock);
     _ta_count_resize(tag, old, old, oldreq, size);
