@@ -208,10 +208,14 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
     /* counted before the block is given back (then it may be reused, and
      * its tag entry rewritten) */
     _ta_count_free(_ta_block_tag(pg, p), pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
-    _ta_heap_t *h = _ta_tls_heap;
-    if (h != &_ta_heap_empty && atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED &&
-        _ta_free_adopting(h, pg, (_ta_block_t *)p))
-      return;
+    /* Other threads' pages, and pages of exited threads, alike: a page
+     * left by an exited thread is adopted by a thread that needs a page
+     * of its class (heap.c, _ta_adopt), or goes back to the arena once
+     * others' frees empty it (_ta_free_remote). A thread that only frees
+     * into it does not take it over: the main thread joining its workers
+     * kept such pages, and the free blocks others gave back to them,
+     * from every thread that came later (75 MiB of RSS where glibc held
+     * 10, in 100 rounds of mimalloc's stress test). */
     _ta_free_remote(pg, (_ta_block_t *)p);
     return;
   }

@@ -160,25 +160,29 @@ static _ta_page_t *_ta_adopt(_ta_heap_t *h, unsigned c) {
   return found;
 }
 
-/* A free from h into pg, whose owner exited: h takes the page over (the
- * thread freeing into it is likely to free and allocate more there, and
- * this keeps that memory with one thread instead of bouncing between
- * caches), then frees locally. False if another thread adopted it first. */
-static bool _ta_free_adopting(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
-  unsigned c = pg->sclass; /* stable: b is live, so the span is */
+/* Give empty abandoned page pg's span back to the arena. in_full is
+ * cleared first: under the lock, TA_IN_ABANDONED means on a list. */
+static void _ta_aband_drop_locked(_ta_page_t *pg) {
+  _ta_q_remove(&_ta_aband[pg->sclass], pg);
+  atomic_fetch_sub_explicit(&_ta_aband_count, 1, memory_order_relaxed);
+  atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
+  _ta_span_free(pg);
+}
+
+/* A free from another thread just made abandoned page pg's remote count
+ * equal its blocks in use, as read without the lock: if it is still
+ * abandoned (pages on the lists belong to the lock holder) and empty
+ * once collected, its span goes back to the arena. A thread that frees
+ * what exited threads made (the main thread joining its workers, say)
+ * returned those pages only every 250 ms before, from some thread's
+ * slow path, and threads that came meanwhile took fresh spans. */
+TA_NOINLINE static void _ta_aband_release_if_empty(_ta_page_t *pg) {
   _ta_mutex_lock(&_ta_aband_lock);
-  bool ok = atomic_load_explicit(&pg->heap, memory_order_relaxed) == NULL &&
-            atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED;
-  if (ok) _ta_aband_take_locked(h, pg);
+  if (atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED && atomic_load_explicit(&pg->heap, memory_order_relaxed) == NULL) {
+    _ta_page_collect(pg);
+    if (pg->used == 0) _ta_aband_drop_locked(pg);
+  }
   _ta_mutex_unlock(&_ta_aband_lock);
-  if (!ok) return false;
-  _ta_page_collect(pg);
-  _ta_q_append(&h->queue[c], pg); /* behind the direct page */
-  b->key = _ta_free_key;
-  b->next = pg->free; /* counted by the caller (_ta_free_generic) */
-  pg->free = b;
-  if (--pg->used == 0 && !_ta_page_keep_empty(h, pg)) _ta_page_release(h, pg);
-  return true;
 }
 
 /* Free abandoned pages that became empty through cross-thread frees. */
@@ -189,11 +193,7 @@ static void _ta_heaps_reclaim_abandoned(void) {
     for (_ta_page_t *pg = _ta_aband[c].first, *next; pg; pg = next) {
       next = pg->next;
       _ta_page_collect(pg);
-      if (pg->used == 0) {
-        _ta_q_remove(&_ta_aband[c], pg);
-        atomic_fetch_sub_explicit(&_ta_aband_count, 1, memory_order_relaxed);
-        _ta_span_free(pg);
-      }
+      if (pg->used == 0) _ta_aband_drop_locked(pg);
     }
   }
   _ta_mutex_unlock(&_ta_aband_lock);

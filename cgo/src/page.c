@@ -215,7 +215,16 @@ static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
     b->next = _ta_xf_list(old);
   } while (!atomic_compare_exchange_weak_explicit(&pg->xthread_free, &old, (uintptr_t)b + (old & -TA_XF_ONE) + TA_XF_ONE,
                                                   memory_order_seq_cst, memory_order_relaxed));
-  if (atomic_load_explicit(&pg->in_full, memory_order_seq_cst)) {
+  uint8_t in_full = atomic_load_explicit(&pg->in_full, memory_order_seq_cst);
+  if (ta_unlikely(in_full == TA_IN_ABANDONED)) {
+    /* An exited thread's page that this free may have emptied: its span
+     * goes back to the arena now, for any class or size, rather than
+     * wait for a thread that needs this class to adopt it (heap.c). used
+     * is read racily (an adopter may be collecting): the lock decides. */
+    if (_ta_xf_count(old) + 1 == __atomic_load_n(&pg->used, __ATOMIC_RELAXED)) _ta_aband_release_if_empty(pg);
+    return;
+  }
+  if (in_full) {
     _ta_heap_t *h = atomic_load_explicit(&pg->heap, memory_order_acquire);
     /* Heap structs are never unmapped, so a stale owner only gets a
      * needless rescan. */
