@@ -140,6 +140,13 @@ static void _ta_aband_take_locked(_ta_heap_t *h, _ta_page_t *pg) {
   atomic_store_explicit(&pg->heap, h, memory_order_release);
 }
 
+/* Collect abandoned page pg (the lock holder's) and note its blocks in
+ * use where remote frees read them. */
+static void _ta_aband_collect_locked(_ta_page_t *pg) {
+  _ta_page_collect(pg);
+  atomic_store_explicit(&pg->aband_used, pg->used, memory_order_relaxed);
+}
+
 /* Take a page of class c left by an exited thread that has a free block
  * (looking at a few), or NULL. */
 #define TA_ADOPT_SCAN 8
@@ -149,7 +156,7 @@ static _ta_page_t *_ta_adopt(_ta_heap_t *h, unsigned c) {
   _ta_mutex_lock(&_ta_aband_lock);
   int scanned = 0;
   for (_ta_page_t *pg = _ta_aband[c].first; pg && scanned < TA_ADOPT_SCAN; pg = pg->next, scanned++) {
-    _ta_page_collect(pg); /* pages on the list belong to the lock holder */
+    _ta_aband_collect_locked(pg); /* pages on the list belong to the lock holder */
     if (pg->free || pg->capacity < pg->reserved) {
       found = pg;
       break;
@@ -179,7 +186,7 @@ static void _ta_aband_drop_locked(_ta_page_t *pg) {
 TA_NOINLINE static void _ta_aband_release_if_empty(_ta_page_t *pg) {
   _ta_mutex_lock(&_ta_aband_lock);
   if (atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED && atomic_load_explicit(&pg->heap, memory_order_relaxed) == NULL) {
-    _ta_page_collect(pg);
+    _ta_aband_collect_locked(pg);
     if (pg->used == 0) _ta_aband_drop_locked(pg);
   }
   _ta_mutex_unlock(&_ta_aband_lock);
@@ -192,7 +199,7 @@ static void _ta_heaps_reclaim_abandoned(void) {
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
     for (_ta_page_t *pg = _ta_aband[c].first, *next; pg; pg = next) {
       next = pg->next;
-      _ta_page_collect(pg);
+      _ta_aband_collect_locked(pg);
       if (pg->used == 0) _ta_aband_drop_locked(pg);
     }
   }
@@ -363,7 +370,8 @@ static void _ta_heap_abandon(_ta_heap_t *h) {
         }
         _ta_page_disown(pg); /* the record, with its counters, may pass to a new thread */
         _ta_mutex_lock(&_ta_aband_lock);
-        atomic_store_explicit(&pg->in_full, TA_IN_ABANDONED, memory_order_relaxed);
+        atomic_store_explicit(&pg->aband_used, pg->used, memory_order_relaxed); /* before in_full says abandoned */
+        atomic_store_explicit(&pg->in_full, TA_IN_ABANDONED, memory_order_release);
         atomic_store_explicit(&pg->heap, NULL, memory_order_release);
         _ta_q_push(&_ta_aband[c], pg);
         atomic_fetch_add_explicit(&_ta_aband_count, 1, memory_order_relaxed);

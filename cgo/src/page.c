@@ -219,9 +219,10 @@ static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
   if (ta_unlikely(in_full == TA_IN_ABANDONED)) {
     /* An exited thread's page that this free may have emptied: its span
      * goes back to the arena now, for any class or size, rather than
-     * wait for a thread that needs this class to adopt it (heap.c). used
-     * is read racily (an adopter may be collecting): the lock decides. */
-    if (_ta_xf_count(old) + 1 == __atomic_load_n(&pg->used, __ATOMIC_RELAXED)) _ta_aband_release_if_empty(pg);
+     * wait for a thread that needs this class to adopt it (heap.c). The
+     * count is compared with aband_used, not used (which an adopter may
+     * be writing): the lock decides. */
+    if (_ta_xf_count(old) + 1 == atomic_load_explicit(&pg->aband_used, memory_order_relaxed)) _ta_aband_release_if_empty(pg);
     return;
   }
   if (in_full) {

@@ -336,7 +336,9 @@ typedef struct _ta_page_s {
   };
   uint32_t npages;            /* span length in pages (heads; arena lock) */
   uint16_t arena;             /* index of the arena holding this page (arena lock) */
-  uint16_t pad_;
+  _Atomic(uint16_t) aband_used; /* small, on an abandoned list: used as the lock
+                                 holder last left it (remote frees compare
+                                 their count with it, heap.c) */
 } _ta_page_t;
 
 _Static_assert(sizeof(_ta_page_t) == 128, "page descriptor must be 128 bytes");
