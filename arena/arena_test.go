@@ -476,3 +476,53 @@ func TestRetainFallsWhenHeapShrinks(t *testing.T) {
 	}
 	waitPurged(t)
 }
+
+// The limit spares the block freed last, not the free span it joined: a
+// 2 MiB block freed beside a free 3 MiB one makes a 5 MiB span, over the
+// spare's bound (4 x RetainBytes, 4 MiB here), and the span used to be
+// purged whole. Now the limit grows by the block's 2 MiB and the span
+// it lies in is passed over, so it stays resident (the native arena's
+// rule, arena.c, _ta_purge_pick_locked).
+func TestSpareIsTheBlockFreedLast(t *testing.T) {
+	Purge()
+	a.mu.Lock()
+	delay := a.opt.PurgeDelay
+	a.opt.PurgeDelay = time.Hour // nothing goes by age meanwhile
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.opt.PurgeDelay = delay
+		if a.timer != nil { // set for an hour: the next tests' purges would wait for it
+			a.timer.Stop()
+			a.timer = nil
+		}
+		a.mu.Unlock()
+	}()
+	const MiB = 1 << 20
+	var spans []*Span
+	for _, n := range []uintptr{3 * MiB, 2 * MiB, sizeclass.PageSize} { // the last keeps the two from the top
+		s, err := AllocLarge(n, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unsafe.Slice((*byte)(s.Start()), s.Bytes())[0] = 1
+		spans = append(spans, s)
+	}
+	if spans[1].page != spans[0].page+spans[0].npages {
+		t.Skipf("spans not adjacent (pages %d+%d, %d)", spans[0].page, spans[0].npages, spans[1].page)
+	}
+	FreeLarge(spans[0], spans[0].Start())
+	FreeLarge(spans[1], spans[1].Start()) // joins the first: 5 MiB dirty
+	a.mu.Lock()
+	hwm, big, at := a.hwm, a.recentBig, a.recentBigAt
+	a.hwm = heapBytes()                                         // no room under the mark
+	a.recentBigAt = int64(time.Since(a.start)) - 2*recentWindow // nothing recent: the limit is RetainBytes
+	purgeLocked(false)
+	a.hwm, a.recentBig, a.recentBigAt = hwm, big, at
+	a.mu.Unlock()
+	if r := ReadStats().FreeResident; r < 5*MiB {
+		t.Errorf("the 2 MiB block freed last joined a 3 MiB free span: %d bytes left resident, want 5 MiB", r)
+	}
+	FreeLarge(spans[2], spans[2].Start())
+	Purge()
+}

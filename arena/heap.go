@@ -47,6 +47,7 @@ var a struct {
 	// Dirty free spans, oldest first (the order they became free in):
 	// purging starts at dirty, and the span freed last is dirtyLast.
 	dirty, dirtyLast uint32
+	lastFreed        uint64 // bytes of the span the program freed last, before it joined its neighbours
 	start            time.Time
 	timer            *time.Timer // purges dirty spans after the delay
 	// The retain limit's inputs (retainLimitLocked), in bytes: the heap's
@@ -292,6 +293,7 @@ func allocSpanLocked(n uint32, kind uint8) (*Span, error) {
 func freeSpanLocked(s *Span) {
 	page, n := s.page, s.npages
 	a.inUse.Add(-(uint64(n) << sizeclass.PageShift))
+	a.lastFreed = uint64(n) << sizeclass.PageShift
 	for i := uint32(1); i < n; i++ {
 		spanAt(page + i).kind = kindNone
 	}
@@ -323,8 +325,11 @@ func freeSpanLocked(s *Span) {
 // native library's arena.c, docs/ARCHITECTURE.md "Returning memory to
 // the OS"): all of them if all; else, oldest first, those free for
 // longer than the delay, and more while dirty memory exceeds the retain
-// limit, sparing the span freed last (up to 4 x RetainBytes) so that a
-// block freed and asked for again is not faulted back in. Each old span
+// limit, sparing the block freed last (up to 4 x RetainBytes) so that a
+// block freed and asked for again is not faulted back in: the span it
+// lies in is passed over and the limit grows by the block, not by the
+// span it joined (a 25 MiB block joined into 53 MiB lost its spare, and
+// two such blocks replacing each other faulted twice as much). Each old span
 // purged halves the high-water mark's distance to the heap. If dirty
 // memory remains, a timer comes back after the delay.
 func purgeLocked(all bool) {
@@ -334,9 +339,9 @@ func purgeLocked(all bool) {
 	var spare uint32
 	if !all {
 		limit = retainLimitLocked(now)
-		if last := a.dirtyLast; last != 0 && uint64(spanAt(last).Bytes()) <= 4*uint64(a.opt.RetainBytes) {
+		if last := a.dirtyLast; last != 0 && a.lastFreed <= 4*uint64(a.opt.RetainBytes) {
 			spare = last
-			limit += uint64(spanAt(last).Bytes())
+			limit += min(a.lastFreed, uint64(spanAt(last).Bytes()))
 		}
 	}
 	for a.dirty != 0 {
