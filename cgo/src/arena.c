@@ -834,14 +834,21 @@ static size_t _ta_span_resident_locked(const _ta_page_t *h, uint8_t *flags) {
   /* The density learns only from blocks left to fault (not primed), each
    * measured while it is not sparse: populating, or not, turns on it.
    * While sparse (a mincore on every free cost more than the program's
-   * own work), one in TA_DENSITY_SAMPLE has its first TA_WINDOW pages
-   * looked at, about a microsecond, and only a window mostly touched has
-   * the whole block measured, and half the say: a program that starts
-   * writing its blocks through is seen within a dozen frees. */
+   * own work), one in TA_DENSITY_SAMPLE has TA_WINDOW pages from its
+   * middle looked at, about a microsecond, and only a window mostly
+   * touched has the whole block measured, and half the say: a program
+   * that starts writing its blocks through is seen within a dozen frees.
+   * The middle, not the start: a block written at its two ends (a
+   * header, a last byte) showed its first page touched in a window of
+   * 16, a density of 6% where it was 0.4%, and the guesses it made went
+   * over the retain limit with a tenth of it resident: the purge then
+   * measured 2.7 GiB of free spans with 2,100 mincore calls, 16 ms of a
+   * 44 ms run (64 slots of 64 KiB-4 MiB blocks touched at the ends). */
   if (!(h->flags & TA_PF_PRIMED)) {
     if (_ta_density >= TA_SPARSE) return _ta_measure_locked(h->start, pages * TA_OS_PAGE, 4);
     if (_ta_density_tick++ % TA_DENSITY_SAMPLE == 0) {
-      size_t w = _ta_os_resident(h->start, TA_WINDOW * TA_OS_PAGE, _ta_mincore_vec, sizeof _ta_mincore_vec);
+      uint8_t *mid = h->start + (pages - TA_WINDOW) / 2 * TA_OS_PAGE; /* pages >= 4 * 16 */
+      size_t w = _ta_os_resident(mid, TA_WINDOW * TA_OS_PAGE, _ta_mincore_vec, sizeof _ta_mincore_vec);
       if (w * 2 >= TA_WINDOW) return _ta_measure_locked(h->start, pages * TA_OS_PAGE, 2);
       _ta_density_note(w, TA_WINDOW, 4);
     }
