@@ -182,7 +182,7 @@ func fakeResult() *Result {
 		c := &Cell{Allocator: alloc}
 		for _, f := range []float64{1.2, 1, 0.95} {
 			c.Samples = append(c.Samples, Sample{Seconds: sec * f, MaxRSS: int64(float64(mib<<20) * f),
-				Faults: int64(float64(mib*256) * f), Metrics: metrics})
+				Faults: int64(float64(mib*256) * f), SysSecs: sec * f / 10, Metrics: metrics})
 		}
 		return c
 	}

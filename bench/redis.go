@@ -102,6 +102,7 @@ func runRedis(ctx context.Context, b *Built, w Workload, args []string, a Alloca
 	}
 	s.Seconds = wall
 	s.MaxRSS, s.Faults = usage(srv.ProcessState)
+	s.SysSecs = sysSeconds(srv.ProcessState)
 	s.Metrics["server_cpu_s"] = cpuSeconds(srv.ProcessState)
 	return s, nil
 }

@@ -54,6 +54,7 @@ type Row struct {
 	Time       map[string]float64            `json:"time_s"`       // allocator → median seconds
 	RSS        map[string]float64            `json:"peak_rss"`     // allocator → median bytes
 	Faults     map[string]float64            `json:"minor_faults"` // allocator → median minor page faults
+	Sys        map[string]float64            `json:"sys_s"`        // allocator → median system seconds
 	TimeSpread map[string]float64            `json:"time_spread"`  // allocator → (max-min)/median
 	Metrics    map[string]map[string]float64 `json:"metrics"`      // metric → allocator → median
 	Failed     map[string]string             `json:"failed"`       // allocator → error
@@ -80,8 +81,8 @@ func Summarize(r *Result, subject string, baselines []string, t Targets) *Summar
 	for _, wr := range r.Workloads {
 		row := &Row{Workload: wr.Name, Skipped: wr.Skipped, TimeNote: wr.TimeNote,
 			Time: map[string]float64{}, RSS: map[string]float64{}, Faults: map[string]float64{},
-			TimeSpread: map[string]float64{},
-			Metrics:    map[string]map[string]float64{}, Failed: map[string]string{},
+			Sys: map[string]float64{}, TimeSpread: map[string]float64{},
+			Metrics: map[string]map[string]float64{}, Failed: map[string]string{},
 			TimeRatio: map[string]float64{}, RSSRatio: map[string]float64{}}
 		s.Rows = append(s.Rows, row)
 		for _, c := range wr.Cells {
@@ -92,12 +93,13 @@ func Summarize(r *Result, subject string, baselines []string, t Targets) *Summar
 			if len(c.Samples) == 0 {
 				continue
 			}
-			var ts, rs, fs []float64
+			var ts, rs, fs, ss []float64
 			ms := map[string][]float64{}
 			for _, smp := range c.Samples {
 				ts = append(ts, smp.Seconds)
 				rs = append(rs, float64(smp.MaxRSS))
 				fs = append(fs, float64(smp.Faults))
+				ss = append(ss, smp.SysSecs)
 				for k, v := range smp.Metrics {
 					if k != wr.TimeMetric {
 						ms[k] = append(ms[k], v)
@@ -110,6 +112,7 @@ func Summarize(r *Result, subject string, baselines []string, t Targets) *Summar
 			row.Time[c.Allocator] = Median(ts)
 			row.RSS[c.Allocator] = Median(rs)
 			row.Faults[c.Allocator] = Median(fs)
+			row.Sys[c.Allocator] = Median(ss)
 			row.TimeSpread[c.Allocator] = Spread(ts)
 			for k, vs := range ms {
 				if row.Metrics[k] == nil {
@@ -262,20 +265,30 @@ func (s *Summary) ratioTable(title string, cell func(r *Row, alloc string) strin
 	return t
 }
 
-// renderFaults writes the minor page faults table: where time and RSS go
-// for the large-block workloads.
+// renderFaults writes the minor page faults and system time tables: where
+// time and RSS go for the large-block workloads (memory given back to the
+// OS and taken again costs a fault a page, and the kernel's time).
 func (s *Summary) renderFaults(b *strings.Builder) {
-	ft := &Table{Title: fmt.Sprintf("Minor page faults: median of %d runs, thousands (rusage minflt)", s.Runs),
-		Header: append([]string{"workload"}, s.Allocators...)}
-	for _, r := range s.measuredRows() {
-		row := []string{r.Workload}
-		for _, a := range s.Allocators {
-			row = append(row, cellOr(r, a, fmtNum("%.1f", get(r.Faults, a)/1000)))
+	for _, tab := range []struct {
+		title  string
+		format string
+		scale  float64
+		of     func(*Row) map[string]float64
+	}{
+		{"Minor page faults: median of %d runs, thousands (rusage minflt)", "%.1f", 1.0 / 1000, func(r *Row) map[string]float64 { return r.Faults }},
+		{"System time: median of %d runs, seconds (rusage stime)", "%.3f", 1, func(r *Row) map[string]float64 { return r.Sys }},
+	} {
+		ft := &Table{Title: fmt.Sprintf(tab.title, s.Runs), Header: append([]string{"workload"}, s.Allocators...)}
+		for _, r := range s.measuredRows() {
+			row := []string{r.Workload}
+			for _, a := range s.Allocators {
+				row = append(row, cellOr(r, a, fmtNum(tab.format, get(tab.of(r), a)*tab.scale)))
+			}
+			ft.Rows = append(ft.Rows, row)
 		}
-		ft.Rows = append(ft.Rows, row)
+		b.WriteString("\n")
+		ft.Render(b)
 	}
-	b.WriteString("\n")
-	ft.Render(b)
 }
 
 // renderMetrics writes the workloads' own measurements, a row per

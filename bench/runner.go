@@ -21,6 +21,7 @@ type Sample struct {
 	Seconds float64            `json:"seconds"`      // wall time, or the workload's TimeMetric
 	MaxRSS  int64              `json:"max_rss"`      // peak RSS in bytes (rusage ru_maxrss)
 	Faults  int64              `json:"minor_faults"` // minor page faults (rusage ru_minflt)
+	SysSecs float64            `json:"sys_s"`        // system time (rusage ru_stime): faults, purges, mappings
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 	Output  string             `json:"-"` // the result lines, compared with glibc's
 }
@@ -207,6 +208,7 @@ func RunOnce(ctx context.Context, b *Built, w Workload, a Allocator, quick bool,
 		return Sample{}, err
 	}
 	s.MaxRSS, s.Faults = usage(cmd.ProcessState)
+	s.SysSecs = sysSeconds(cmd.ProcessState)
 	s.Seconds = wall
 	if w.TimeMetric != "" {
 		v, ok := s.Metrics[w.TimeMetric]
@@ -271,6 +273,15 @@ func usage(ps *os.ProcessState) (maxRSS, faults int64) {
 		return ru.Maxrss * 1024, ru.Minflt // Linux reports ru_maxrss in KiB
 	}
 	return 0, 0
+}
+
+// sysSeconds is the system time of the waited-for process (its
+// children's too, when it waited for them): page faults, madvise, mmap.
+func sysSeconds(ps *os.ProcessState) float64 {
+	if ps == nil {
+		return 0
+	}
+	return ps.SystemTime().Seconds()
 }
 
 // cpuSeconds is the user+system time of the waited-for process.
