@@ -176,8 +176,8 @@ static bool _ta_quar_holds(const void *p) {
  * through the lock-free remote list (whichever thread this is), large ones
  * to the arena. Pages of exited threads get such frees far more often than
  * in the ordinary build (the quarantine releases blocks on whichever thread
- * frees), and only a reclaim returns them once empty: one runs every 4096
- * releases of a thread. */
+ * frees); the free that empties one gives it back (_ta_free_remote), and a
+ * reclaim every 4096 releases of a thread catches any that a race left. */
 static __thread uint32_t _ta_check_released;
 
 static void _ta_check_release(void *p) {
