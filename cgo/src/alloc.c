@@ -73,12 +73,6 @@ static inline void *_ta_malloc_class(unsigned c, size_t size) {
 #define _ta_malloc_class _ta_malloc_class_unsampled
 #endif
 
-/* A new large block of size bytes in span pg, claimed in state (arena.c,
- * density): populate it if the program is dense, unless its pages are
- * all resident; with clean pages, leave one in TA_PROBE to fault. Only a
- * block of clean pages left to fault shows, when freed, how much of it
- * the program touched: the others are marked primed (the span is ours;
- * the arena reads its flags when it is freed). */
 /* Bring [from, from+bytes) of large span pg in with one system call: it
  * is primed, and resident throughout as the arena counts it when freed
  * (claim_res: no guess, no measure). */
@@ -88,6 +82,12 @@ static void _ta_large_populate(_ta_page_t *pg, size_t from, size_t bytes) {
   pg->claim_res = (size_t)pg->npages * TA_OS_PER_PAGE;
 }
 
+/* A new large block of size bytes in span pg, claimed in state (arena.c,
+ * density): populate it if the program is dense, unless its pages are
+ * all resident; with clean pages, leave one in TA_PROBE to fault. Only a
+ * block of clean pages left to fault shows, when freed, how much of it
+ * the program touched: the others are marked primed (the span is ours;
+ * the arena reads its flags when it is freed). */
 static void _ta_large_prime(_ta_page_t *pg, size_t size, uint8_t state) {
   bool fill = (state & TA_PF_RESIDENT) ? false : (state & TA_PF_ZERO) ? _ta_arena_populate_next() : _ta_arena_dense();
   if (!(state & TA_PF_ZERO)) pg->flags = TA_PF_PRIMED;
@@ -208,14 +208,8 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
     /* counted before the block is given back (then it may be reused, and
      * its tag entry rewritten) */
     _ta_count_free(_ta_block_tag(pg, p), pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
-    /* Other threads' pages, and pages of exited threads, alike: a page
-     * left by an exited thread is adopted by a thread that needs a page
-     * of its class (heap.c, _ta_adopt), or goes back to the arena once
-     * others' frees empty it (_ta_free_remote). A thread that only frees
-     * into it does not take it over: the main thread joining its workers
-     * kept such pages, and the free blocks others gave back to them,
-     * from every thread that came later (75 MiB of RSS where glibc held
-     * 10, in 100 rounds of mimalloc's stress test). */
+    /* A page of an exited thread too: it is not taken over here (heap.c,
+     * abandoned pages). */
     _ta_free_remote(pg, (_ta_block_t *)p);
     return;
   }
