@@ -364,7 +364,7 @@ static size_t _ta_purge_pick_locked(bool all, uint64_t now, _ta_page_t **batch) 
    * its spare: two 5-25 MiB blocks replacing each other faulted 39k
    * pages (tcmalloc 26k), 19k with it. */
   _ta_page_t *spare = NULL;
-  if (!all && _ta_dirty_last && (_ta_last_freed_res << 12) <= 4 * _ta_opt.retain_min) {
+  if (!all && _ta_dirty_last && _ta_last_freed_res * TA_OS_PAGE <= 4 * _ta_opt.retain_min) {
     spare = _ta_dirty_last;
     size_t res = spare->resident < _ta_last_freed_res ? spare->resident : _ta_last_freed_res;
     limit += (res + TA_OS_PER_PAGE - 1) / TA_OS_PER_PAGE;
