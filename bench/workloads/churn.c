@@ -17,7 +17,7 @@
 
 static _Atomic(uintptr_t *) slots[SLOTS];
 static long long scale;
-static uint64_t made[256]; /* per thread: the sizes it made (its own stream) */
+static uint64_t made[256]; /* per thread id: the sizes it made (its own stream), over the rounds */
 
 /* percent: true with probability pct / 100 (pct may be fractional). */
 static int percent(rng_t *r, double pct)
@@ -63,6 +63,7 @@ static void *run(void *argp)
 {
 	uint64_t id = (uint64_t)(uintptr_t)argp;
 	rng_t r = { (id + 1) * 43 };
+	uint64_t sum = made[id]; /* here, not in made[]: threads' entries share a line */
 	size_t allocs = (size_t)(100 * scale) * (size_t)(id % 8 + 1);
 	size_t keep = allocs / 2, nkept = 0, ndata = 0, cap = 0;
 	uintptr_t **kept = calloc(keep ? keep : 1, sizeof *kept);
@@ -78,9 +79,9 @@ static void *run(void *argp)
 				if (data == NULL)
 					die("out of memory");
 			}
-			data[ndata++] = make(&r, (size_t)1 << (rng_next(&r) % 5), &made[id]);
+			data[ndata++] = make(&r, (size_t)1 << (rng_next(&r) % 5), &sum);
 		} else {
-			kept[nkept++] = make(&r, (size_t)1 << (rng_next(&r) % 7), &made[id]);
+			kept[nkept++] = make(&r, (size_t)1 << (rng_next(&r) % 7), &sum);
 			keep--;
 		}
 		if (percent(&r, 66) && ndata > 0) {
@@ -99,6 +100,7 @@ static void *run(void *argp)
 		unmake(data[i]);
 	free(kept);
 	free(data);
+	made[id] = sum;
 	return NULL;
 }
 
