@@ -200,7 +200,7 @@ func (s *Summary) Render(w io.Writer) error {
 	var b strings.Builder
 	s.renderTime(&b)
 	s.renderRSS(&b)
-	s.renderFaults(&b)
+	s.renderFaultsAndSys(&b)
 	s.renderMetrics(&b)
 	s.renderTargets(&b)
 	s.renderProblems(&b)
@@ -265,10 +265,10 @@ func (s *Summary) ratioTable(title string, cell func(r *Row, alloc string) strin
 	return t
 }
 
-// renderFaults writes the minor page faults and system time tables: where
+// renderFaultsAndSys writes the minor page faults and system time tables: where
 // time and RSS go for the large-block workloads (memory given back to the
 // OS and taken again costs a fault a page, and the kernel's time).
-func (s *Summary) renderFaults(b *strings.Builder) {
+func (s *Summary) renderFaultsAndSys(b *strings.Builder) {
 	for _, tab := range []struct {
 		title  string
 		format string
