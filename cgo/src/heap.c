@@ -226,10 +226,16 @@ static _ta_page_t *_ta_page_new(_ta_heap_t *h, unsigned c) {
   return pg;
 }
 
-/* A page of class c with a free block, or NULL (out of memory). */
+/* A page of class c with a free block, or NULL (out of memory). A freed
+ * block anywhere in the queue comes before a block carved anew: carving
+ * the first page first (as mimalloc does) let each class's carved blocks
+ * grow past its high-water mark while its other pages held freed ones
+ * (small_random: 7.5 MiB carved for 5.9 in use; 6.9 this way, at the same
+ * speed). */
 static _ta_page_t *_ta_find_page(_ta_heap_t *h, unsigned c) {
   _ta_pageq_t *q = &h->queue[c];
   if (atomic_load_explicit(&h->xfull[c], memory_order_relaxed)) _ta_rescan_full(h, c);
+  _ta_page_t *carve = NULL; /* the first page with blocks still to carve */
   for (_ta_page_t *pg = q->first, *next; pg; pg = next) {
     next = pg->next;
     /* A page with free blocks keeps what others freed until it runs out:
@@ -239,10 +245,13 @@ static _ta_page_t *_ta_find_page(_ta_heap_t *h, unsigned c) {
      * blocks carved again rather than their list walked (page.c). */
     if (!pg->free || _ta_xf_count(atomic_load_explicit(&pg->xthread_free, memory_order_relaxed)) == pg->used)
       _ta_page_collect(pg);
-    if (!pg->free && pg->capacity < pg->reserved) _ta_page_extend(pg);
     if (pg->free) {
       _ta_q_to_front(q, pg);
       return pg;
+    }
+    if (pg->capacity < pg->reserved) {
+      if (!carve) carve = pg;
+      continue;
     }
     /* Full: park it. Publish in_full before the last look, so a concurrent
      * remote free either lands in this collect or sees in_full. */
@@ -255,6 +264,11 @@ static _ta_page_t *_ta_find_page(_ta_heap_t *h, unsigned c) {
       return pg;
     }
     _ta_q_push(&h->full[c], pg);
+  }
+  if (carve) {
+    _ta_page_extend(carve);
+    _ta_q_to_front(q, carve);
+    return carve;
   }
   return _ta_page_new(h, c);
 }
