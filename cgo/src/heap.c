@@ -91,6 +91,45 @@ static void _ta_page_release(_ta_heap_t *h, _ta_page_t *pg) {
   _ta_span_free(pg);
 }
 
+/* Empty direct page pg of a class with few blocks per span (big blocks)
+ * stays while it is one of the last TA_KEPT_EMPTY such pages h kept, and
+ * they hold at most TA_KEPT_EMPTY_BYTES beside it; the oldest go back to
+ * the arena. A loop that allocates and frees blocks of some big classes
+ * keeps their pages (mimalloc retires such a page after a few slow paths);
+ * one that walks up the classes (a buffer grown by realloc: 1 KiB-512 KiB
+ * in 57 steps) kept a span of every class it passed until the next heap
+ * walk: 8.6 MiB at realloc_chain's peak, of its 40 (34 now). 8 entries and
+ * 1 MiB were too few for mstress (2 threads, 8 B-64 KiB): its pages went
+ * back and came again split from others' spans, 12.2 -> 14.2 MiB. Entries
+ * are checked before use: a page may have been taken, or released by the
+ * heap walk. */
+#define TA_KEPT_EMPTY_BYTES (2 * TA_MiB)
+static inline bool _ta_kept_still(_ta_heap_t *h, _ta_page_t *q) {
+  return atomic_load_explicit(&q->heap, memory_order_relaxed) == h && q->kind == TA_KIND_SMALL && h->direct[q->sclass] == q &&
+         q->used == 0;
+}
+static void _ta_kept_note(_ta_heap_t *h, _ta_page_t *pg) {
+  unsigned n = 0;
+  size_t bytes = 0;
+  for (unsigned i = 0; i < h->nkept; i++) { /* the others still kept, in order */
+    _ta_page_t *q = h->kept[i];
+    if (q != pg && _ta_kept_still(h, q)) {
+      h->kept[n++] = q;
+      bytes += (size_t)q->npages << TA_PAGE_SHIFT;
+    }
+  }
+  unsigned drop = 0;
+  while (drop < n && (n - drop >= TA_KEPT_EMPTY || bytes > TA_KEPT_EMPTY_BYTES)) {
+    _ta_page_t *q = h->kept[drop++];
+    bytes -= (size_t)q->npages << TA_PAGE_SHIFT;
+    _ta_page_release(h, q);
+  }
+  memmove(h->kept, h->kept + drop, (n - drop) * sizeof(h->kept[0]));
+  n -= drop;
+  h->kept[n++] = pg;
+  h->nkept = n;
+}
+
 /* pg, on h's full list, may have free blocks again: back on the queue. */
 static void _ta_page_unfull(_ta_heap_t *h, _ta_page_t *pg) {
   unsigned c = pg->sclass;
@@ -108,9 +147,13 @@ static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg, void *b) {
     size_t idx = _ta_block_index(pg, b);
     _ta_count_resize(_ta_block_tag_at(pg, idx), 0, 0, pg->block_size - _ta_slop_get(pg, idx), 0);
   }
-  if (!_ta_page_keep_empty(h, pg) && pg->used == 0) { /* direct: biased, kept anyway */
-    _ta_page_release(h, pg);
-    return;
+  if (pg->used == 0) {
+    if (!_ta_page_keep_empty(h, pg)) {
+      _ta_page_release(h, pg);
+      return;
+    }
+    /* direct: biased, kept anyway; big classes' only a while */
+    if (pg->reserved < TA_KEEP_EMPTY_MIN_OBJECTS) _ta_kept_note(h, pg);
   }
   if (atomic_load_explicit(&pg->in_full, memory_order_relaxed)) _ta_page_unfull(h, pg);
 }

@@ -434,6 +434,7 @@ typedef struct _ta_thread_s {
  * line is what the fast paths read: the current tag and its counters, and
  * the direct pages. Heaps live in private metadata (the books hold no
  * heap: every count is in the thread's counters). */
+#define TA_KEPT_EMPTY 32 /* see _ta_kept_note */
 typedef struct _ta_heap_s {
   _ta_ctr_t *ctr;           /* the thread's counters of its current tag, never
                                NULL; ctr->tag is the tag its mallocs get */
@@ -446,6 +447,10 @@ typedef struct _ta_heap_s {
   struct _ta_heap_s *hnext; /* list of live heaps (_ta_heaps_lock) */
   struct _ta_heap_s *hprev;
   _ta_thread_t *thread;     /* owner */
+  _ta_page_t *kept[TA_KEPT_EMPTY]; /* empty direct pages of big classes, oldest
+                               first (heap.c, _ta_kept_note); entries may be
+                               stale, checked before use */
+  unsigned nkept;
 } _ta_heap_t;
 
 /* ---- options (one table, parsed once: options.c) -------------------------- */
