@@ -346,6 +346,16 @@ static void *_ta_malloc_moving(size_t size) {
 #else
 #define TA_REALLOC_DID_ARG
 #endif
+/* Large block pg (the caller's), resized in place from was usable bytes
+ * to its pages now, for size bytes asked: counted, and size kept. */
+static inline void *_ta_large_keep(_ta_page_t *pg, size_t was, size_t size, _ta_realloc_did_t *did) {
+  size_t now = (size_t)pg->npages << TA_PAGE_SHIFT;
+  TA_REALLOC_SAY(did, pg->requested, now);
+  _ta_count_resize(pg->tag, was, now, pg->requested, size);
+  pg->requested = size;
+  return pg->start;
+}
+
 static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
 #if !TA_SAMPLING
   _ta_realloc_did_t *const did = NULL;
@@ -372,6 +382,12 @@ static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
       return p;
     }
   }
+  /* Fast path: a large block that keeps its pages (a buffer grown a few
+   * bytes at a time: 2,000 calls a page); only its requested size
+   * changes. The tests are _ta_classify's for a large block. */
+  if (ta_likely(pg != NULL) && pg->kind == TA_KIND_LARGE && (const uint8_t *)p == pg->start && size > TA_MAX_SMALL &&
+      size < _ta_opt.huge_threshold && ((size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT) == pg->npages)
+    return _ta_large_keep(pg, (size_t)pg->npages << TA_PAGE_SHIFT, size, did);
   size_t mapped = 0;
   _ta_ptr_kind_t k;
   uint32_t tag = TA_TAG_UNTAGGED; /* the block's: realloc keeps it */
@@ -414,14 +430,10 @@ static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
       /* the same pages, or the span shrunk or grown where it lies */
       size_t was = pg->npages;
       if (npages == pg->npages || (npages < pg->npages ? _ta_span_shrink_inplace(pg, npages) : _ta_span_grow_inplace(pg, npages))) {
-        size_t now = npages << TA_PAGE_SHIFT;
         /* its new pages: a buffer grown by realloc fills them (arena.c, density) */
         if (npages > was && npages >= TA_MEASURE_PAGES && _ta_arena_dense())
           _ta_large_populate(pg, was << TA_PAGE_SHIFT, (npages - was) << TA_PAGE_SHIFT);
-        TA_REALLOC_SAY(did, pg->requested, now);
-        _ta_count_resize(tag, usable, now, pg->requested, size);
-        pg->requested = size;
-        return p;
+        return _ta_large_keep(pg, usable, size, did);
       }
     }
     break;

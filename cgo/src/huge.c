@@ -191,6 +191,7 @@ typedef struct {
   uintptr_t addr;
   size_t mapped;
   uint64_t epoch;
+  size_t asked; /* the last size asked of it here: growing from it stays */
 } _ta_huge_recent_t;
 static __thread _ta_huge_recent_t _ta_tls_huge_recent[TA_HUGE_RECENT];
 static __thread unsigned _ta_tls_huge_recent_next;
@@ -368,7 +369,8 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
     for (unsigned i = 0; i < TA_HUGE_RECENT; i++) {
       _ta_huge_recent_t *r = &_ta_tls_huge_recent[i];
       if (r->addr != (uintptr_t)p) continue;
-      if (r->epoch == ep && need <= r->mapped && need >= r->mapped / 2) {
+      if (r->epoch == ep && need <= r->mapped && (need >= r->mapped / 2 || size >= r->asked)) { /* the locked path's rule */
+        r->asked = size;
         *found = true;
         *mapped_out = r->mapped;
         return p;
@@ -402,7 +404,7 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
       unsigned i = 0;
       while (i < TA_HUGE_RECENT && _ta_tls_huge_recent[i].addr != (uintptr_t)p) i++;
       if (i == TA_HUGE_RECENT) i = _ta_tls_huge_recent_next++ % TA_HUGE_RECENT;
-      _ta_tls_huge_recent[i] = (_ta_huge_recent_t){(uintptr_t)p, old, atomic_load_explicit(&_ta_huge_epoch, memory_order_relaxed)};
+      _ta_tls_huge_recent[i] = (_ta_huge_recent_t){(uintptr_t)p, old, atomic_load_explicit(&_ta_huge_epoch, memory_order_relaxed), size};
     }
     _ta_mutex_unlock(&_ta_huge_lock);
     _ta_count_resize(tag, old, old, oldreq, size);

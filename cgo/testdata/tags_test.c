@@ -318,6 +318,28 @@ static void test_requested(void) {
   req_live += 1;
   CHECK(tagalloc_tag_stats("req", &s) == 0 && s.live_requested_bytes == req_live, "after realloc: %zu, want %zu",
         s.live_requested_bytes, req_live);
+  /* a large block grown 64 bytes at a time, then shrunk, within its 10
+   * pages (realloc's fast path), by a thread of another tag */
+  SetHeapBlockTagForThread("req");
+  char *g = malloc(600000);
+  ClearHeapBlockTagForThread();
+  CHECK(g != NULL, "malloc 600000");
+  size_t gn = 600000;
+  req_live += gn;
+  for (int k = 0; k < 500; k++) {
+    char *q = realloc(g, gn + 64);
+    CHECK(q == g, "a large block grown within its pages stays (%zu bytes)", gn + 64);
+    g = q;
+    gn += 64;
+    req_live += 64;
+  }
+  g = realloc(g, gn - 1000);
+  req_live -= 1000;
+  gn -= 1000;
+  CHECK(tagalloc_tag_stats("req", &s) == 0 && s.live_requested_bytes == req_live, "after growing in place: %zu, want %zu",
+        s.live_requested_bytes, req_live);
+  free(g);
+  req_live -= gn;
   /* frees from another thread */
   pthread_t t;
   pthread_create(&t, NULL, req_freer, ps);
