@@ -191,10 +191,8 @@ func (t *Tag) allocSmall(n int) (unsafe.Pointer, bool) {
 		if fresh != nil {
 			p, zero = s.cache.Install(fresh, t.id)
 			fresh = nil
-		} else if cur := s.cache.Cur(c); debug {
-			p, zero = arena.PopDebug(cur, t.id)
 		} else {
-			p, zero = cur.Pop(t.id)
+			p, zero = s.cache.Pop(c, t.id)
 		}
 		if p == nil {
 			p, zero = s.cache.Refill(c, t.id)

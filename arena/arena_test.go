@@ -226,7 +226,7 @@ func mustPanic(t *testing.T, f func()) {
 // when it must.
 func popOrNew(t *testing.T, c *Cache, class int, tag uint32) unsafe.Pointer {
 	t.Helper()
-	p, _ := c.Cur(class).Pop(tag)
+	p, _ := c.Pop(class, tag)
 	if p == nil {
 		if p, _ = c.Refill(class, tag); p == nil {
 			s, err := NewSmall(class, tag)
@@ -525,4 +525,55 @@ func TestSpareIsTheBlockFreedLast(t *testing.T) {
 	}
 	FreeLarge(spans[2], spans[2].Start())
 	Purge()
+}
+
+// A freed block of any span of the class comes before a block carved
+// anew (Cache.Pop, Refill), as in the native heap (heap.c,
+// _ta_find_page): carving the current span first held each class's
+// high-water mark plus what it had freed since. The span set aside with
+// blocks still to carve is carved once the freed blocks are used up.
+func TestFreedBlocksBeforeCarving(t *testing.T) {
+	c := NewCache(17)
+	const class = 31 // 1024 B, 64 a span
+	cl := sizeclass.Classes[class]
+	var first []unsafe.Pointer
+	for len(first) < int(cl.Objects) { // a full span
+		first = append(first, popOrNew(t, c, class, 3))
+	}
+	second := popOrNew(t, c, class, 3) // one block carved of the next
+	s1, s2 := SpanOf(first[0]), SpanOf(second)
+	if s1 == s2 || s2.carved != 1 {
+		t.Fatalf("second span: same as the first %v, %d carved", s1 == s2, s2.carved)
+	}
+	freed := map[unsafe.Pointer]bool{}
+	for _, p := range first[10:15] { // the first span goes to the partial list
+		if !c.Free(s1, p, Check(s1, p, 1)) {
+			t.Fatal(TakeMisuse())
+		}
+		freed[p] = true
+	}
+	for i := 0; i < 5; i++ {
+		if p := popOrNew(t, c, class, 3); !freed[p] {
+			t.Fatalf("block %d: %#x, not one of the 5 freed (the second span has %d carved)", i, uintptr(p), s2.carved)
+		}
+	}
+	if s2.carved != 1 {
+		t.Fatalf("the second span carved %d blocks while the first had freed ones", s2.carved)
+	}
+	p := popOrNew(t, c, class, 3)
+	if SpanOf(p) != s2 || s2.carved != 2 {
+		t.Fatalf("after the freed blocks: a block of span %p (the set-aside one is %p, %d carved)", SpanOf(p), s2, s2.carved)
+	}
+	all := append(first[:10:10], first[15:]...)
+	all = append(all, second, p)
+	for i := 0; i < 5; i++ {
+		all = append(all, first[10+i]) // taken again above, in some order: the same blocks
+	}
+	for _, q := range all {
+		s := SpanOf(q)
+		if !c.Free(s, q, Check(s, q, 1)) {
+			t.Fatal(TakeMisuse())
+		}
+	}
+	ReleaseSpans(c.TakeRelease())
 }

@@ -33,6 +33,7 @@ type Bins [sizeclass.NumClasses]bin
 type bin struct {
 	cur     *Span  // never nil: &emptySpan until the first span
 	partial uint32 // spans with free blocks (not cur), doubly linked
+	aside   uint32 // a span set aside full with blocks still to carve, while partial spans' freed blocks go first (Refill); may be stale
 }
 
 var caches [MaxCaches]atomic.Pointer[Cache]
@@ -95,8 +96,12 @@ func (s *Span) PopFast() unsafe.Pointer {
 }
 
 // Pop is the current span's Pop in one call (the fast path's fall-back:
-// a tag other than the span's, carving). nil: call the cache's Refill.
-// Not for debug mode (PopDebug). The caller holds the cache.
+// a tag other than the span's, carving). A block is carved anew only
+// while no partial span has freed blocks: those come first (Refill), as
+// in the native heap (heap.c, _ta_find_page); carving first held each
+// class's high-water mark plus what it had freed since. nil: call the
+// cache's Refill. Not for debug mode (Cache.Pop). The caller holds the
+// cache.
 func (b *Bins) Pop(class int, tag uint32) (unsafe.Pointer, bool) {
 	s := b[class].cur
 	if f := s.free; f != 0 {
@@ -117,7 +122,21 @@ func (b *Bins) Pop(class int, tag uint32) (unsafe.Pointer, bool) {
 		}
 		return p, false
 	}
+	if b[class].partial != 0 {
+		return nil, false
+	}
 	return s.carve(tag)
+}
+
+// Pop is Bins.Pop, in debug mode too (PopDebug).
+func (c *Cache) Pop(class int, tag uint32) (unsafe.Pointer, bool) {
+	if a.bits == nil {
+		return c.bins.Pop(class, tag)
+	}
+	if b := &c.bins[class]; b.cur.free == 0 && b.partial != 0 {
+		return nil, false
+	}
+	return PopDebug(c.bins[class].cur, tag)
 }
 
 // The free fast path is two parts small enough to inline into the
@@ -157,21 +176,32 @@ func (s *Span) PushFast(p unsafe.Pointer, off uintptr) {
 	s.used--
 }
 
-// Refill finds a block of tag when Cur's span has none, without the
-// arena: blocks other caches freed into the current span, spans they
-// freed full spans into, then the partial list. nil means a new span is
-// needed (NewSmall, then Install).
+// Refill finds a block of tag when Cur's span has none on its free
+// list, without the arena: blocks other caches freed into the current
+// span, spans they freed full spans into, the partial list, then blocks
+// carved anew (from the current span, or the one set aside for the
+// partial list). nil means a new span is needed (NewSmall, then Install).
 func (c *Cache) Refill(class int, tag uint32) (p unsafe.Pointer, zero bool) {
 	b := &c.bins[class]
-	if cur := b.cur; cur != &emptySpan {
-		if cur.collect(); cur.hasFree() {
+	cur := b.cur
+	if cur != &emptySpan {
+		if cur.collect(); cur.free != 0 {
 			return c.pop(cur, tag)
 		}
 	}
 	c.drainReclaim()
-	if cur := b.cur; cur != &emptySpan {
+	if cur != &emptySpan {
+		if b.partial == 0 && cur.hasFree() { // nothing freed elsewhere: carve
+			return c.pop(cur, tag)
+		}
 		if p, zero = c.retire(cur, tag); p != nil {
 			return p, zero
+		}
+		if cur.hasFree() { // blocks still to carve: after the partial spans'
+			// (one set aside before, if any, waits full for a free of one
+			// of its blocks to bring it back: its uncarved tail costs no
+			// memory meanwhile)
+			b.aside = cur.page
 		}
 	}
 	b.cur = &emptySpan
@@ -182,6 +212,17 @@ func (c *Cache) Refill(class int, tag uint32) (p unsafe.Pointer, zero bool) {
 		s.state = stateCur
 		b.cur = s
 		if s.hasFree() { // always, for a span on the partial list
+			return c.pop(s, tag)
+		}
+	}
+	if i := b.aside; i != 0 {
+		b.aside = 0
+		// still set aside: ours, full (a free since took it to the partial
+		// list, or the arena), with blocks to carve
+		s := spanAt(i)
+		if s.state == stateFull && s.owner == c.id && int(s.class) == class && s.hasFree() && s.full.CompareAndSwap(fullYes, fullNo) {
+			s.state = stateCur
+			b.cur = s
 			return c.pop(s, tag)
 		}
 	}

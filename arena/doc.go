@@ -30,12 +30,14 @@
 //	           to the P), so no locks or atomics.
 //
 // The allocation path
-//  1. Cache.Cur(class).Pop(tag): the span's free list (LIFO), else its
-//     next uncarved block; a tag other than the span's is noted. (fast;
-//     its common case, Span.CanPopFast then Span.PopFast, inlines into
-//     alloc)
+//  1. Cache.Pop(class, tag) (Bins.Pop): the current span's free list
+//     (LIFO), else its next uncarved block unless a partial span has
+//     freed blocks (those first, as the native heap does); a tag other
+//     than the span's is noted. (fast; its common case, Span.CanPopFast
+//     then Span.PopFast, inlines into alloc)
 //  2. Cache.Refill: blocks other caches freed into the current span, full
-//     spans they freed into (the reclaim stack), the partial list.
+//     spans they freed into (the reclaim stack), the partial list, then
+//     blocks carved anew (the current span's, or the one set aside).
 //  3. NewSmall (arena lock): a span from the free bins or fresh pages,
 //     then Cache.Install on whichever cache the caller is on by then.
 //
