@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -277,6 +279,23 @@ func TestWorkloads(t *testing.T) {
 			}
 		})
 	}
+
+	// A run's peak RSS is the workload's own: a child this process starts
+	// itself counts this process's resident memory in its peak (clone with
+	// CLONE_VM), so runs go through measure. With 128 MiB held here, a
+	// quick simple still shows a few MiB.
+	t.Run("peak RSS is the workload's", func(t *testing.T) {
+		hold := make([]byte, 128<<20)
+		for i := range hold {
+			hold[i] = byte(i)
+		}
+		i := slices.IndexFunc(Workloads(), func(w Workload) bool { return w.Name == "simple" })
+		require.GreaterOrEqual(t, i, 0)
+		s, err := RunOnce(ctx, b, Workloads()[i], Allocator{Name: Glibc}, true, time.Minute)
+		require.NoError(t, err)
+		require.Less(t, s.MaxRSS, int64(64<<20), "peak RSS %d MiB: the harness's 128 MiB counted", s.MaxRSS>>20)
+		runtime.KeepAlive(hold)
+	})
 
 	// Fake allocators: one adds a line to the output, one aborts at load.
 	noisy := filepath.Join(dir, "noisy.so")

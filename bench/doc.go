@@ -30,10 +30,16 @@
 //
 //   - time: the wall time of the process, or for a workload that reports its
 //     own phase timing the value it prints (Workload.TimeMetric);
-//   - peak RSS: ru_maxrss of the process from wait4 (os.ProcessState), its
-//     minor page faults (ru_minflt), which show memory given back to the
-//     OS and touched again, and its system time (ru_stime), which those
-//     faults and the allocator's own madvise and mmap calls cost;
+//   - peak RSS: ru_maxrss of the process from wait4, its minor page faults
+//     (ru_minflt), which show memory given back to the OS and touched
+//     again, and its system time (ru_stime), which those faults and the
+//     allocator's own madvise and mmap calls cost. A preloaded allocator's
+//     workload is started by measure (measure/measure.c), which forks and
+//     execs it and reports its wait4 figures and wall time: a child Go
+//     starts itself (clone with CLONE_VM) counts the harness's own
+//     resident memory in its peak, so that workloads smaller than the
+//     harness all showed its 10 MiB. A launched allocator's figures are
+//     its launcher's, the workload's included;
 //   - the output: the result lines a workload prints ("checksum: …", or a
 //     program's query results). They must equal glibc's, or the run fails
 //     naming the workload and allocator: a fast allocator that corrupts

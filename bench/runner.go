@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -183,6 +184,23 @@ func RunOnce(ctx context.Context, b *Built, w Workload, a Allocator, quick bool,
 	for _, arg := range args {
 		cmd.Args = append(cmd.Args, expand(arg, b))
 	}
+	// A preloaded allocator's run goes through measure, so that its
+	// figures are the workload's own: a child this process starts counts
+	// this process's resident memory in its peak (clone with CLONE_VM). A
+	// launched one's are the launcher's, the workload's included: what a
+	// user of `tagalloc run` pays.
+	var report *os.File
+	if len(a.Launch) == 0 {
+		r, wr, err := os.Pipe()
+		if err != nil {
+			return Sample{}, err
+		}
+		defer r.Close()
+		report = r
+		cmd = exec.CommandContext(ctx, b.Measure, append([]string{"3"}, cmd.Args...)...)
+		cmd.ExtraFiles = []*os.File{wr}
+		defer wr.Close()
+	}
 	cmd.Env = environ(os.Environ(), preload, w.Env)
 	if w.Stdin != "" {
 		f, err := os.Open(expand(w.Stdin, b))
@@ -195,7 +213,13 @@ func RunOnce(ctx context.Context, b *Built, w Workload, a Allocator, quick bool,
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &tail{max: 4096, buf: &stderr}
 	start := time.Now()
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil {
+		if report != nil {
+			cmd.ExtraFiles[0].Close() // measure holds the write end now
+		}
+		err = cmd.Wait()
+	}
 	wall := time.Since(start).Seconds()
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
@@ -210,6 +234,13 @@ func RunOnce(ctx context.Context, b *Built, w Workload, a Allocator, quick bool,
 	s.MaxRSS, s.Faults = usage(cmd.ProcessState)
 	s.SysSecs = sysSeconds(cmd.ProcessState)
 	s.Seconds = wall
+	if report != nil {
+		m, err := readMeasure(report)
+		if err != nil {
+			return Sample{}, err
+		}
+		s.MaxRSS, s.Faults, s.SysSecs, s.Seconds = m.maxRSS, m.faults, m.sysSecs, m.wallSecs
+	}
 	if w.TimeMetric != "" {
 		v, ok := s.Metrics[w.TimeMetric]
 		if !ok {
@@ -260,6 +291,32 @@ func parseOutput(out string) (Sample, error) {
 		return s, errors.New("no output (a workload must print its checksum)")
 	}
 	return s, nil
+}
+
+// measured is what measure (measure/measure.c) reported of a run.
+type measured struct {
+	maxRSS, faults    int64
+	sysSecs, wallSecs float64
+}
+
+// readMeasure reads measure's line from r: "maxrss_kib minflt utime_us
+// stime_us wall_ns".
+func readMeasure(r io.Reader) (measured, error) {
+	b, err := io.ReadAll(io.LimitReader(r, 256))
+	if err != nil {
+		return measured{}, fmt.Errorf("reading measure's report: %w", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 5 {
+		return measured{}, fmt.Errorf("measure's report %q: want 5 numbers", b)
+	}
+	var v [5]int64
+	for i, x := range f {
+		if v[i], err = strconv.ParseInt(x, 10, 64); err != nil || v[i] < 0 {
+			return measured{}, fmt.Errorf("measure's report %q: bad number %q", b, x)
+		}
+	}
+	return measured{maxRSS: v[0] * 1024, faults: v[1], sysSecs: float64(v[3]) / 1e6, wallSecs: float64(v[4]) / 1e9}, nil
 }
 
 // usage returns the peak resident set of the waited-for process, in bytes,

@@ -16,10 +16,10 @@ import (
 	"github.com/tagalloc/tagalloc/cgo"
 )
 
-// sources holds the C workloads, the scripts the real programs run, and the
-// glibc shim.
+// sources holds the C workloads, the scripts the real programs run, the
+// glibc shim, and the program that measures a run (measure/measure.c).
 //
-//go:embed workloads preload
+//go:embed workloads preload measure
 var sources embed.FS
 
 // Kind says how a workload is run.
@@ -158,8 +158,9 @@ var ShimFlags = []string{"-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wal
 
 // Built is a built set of workloads.
 type Built struct {
-	Dir  string // root: bin/, lib/, src/
-	Shim string // path of the glibc shim
+	Dir     string // root: bin/, lib/, src/
+	Shim    string // path of the glibc shim
+	Measure string // path of measure (measure/measure.c): runs a workload, reports its rusage
 }
 
 // Bin is the path of the built C workload name.
@@ -222,7 +223,7 @@ func Build(o BuildOptions) (*Built, error) {
 }
 
 func built(dir string) *Built {
-	return &Built{Dir: dir, Shim: filepath.Join(dir, "lib", "glibc_shim.so")}
+	return &Built{Dir: dir, Shim: filepath.Join(dir, "lib", "glibc_shim.so"), Measure: filepath.Join(dir, "lib", "measure")}
 }
 
 // buildIn writes the sources into dir and compiles everything there.
@@ -255,6 +256,10 @@ func buildIn(dir, cc string, cflags []string, strict bool) (*Built, error) {
 	args := append(sflags, "-o", b.Shim, filepath.Join(dir, "src", "preload", "glibc_shim.c"), "-ldl")
 	if err := compile(cc, args); err != nil {
 		return nil, fmt.Errorf("building the glibc shim: %w", err)
+	}
+	margs := append(append([]string(nil), cflags...), "-o", b.Measure, filepath.Join(dir, "src", "measure", "measure.c"))
+	if err := compile(cc, margs); err != nil {
+		return nil, fmt.Errorf("building measure: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "built"), nil, 0o644); err != nil {
 		return nil, err
