@@ -223,6 +223,10 @@ func TestLifecycle(t *testing.T) {
 	// (test_purger_thread alone: the RSS test waits for the purger)
 	r = runProg(t, 2*time.Minute, []string{"LD_PRELOAD=" + lib(t), "TAGALLOC_PURGER=0", "LIFECYCLE_ONLY=purger"}, buildC(t, "lifecycle_test", "plain"))
 	requirePassed(t, "lifecycle_test with TAGALLOC_PURGER=0", r)
+	// the purger started by the free that empties an abandoned page (it
+	// hung): a fresh process, the retain floor 0
+	r = runProg(t, time.Minute, []string{"LD_PRELOAD=" + lib(t), "TAGALLOC_RETAIN_MIN=0", "LIFECYCLE_ONLY=aband"}, buildC(t, "lifecycle_test", "plain"))
+	requirePassed(t, "lifecycle_test with TAGALLOC_RETAIN_MIN=0", r)
 }
 
 // The OS-memory policy, seen with mincore (testdata/ospolicy_test.c): a

@@ -219,13 +219,17 @@ static _ta_page_t *_ta_adopt(_ta_heap_t *h, unsigned c) {
   return found;
 }
 
-/* Give empty abandoned page pg's span back to the arena. in_full is
- * cleared first: under the lock, TA_IN_ABANDONED means on a list. */
-static void _ta_aband_drop_locked(_ta_page_t *pg) {
+/* Take empty abandoned page pg off its list; the caller gives its span
+ * back to the arena after the lock (no block of it is out, so no free can
+ * reach it). in_full is cleared first: under the lock, TA_IN_ABANDONED
+ * means on a list. Never _ta_span_free under the abandoned lock: it may
+ * start the purger thread, whose C library TLS is a malloc, whose slow
+ * path may look for an abandoned page to adopt, under that lock (a forked
+ * child of the stress test hung so, its first span free this way). */
+static void _ta_aband_unlink_locked(_ta_page_t *pg) {
   _ta_q_remove(&_ta_aband[pg->sclass], pg);
   atomic_fetch_sub_explicit(&_ta_aband_count, 1, memory_order_relaxed);
   atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
-  _ta_span_free(pg);
 }
 
 /* A free from another thread just made abandoned page pg's remote count
@@ -239,26 +243,39 @@ static void _ta_aband_drop_locked(_ta_page_t *pg) {
  * of mimalloc's stress test); and the page came back only every 250 ms,
  * from some thread's slow path. */
 TA_NOINLINE static void _ta_aband_release_if_empty(_ta_page_t *pg) {
+  bool empty = false;
   _ta_mutex_lock(&_ta_aband_lock);
   if (atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED && atomic_load_explicit(&pg->heap, memory_order_relaxed) == NULL) {
     _ta_aband_collect_locked(pg);
-    if (pg->used == 0) _ta_aband_drop_locked(pg);
+    empty = pg->used == 0;
+    if (empty) _ta_aband_unlink_locked(pg);
   }
   _ta_mutex_unlock(&_ta_aband_lock);
+  if (empty) _ta_span_free(pg);
 }
 
 /* Free abandoned pages that became empty through cross-thread frees. */
 static void _ta_heaps_reclaim_abandoned(void) {
   if (atomic_load_explicit(&_ta_aband_count, memory_order_relaxed) == 0) return;
+  _ta_page_t *empty = NULL; /* linked by next, freed after the lock */
   _ta_mutex_lock(&_ta_aband_lock);
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
     for (_ta_page_t *pg = _ta_aband[c].first, *next; pg; pg = next) {
       next = pg->next;
       _ta_aband_collect_locked(pg);
-      if (pg->used == 0) _ta_aband_drop_locked(pg);
+      if (pg->used == 0) {
+        _ta_aband_unlink_locked(pg);
+        pg->next = empty;
+        empty = pg;
+      }
     }
   }
   _ta_mutex_unlock(&_ta_aband_lock);
+  while (empty) {
+    _ta_page_t *next = empty->next;
+    _ta_span_free(empty);
+    empty = next;
+  }
 }
 
 /* ---- the slow path ------------------------------------------------------------- */

@@ -248,11 +248,52 @@ static void test_passed_classes_are_not_kept(void) {
   CHECK(held <= 48, "a buffer grown through the classes left %zu pages in use (at most 48)", held);
 }
 
+/* Run alone with TAGALLOC_RETAIN_MIN=0 (LIFECYCLE_ONLY=aband): the purger
+ * starts at the first free that leaves memory free and resident. Let that
+ * be the free that empties an exited thread's page, from a thread with no
+ * page of its own: the page goes back to the arena, which starts the
+ * purger, whose thread's TLS the C library allocates on this thread, in
+ * a class it has no page of, so malloc's slow path looks for an abandoned
+ * page to adopt under the abandoned lock, while another page of the
+ * exited thread is still abandoned. The page went back under that lock,
+ * and the process hung (a forked child in the soak). */
+static void *two_pages(void *arg) {
+  void **v = arg;
+  v[0] = malloc(64); /* a page of 64 B blocks */
+  v[1] = malloc(64);
+  v[2] = malloc(700); /* and one of 704 B blocks */
+  v[3] = malloc(700);
+  return NULL;
+}
+static void *empty_one(void *arg) {
+  void **v = arg;
+  free(v[0]);
+  free(v[1]); /* the page is empty: back to the arena, the purger starts */
+  return NULL;
+}
+static void test_purger_started_by_abandoned_page(void) {
+  static void *v[4];
+  pthread_t t;
+  pthread_create(&t, NULL, two_pages, v);
+  pthread_join(t, NULL); /* its two pages are abandoned, in use */
+  CHECK(v[0] && v[1] && v[2] && v[3], "malloc");
+  CHECK(!has_thread_named("tagalloc-purge"), "the purger runs already: the test needs a process where it has not started");
+  pthread_create(&t, NULL, empty_one, v);
+  pthread_join(t, NULL);
+  CHECK(has_thread_named("tagalloc-purge"), "the purger did not start");
+  free(v[2]);
+  free(v[3]);
+}
+
 static void test_active(void) { CHECK(t_tagalloc_active(), "tagalloc is not the allocator in this process"); }
 
 int main(void) {
   RUN(test_active);
-  const char *only = getenv("LIFECYCLE_ONLY"); /* "purger": TAGALLOC_PURGER=0's run */
+  const char *only = getenv("LIFECYCLE_ONLY"); /* "purger": TAGALLOC_PURGER=0's run; "aband": TAGALLOC_RETAIN_MIN=0's */
+  if (only && strcmp(only, "aband") == 0) {
+    RUN(test_purger_started_by_abandoned_page);
+    return t_summary();
+  }
   if (!only || strcmp(only, "purger") != 0) {
     RUN(test_rss_falls_after_large_free);
     RUN(test_thread_exit_returns_cache);
