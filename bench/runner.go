@@ -212,6 +212,7 @@ func RunOnce(ctx context.Context, b *Built, w Workload, a Allocator, quick bool,
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &tail{max: 4096, buf: &stderr}
+	cmd.WaitDelay = 10 * time.Second // a timed-out run's children may hold its pipes
 	start := time.Now()
 	err := cmd.Start()
 	if err == nil {

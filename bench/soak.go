@@ -268,6 +268,12 @@ func runStress(ctx context.Context, prog string, args, env []string, timeout tim
 	defer cancel()
 	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.Env = append(os.Environ(), env...)
+	// A hang may be in a child the program forked: the timeout kills the
+	// whole process group, and Wait gives up on output pipes a survivor
+	// still holds (else a hung child hung the soak past its timeout).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	t0 := time.Now()

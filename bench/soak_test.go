@@ -62,3 +62,18 @@ func atoi(s string) int64 {
 	}
 	return n
 }
+
+// A run that hangs in a child it forked fails at its timeout: the whole
+// process group is killed, and the output pipes the child held do not
+// keep the soak waiting (a forked stress_test child that hung kept the
+// soak test past its timeout).
+func TestSoakRunKillsItsChildren(t *testing.T) {
+	start := time.Now()
+	r := runStress(context.Background(), "/bin/sh", []string{"-c", "sleep 60 & sleep 60"}, nil, time.Second)
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "hung") {
+		t.Fatalf("err %v, want a hang", r.Err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %v: the child kept the run waiting", d)
+	}
+}
