@@ -68,6 +68,10 @@ static void *_ta_purger_main(void *arg) {
  * never exits) is charged to no tag, not to the tag of whichever thread
  * happened to start it. */
 TA_NOINLINE static void _ta_purger_start(void) {
+#if TA_DEBUG >= 1
+  /* pthread_create allocates, and its malloc may take any of our locks */
+  if (_ta_tls_ranks) _ta_fatal("the purger started while holding %s (its thread's TLS is a malloc)", _ta_lock_name(31 - __builtin_clz(_ta_tls_ranks)));
+#endif
   int expect = TA_PURGER_NONE;
   if (!atomic_compare_exchange_strong(&_ta_purger_state, &expect, TA_PURGER_STARTING)) return;
   uint32_t tag = _ta_current_tag();
