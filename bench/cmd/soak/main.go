@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	if res.Failures > 0 || res.LostBytes != 0 {
 		for _, r := range res.Runs {
 			if r.Err != nil {
-				fmt.Fprintf(stderr, "soak: %s run %v failed: %v\n%s\n", r.Mode, r.Args, r.Err, r.Output)
+				fmt.Fprintf(stderr, "soak: %s run %v %v failed: %v\n%s\n", r.Mode, r.Args, r.Env, r.Err, r.Output)
 			}
 		}
 		return 1, fmt.Errorf("%d failed runs, %d bytes lost", res.Failures, res.LostBytes)
