@@ -128,15 +128,19 @@ static void _ta_kept_note(_ta_heap_t *h, _ta_page_t *pg) {
     size_t share = (size_t)atomic_load_explicit(&_ta_books->spans_in_use, memory_order_relaxed) / 16;
     if (share > cap) cap = share;
   }
-  while (drop < n && (n - drop >= TA_KEPT_EMPTY || bytes > cap)) {
-    _ta_page_t *q = h->kept[drop++];
-    bytes -= (size_t)q->npages << TA_PAGE_SHIFT;
-    _ta_page_release(h, q);
-  }
+  while (drop < n && (n - drop >= TA_KEPT_EMPTY || bytes > cap)) bytes -= (size_t)h->kept[drop++]->npages << TA_PAGE_SHIFT;
+  /* The ring is whole before any page goes back: giving a span back may
+   * start the purger, whose pthread_create allocates and, failing, frees,
+   * and a free may come here again. Each page is looked at again before
+   * it goes (such a call may have taken or released it). */
+  _ta_page_t *gone[TA_KEPT_EMPTY];
+  memcpy(gone, h->kept, drop * sizeof(h->kept[0]));
   memmove(h->kept, h->kept + drop, (n - drop) * sizeof(h->kept[0]));
   n -= drop;
   h->kept[n++] = pg;
   h->nkept = n;
+  for (unsigned i = 0; i < drop; i++)
+    if (_ta_kept_still(h, gone[i])) _ta_page_release(h, gone[i]);
 }
 
 /* pg, on h's full list, may have free blocks again: back on the queue. */
