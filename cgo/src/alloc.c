@@ -427,9 +427,10 @@ static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
         errno = ENOMEM;
         return NULL;
       }
-      /* the same pages, or the span shrunk or grown where it lies */
+      /* the span shrunk or grown where it lies (the same pages took the
+       * fast path above) */
       size_t was = pg->npages;
-      if (npages == pg->npages || (npages < pg->npages ? _ta_span_shrink_inplace(pg, npages) : _ta_span_grow_inplace(pg, npages))) {
+      if (npages < pg->npages ? _ta_span_shrink_inplace(pg, npages) : _ta_span_grow_inplace(pg, npages)) {
         /* its new pages: a buffer grown by realloc fills them (arena.c, density) */
         if (npages > was && npages >= TA_MEASURE_PAGES && _ta_arena_dense())
           _ta_large_populate(pg, was << TA_PAGE_SHIFT, (npages - was) << TA_PAGE_SHIFT);

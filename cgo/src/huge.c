@@ -197,6 +197,15 @@ static __thread _ta_huge_recent_t _ta_tls_huge_recent[TA_HUGE_RECENT];
 static __thread unsigned _ta_tls_huge_recent_next;
 #define TA_HUGE_FAST (!TA_SAMPLING && !TA_CHECK)
 
+/* A huge block of mapped bytes, last asked to hold asked, stays where it
+ * is for size bytes (need, in OS pages): it fits, and wastes less than
+ * half or is growing (into room a cached mapping gave it: cutting that
+ * off would unmap pages the buffer is about to fill). The locked path's
+ * rule and the lock-free one's. */
+static inline bool _ta_huge_stays(size_t need, size_t size, size_t mapped, size_t asked) {
+  return need <= mapped && (need >= mapped / 2 || size >= asked);
+}
+
 static inline void _ta_huge_epoch_move_locked(void) {
   atomic_store_explicit(&_ta_huge_epoch, atomic_load_explicit(&_ta_huge_epoch, memory_order_relaxed) + 1, memory_order_release);
 }
@@ -369,7 +378,7 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
     for (unsigned i = 0; i < TA_HUGE_RECENT; i++) {
       _ta_huge_recent_t *r = &_ta_tls_huge_recent[i];
       if (r->addr != (uintptr_t)p) continue;
-      if (r->epoch == ep && need <= r->mapped && (need >= r->mapped / 2 || size >= r->asked)) { /* the locked path's rule */
+      if (r->epoch == ep && _ta_huge_stays(need, size, r->mapped, r->asked)) {
         r->asked = size;
         *found = true;
         *mapped_out = r->mapped;
@@ -394,10 +403,7 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
     _ta_mutex_unlock(&_ta_huge_lock);
     return NULL;
   }
-  /* fits, and wastes less than half, or the block is growing (into room
-   * a cached mapping gave it: cutting that off would unmap pages the
-   * buffer is about to fill) */
-  if (need <= old && (need >= old / 2 || size >= oldreq)) {
+  if (_ta_huge_stays(need, size, old, oldreq)) {
     TA_REALLOC_SAY(did, oldreq, old);
     e->requested = size;
     if (TA_HUGE_FAST) { /* the next ones need no lock (above): its own slot, else the next in turn */
