@@ -109,7 +109,7 @@ static void _ta_page_release(_ta_heap_t *h, _ta_page_t *pg) {
  * heap walk. */
 #define TA_KEPT_EMPTY_BYTES (2 * TA_MiB)
 static inline bool _ta_kept_still(_ta_heap_t *h, _ta_page_t *q) {
-  return atomic_load_explicit(&q->heap, memory_order_relaxed) == h && q->kind == TA_KIND_SMALL && h->direct[q->sclass] == q &&
+  return atomic_load_explicit(&q->heap, memory_order_relaxed) == h && q->kind == TA_KIND_SMALL && _ta_page_keep_empty(h, q) &&
          q->used == 0;
 }
 static void _ta_kept_note(_ta_heap_t *h, _ta_page_t *pg) {
@@ -236,6 +236,15 @@ static void _ta_aband_unlink_locked(_ta_page_t *pg) {
   atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
 }
 
+/* Collect abandoned page pg; if it is empty, take it off its list (the
+ * caller frees its span after the lock) and say so. */
+static bool _ta_aband_take_empty_locked(_ta_page_t *pg) {
+  _ta_aband_collect_locked(pg);
+  if (pg->used != 0) return false;
+  _ta_aband_unlink_locked(pg);
+  return true;
+}
+
 /* A free from another thread just made abandoned page pg's remote count
  * equal its blocks in use, as read without the lock: if it is still
  * abandoned (pages on the lists belong to the lock holder) and empty
@@ -249,11 +258,8 @@ static void _ta_aband_unlink_locked(_ta_page_t *pg) {
 TA_NOINLINE static void _ta_aband_release_if_empty(_ta_page_t *pg) {
   bool empty = false;
   _ta_mutex_lock(&_ta_aband_lock);
-  if (atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED && atomic_load_explicit(&pg->heap, memory_order_relaxed) == NULL) {
-    _ta_aband_collect_locked(pg);
-    empty = pg->used == 0;
-    if (empty) _ta_aband_unlink_locked(pg);
-  }
+  if (atomic_load_explicit(&pg->in_full, memory_order_relaxed) == TA_IN_ABANDONED && atomic_load_explicit(&pg->heap, memory_order_relaxed) == NULL)
+    empty = _ta_aband_take_empty_locked(pg);
   _ta_mutex_unlock(&_ta_aband_lock);
   if (empty) _ta_span_free(pg);
 }
@@ -266,9 +272,7 @@ static void _ta_heaps_reclaim_abandoned(void) {
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
     for (_ta_page_t *pg = _ta_aband[c].first, *next; pg; pg = next) {
       next = pg->next;
-      _ta_aband_collect_locked(pg);
-      if (pg->used == 0) {
-        _ta_aband_unlink_locked(pg);
+      if (_ta_aband_take_empty_locked(pg)) {
         pg->next = empty;
         empty = pg;
       }
