@@ -191,13 +191,14 @@ func (c *Cache) Refill(class int, tag uint32) (p unsafe.Pointer, zero bool) {
 	}
 	c.drainReclaim()
 	if cur != &emptySpan {
-		if b.partial == 0 && cur.hasFree() { // nothing freed elsewhere: carve
+		uncarved := cur.hasFree()       // its free list is empty
+		if uncarved && b.partial == 0 { // nothing freed elsewhere: carve
 			return c.pop(cur, tag)
 		}
 		if p, zero = c.retire(cur, tag); p != nil {
 			return p, zero
 		}
-		if cur.hasFree() { // blocks still to carve: after the partial spans'
+		if uncarved { // blocks still to carve: after the partial spans'
 			// (one set aside before, if any, waits full for a free of one
 			// of its blocks to bring it back: its uncarved tail costs no
 			// memory meanwhile)
