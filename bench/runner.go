@@ -189,17 +189,15 @@ func RunOnce(ctx context.Context, b *Built, w Workload, a Allocator, quick bool,
 	// this process's resident memory in its peak (clone with CLONE_VM). A
 	// launched one's are the launcher's, the workload's included: what a
 	// user of `tagalloc run` pays.
-	var report *os.File
+	var report, wr *os.File
 	if len(a.Launch) == 0 {
-		r, wr, err := os.Pipe()
-		if err != nil {
+		var err error
+		if report, wr, err = os.Pipe(); err != nil {
 			return Sample{}, err
 		}
-		defer r.Close()
-		report = r
+		defer report.Close()
 		cmd = exec.CommandContext(ctx, b.Measure, append([]string{"3"}, cmd.Args...)...)
 		cmd.ExtraFiles = []*os.File{wr}
-		defer wr.Close()
 	}
 	cmd.Env = environ(os.Environ(), preload, w.Env)
 	if w.Stdin != "" {
@@ -215,10 +213,10 @@ func RunOnce(ctx context.Context, b *Built, w Workload, a Allocator, quick bool,
 	cmd.WaitDelay = 10 * time.Second // a timed-out run's children may hold its pipes
 	start := time.Now()
 	err := cmd.Start()
+	if wr != nil {
+		wr.Close() // measure holds the write end now (or never will)
+	}
 	if err == nil {
-		if report != nil {
-			cmd.ExtraFiles[0].Close() // measure holds the write end now
-		}
 		err = cmd.Wait()
 	}
 	wall := time.Since(start).Seconds()
@@ -232,15 +230,16 @@ func RunOnce(ctx context.Context, b *Built, w Workload, a Allocator, quick bool,
 	if err != nil {
 		return Sample{}, err
 	}
-	s.MaxRSS, s.Faults = usage(cmd.ProcessState)
-	s.SysSecs = sysSeconds(cmd.ProcessState)
-	s.Seconds = wall
 	if report != nil {
 		m, err := readMeasure(report)
 		if err != nil {
 			return Sample{}, err
 		}
 		s.MaxRSS, s.Faults, s.SysSecs, s.Seconds = m.maxRSS, m.faults, m.sysSecs, m.wallSecs
+	} else {
+		s.MaxRSS, s.Faults = usage(cmd.ProcessState)
+		s.SysSecs = sysSeconds(cmd.ProcessState)
+		s.Seconds = wall
 	}
 	if w.TimeMetric != "" {
 		v, ok := s.Metrics[w.TimeMetric]
