@@ -210,7 +210,7 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
     _ta_count_free(_ta_block_tag(pg, p), pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
     /* A page of an exited thread too: it is not taken over here (heap.c,
      * abandoned pages). */
-    _ta_free_remote(pg, (_ta_block_t *)p);
+    _ta_free_remote_batched(pg, (_ta_block_t *)p);
     return;
   }
   case TA_PTR_LARGE:

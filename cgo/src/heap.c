@@ -186,6 +186,26 @@ static void _ta_rescan_full(_ta_heap_t *h, unsigned c) {
   }
 }
 
+/* ---- remote frees held (page.c, remote frees in batches) ------------------ */
+
+/* Does a heap's chain hold b, of page pg? For the double-free check, of
+ * any thread: read while their threads go on (head and page are stored
+ * with release), each link checked to be a block of pg before it is
+ * followed, at most TA_RCHAIN_MAX of them. */
+static bool _ta_rchains_hold(const _ta_page_t *pg, const _ta_block_t *b) {
+  if (!_ta_rchain_class(pg->sclass)) return false;
+  bool found = false;
+  _ta_mutex_lock(&_ta_heaps_lock);
+  for (_ta_heap_t *h = _ta_heaps; h && !found; h = h->hnext) {
+    _ta_rchain_t *s = &h->rchain[pg->sclass];
+    if (__atomic_load_n(&s->pg, __ATOMIC_ACQUIRE) != pg) continue;
+    const _ta_block_t *f = __atomic_load_n(&s->head, __ATOMIC_ACQUIRE);
+    for (unsigned k = 0; f && k <= TA_RCHAIN_MAX && _ta_is_carved(pg, f); k++, f = f->next) found |= f == b;
+  }
+  _ta_mutex_unlock(&_ta_heaps_lock);
+  return found;
+}
+
 /* ---- abandoned pages -------------------------------------------------------- */
 
 /* Move pg from its abandoned list to h (the caller holds _ta_aband_lock). */
@@ -353,6 +373,7 @@ static _ta_page_t *_ta_find_page(_ta_heap_t *h, unsigned c) {
 /* Walk all of h's pages: collect what others freed, move full pages that
  * have room back, and return empty pages (the direct ones too if asked). */
 static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct) {
+  _ta_rchain_flush_all(h); /* first: some of them may be of h's own pages (adopted) */
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
     _ta_page_t *direct = h->direct[c];
     for (_ta_page_t *pg = h->full[c].first, *next; pg; pg = next) {
@@ -381,6 +402,7 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
     }
   }
   h->direct[c] = &_ta_page_empty; /* until a page is found (a signal handler's malloc may look meanwhile) */
+  if (h->rchains) _ta_rchain_flush_all(h); /* remote frees held (page.c) */
   if (ta_unlikely((++h->slow_count & 255) == 0)) {
     uint64_t now = _ta_now_ms();
     if (now - h->last_gc_ms >= TA_GC_INTERVAL_MS) {
@@ -449,6 +471,7 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
  * lists, and the struct to the reuse list. Its counts are the thread's
  * (they stay in its record). */
 static void _ta_heap_abandon(_ta_heap_t *h) {
+  _ta_rchain_flush_all(h);
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
     h->direct[c] = &_ta_page_empty;
     _ta_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};
@@ -490,6 +513,7 @@ static void _ta_heap_abandon(_ta_heap_t *h) {
 static void _ta_heaps_disown_vanished(void) {
   for (_ta_heap_t *h = _ta_heaps; h; h = h->hnext) {
     if (h == _ta_tls_heap) continue;
+    _ta_rchain_flush_vanished(h); /* blocks it held: free in the books, so free in their pages */
     for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
       _ta_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};
       for (int i = 0; i < 2; i++)

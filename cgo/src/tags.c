@@ -695,7 +695,8 @@ TA_EXPORT int TA_NAME(pthread_create)(pthread_t *t, const pthread_attr_t *attr, 
 /* What the heap holds, per tag, found by walking it (the arena's page
  * descriptors and the huge table, never the books): small spans count
  * their used blocks less those other threads freed and the owner has not
- * collected yet, large spans and huge blocks count whole. Requested bytes
+ * collected yet (or that they hold, to push later), large spans and huge
+ * blocks count whole. Requested bytes
  * only with TAGALLOC_REQUESTED. Into the static arrays below (one caller
  * at a time: check_books, or a forked child before it runs anything). */
 static uint64_t _ta_walk_bytes[TA_TAG_SLOTS], _ta_walk_blocks[TA_TAG_SLOTS], _ta_walk_req[TA_TAG_SLOTS];
@@ -747,6 +748,21 @@ static void _ta_walk_heap(void) {
     _ta_walk_req[e->tag] += e->requested;
   }
   _ta_mutex_unlock(&_ta_huge_lock);
+  /* blocks heaps hold to push to their pages later: in use in their
+   * pages, free in the books (page.c, remote frees in batches) */
+  _ta_mutex_lock(&_ta_heaps_lock);
+  for (_ta_heap_t *hp = _ta_heaps; hp; hp = hp->hnext)
+    for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
+      const _ta_rchain_t *s = &hp->rchain[c];
+      for (const _ta_block_t *b = s->pg ? s->head : NULL; b; b = b->next) {
+        size_t k = _ta_block_index(s->pg, b);
+        uint32_t tag = _ta_block_tag_at(s->pg, k);
+        _ta_walk_bytes[tag] -= s->pg->block_size;
+        _ta_walk_blocks[tag]--;
+        if (s->pg->slop) _ta_walk_req[tag] -= s->pg->block_size - _ta_slop_get(s->pg, k);
+      }
+    }
+  _ta_mutex_unlock(&_ta_heaps_lock);
 #if TA_CHECK
   _ta_check_walk_quarantine(_ta_walk_bytes, _ta_walk_blocks, _ta_walk_req); /* free in the books */
 #endif

@@ -22,6 +22,18 @@ static void *free_once(void *arg) {
   return NULL;
 }
 
+/* Frees the victim, then stays alive (holding it, maybe, to push with
+ * others: remote frees in batches) until main is done. */
+static pthread_barrier_t freed, done;
+static void *free_and_wait(void *arg) {
+  (void)arg;
+  free(malloc(16)); /* a heap of its own (a thread without one frees at once) */
+  free(victim);
+  pthread_barrier_wait(&freed);
+  pthread_barrier_wait(&done);
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) return 2;
   const char *m = argv[1];
@@ -41,6 +53,20 @@ int main(int argc, char **argv) {
     pthread_t t;
     pthread_create(&t, NULL, free_twice, NULL);
     pthread_join(t, NULL);
+    free(malloc(64)); /* the owner collects the remote list */
+  } else if (!strcmp(m, "double-free-held") || !strcmp(m, "double-free-held-exit")) {
+    /* another thread frees it (and holds it, or exits), then the owner */
+    victim = p;
+    pthread_barrier_init(&freed, NULL, 2);
+    pthread_barrier_init(&done, NULL, 2);
+    pthread_t t;
+    pthread_create(&t, NULL, free_and_wait, NULL);
+    pthread_barrier_wait(&freed);
+    if (!strcmp(m, "double-free-held-exit")) {
+      pthread_barrier_wait(&done);
+      pthread_join(t, NULL);
+    }
+    free(p);
     free(malloc(64)); /* the owner collects the remote list */
   } else if (!strcmp(m, "double-free-large")) {
     void *q = malloc(1 << 20);
