@@ -341,6 +341,10 @@ static void _ta_free_remote_batched(_ta_page_t *pg, _ta_block_t *b) {
     return;
   }
   _ta_rchain_flush(h, c);
+  if (ta_unlikely(s->pg != NULL)) { /* a free inside the flush's release (the purger's start) began one */
+    if (_ta_free_remote_push(pg, b, b, 1)) _ta_aband_release_if_empty(pg);
+    return;
+  }
   b->next = NULL;
   s->tail = b;
   s->n = 1;
