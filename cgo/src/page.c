@@ -256,14 +256,14 @@ static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
  * block of another page of the class comes, when it holds TA_RCHAIN_MAX,
  * at the thread's next malloc slow path (all of its chains: a thread that
  * allocates too holds them no longer than that), at thread exit and, for
- * the threads a fork left behind, in the child. The blocks are free in the books from their free
- * on (the free counted them) and in use in their page until the push, so
- * no page holding one is given back; the heap walk (tags.c) counts them
- * free, and the double-free check looks in every heap's chain of the
- * page (heap.c, _ta_rchains_hold). A thread that stops freeing and
- * allocating holds at most a chain a class (32 classes), each of one
- * page. xmalloc (2 threads, every block
- * freed by the other): 0.16 -> 0.11 s with the descriptor's lines split
+ * the threads a fork left behind, in the child. The blocks are free in
+ * the books from their free on (the free counted them) and in use in
+ * their page until the push, so no page holding one is given back; the
+ * heap walk (tags.c) counts them free, and the double-free check looks in
+ * every heap's chain of the page (heap.c, _ta_rchains_hold). A thread
+ * that stops freeing and allocating holds at most a chain a class (32
+ * classes), each of one page. xmalloc (2 threads, every block freed by
+ * the other): 0.15-0.16 -> 0.11-0.12 s with the descriptor's lines split
  * (types.h). Not in the checking build (its frees go through the
  * quarantine). */
 static inline bool _ta_rchain_class(unsigned c) { return TA_RCHAIN && c < 64 && _ta_classes[c].objects >= 64; }
