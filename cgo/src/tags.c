@@ -696,9 +696,9 @@ TA_EXPORT int TA_NAME(pthread_create)(pthread_t *t, const pthread_attr_t *attr, 
  * descriptors and the huge table, never the books): small spans count
  * their used blocks less those other threads freed and the owner has not
  * collected yet (or that they hold, to push later), large spans and huge
- * blocks count whole. Requested bytes
- * only with TAGALLOC_REQUESTED. Into the static arrays below (one caller
- * at a time: check_books, or a forked child before it runs anything). */
+ * blocks count whole. Requested bytes only with TAGALLOC_REQUESTED. Into
+ * the static arrays below (one caller at a time: check_books, or a forked
+ * child before it runs anything). */
 static uint64_t _ta_walk_bytes[TA_TAG_SLOTS], _ta_walk_blocks[TA_TAG_SLOTS], _ta_walk_req[TA_TAG_SLOTS];
 
 static void _ta_walk_heap(void) {
