@@ -325,7 +325,13 @@ static void _ta_rchain_flush_vanished(_ta_heap_t *h) {
 static void _ta_free_remote_batched(_ta_page_t *pg, _ta_block_t *b) {
   _ta_heap_t *h = _ta_tls_heap;
   unsigned c = pg->sclass;
-  if (!_ta_rchain_class(c) || ta_unlikely(h == &_ta_heap_empty)) {
+  /* An exited thread's page (no owner: abandoned) goes at once: the free
+   * that empties it gives it back (_ta_free_remote_push), and a chain
+   * would hold it until the thread's next free of another page or malloc
+   * slow path (a main thread freeing what its exited workers made kept a
+   * page of each class between rounds, and odd_test's thread-exit saw its
+   * RSS plateau later and higher) */
+  if (!_ta_rchain_class(c) || ta_unlikely(h == &_ta_heap_empty) || atomic_load_explicit(&pg->heap, memory_order_relaxed) == NULL) {
     _ta_free_remote(pg, b);
     return;
   }
