@@ -251,7 +251,8 @@ static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
  * a producer's blocks) pushed each on its page's xthread list: a locked
  * compare-and-swap a block, on a line the owner takes back at its next
  * collect. Now a heap holds, per class of small blocks (64 or more a
- * span), a chain of the blocks it freed of one page of another heap, and
+ * span), a chain of the blocks it freed of one page another live heap
+ * owns (an exited thread's page is pushed to at once, below), and
  * pushes the chain at once (_ta_free_remote_push with its count) when a
  * block of another page of the class comes, when it holds TA_RCHAIN_MAX,
  * at the thread's next malloc slow path (all of its chains: a thread that
