@@ -267,7 +267,7 @@ static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
  * the other): 0.15-0.16 -> 0.11-0.12 s with the descriptor's lines split
  * (types.h). Not in the checking build (its frees go through the
  * quarantine). */
-static inline bool _ta_rchain_class(unsigned c) { return TA_RCHAIN && c < 64 && _ta_classes[c].objects >= 64; }
+static inline bool _ta_rchain_class(unsigned c) { return TA_RCHAIN && c < TA_RCHAIN_CLASSES && _ta_classes[c].objects >= 64; }
 
 /* Is b one of the carved blocks of small span pg? (A pointer read where
  * it may be stale is checked before it is followed.) */
@@ -305,7 +305,7 @@ static void _ta_rchain_flush_all(_ta_heap_t *h) {
  * walk's _ta_heaps_reclaim_abandoned (no span is freed in the fork
  * handler). */
 static void _ta_rchain_flush_vanished(_ta_heap_t *h) {
-  for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
+  for (unsigned c = 0; c < TA_RCHAIN_CLASSES; c++) {
     _ta_rchain_t *s = &h->rchain[c];
     _ta_page_t *pg = s->pg;
     s->pg = NULL;
