@@ -172,15 +172,8 @@ static _ta_ptr_kind_t _ta_classify(const void *p, _ta_page_t **pgp, size_t *huge
   *pgp = pg;
   if (!pg) return _ta_huge_lookup(p, huge_mapped) ? TA_PTR_HUGE : TA_PTR_BAD;
   if (pg->head_off != 0) return TA_PTR_BAD;
-  const uint8_t *b = p;
-  if (pg->kind == TA_KIND_SMALL) {
-    size_t off = (size_t)(b - pg->start);
-    size_t idx = _ta_block_index(pg, p);
-    uint32_t cap = __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED); /* owner may be carving */
-    if (b < pg->start || idx >= cap || idx * pg->block_size != off) return TA_PTR_BAD;
-    return TA_PTR_SMALL;
-  }
-  if (pg->kind == TA_KIND_LARGE && b == pg->start) return TA_PTR_LARGE;
+  if (pg->kind == TA_KIND_SMALL) return _ta_is_carved(pg, p) ? TA_PTR_SMALL : TA_PTR_BAD;
+  if (pg->kind == TA_KIND_LARGE && (const uint8_t *)p == pg->start) return TA_PTR_LARGE;
   return TA_PTR_BAD;
 }
 
@@ -210,7 +203,7 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
     _ta_count_free(_ta_block_tag(pg, p), pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
     /* A page of an exited thread too: it is not taken over here (heap.c,
      * abandoned pages). */
-    _ta_free_remote_batched(pg, (_ta_block_t *)p);
+    _ta_free_remote(pg, (_ta_block_t *)p);
     return;
   }
   case TA_PTR_LARGE:

@@ -238,11 +238,10 @@ static bool _ta_free_remote_push(_ta_page_t *pg, _ta_block_t *first, _ta_block_t
   return false;
 }
 
-/* Free b from a thread that does not own pg, at once. */
-static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
-  if (ta_unlikely(b->key == _ta_free_key)) _ta_check_double_free(pg, b, "free");
-  b->key = _ta_free_key;
-  if (_ta_free_remote_push(pg, b, b, 1)) _ta_aband_release_if_empty(pg);
+/* _ta_free_remote_push, and give back the exited thread's page the
+ * blocks emptied. */
+static void _ta_free_remote_give(_ta_page_t *pg, _ta_block_t *first, _ta_block_t *last, uint32_t n) {
+  if (_ta_free_remote_push(pg, first, last, n)) _ta_aband_release_if_empty(pg);
 }
 
 /* ---- remote frees in batches ---------------------------------------------- */
@@ -269,14 +268,6 @@ static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
  * quarantine). */
 static inline bool _ta_rchain_class(unsigned c) { return TA_RCHAIN && c < TA_RCHAIN_CLASSES && _ta_classes[c].objects >= 64; }
 
-/* Is b one of the carved blocks of small span pg? (A pointer read where
- * it may be stale is checked before it is followed.) */
-static inline bool _ta_is_carved(const _ta_page_t *pg, const _ta_block_t *b) {
-  size_t off = (size_t)((const uint8_t *)b - pg->start);
-  return (const uint8_t *)b >= pg->start && off < (size_t)__atomic_load_n(&pg->capacity, __ATOMIC_RELAXED) * pg->block_size &&
-         off % pg->block_size == 0;
-}
-
 /* Push h's chain of class c, if it holds one, and give back the exited
  * thread's page it may have emptied. */
 static void _ta_rchain_flush(_ta_heap_t *h, unsigned c) {
@@ -289,7 +280,7 @@ static void _ta_rchain_flush(_ta_heap_t *h, unsigned c) {
   __atomic_store_n(&s->pg, NULL, __ATOMIC_RELAXED);
   s->n = 0;
   h->rchains &= ~((uint64_t)1 << c);
-  if (_ta_free_remote_push(pg, first, last, n)) _ta_aband_release_if_empty(pg);
+  _ta_free_remote_give(pg, first, last, n);
 }
 
 static void _ta_rchain_flush_all(_ta_heap_t *h) {
@@ -297,7 +288,7 @@ static void _ta_rchain_flush_all(_ta_heap_t *h) {
 }
 
 /* In a fork child, the chains of heap h, whose thread did not come along
- * and may have stopped inside _ta_free_remote_batched: each is followed
+ * and may have stopped inside _ta_free_remote: each is followed
  * from its head (stored before pg), its length and tail counted again,
  * and pushed; one that does not hold up (a link outside its page) stays
  * unpushed, its blocks in use in their page (the books' resync counts
@@ -305,11 +296,11 @@ static void _ta_rchain_flush_all(_ta_heap_t *h) {
  * walk's _ta_heaps_reclaim_abandoned (no span is freed in the fork
  * handler). */
 static void _ta_rchain_flush_vanished(_ta_heap_t *h) {
+  h->rchains = 0;
   for (unsigned c = 0; c < TA_RCHAIN_CLASSES; c++) {
     _ta_rchain_t *s = &h->rchain[c];
     _ta_page_t *pg = s->pg;
     s->pg = NULL;
-    h->rchains = 0;
     if (!pg || !_ta_is_carved(pg, s->head)) continue;
     _ta_block_t *last = s->head;
     uint32_t n = 1;
@@ -321,9 +312,14 @@ static void _ta_rchain_flush_vanished(_ta_heap_t *h) {
   }
 }
 
-/* Free b from a thread that does not own pg: held in the thread's chain of
- * its class if the chain is of pg (or empty), else the chain goes first. */
-static void _ta_free_remote_batched(_ta_page_t *pg, _ta_block_t *b) {
+/* Free b from a thread that does not own pg (or from the checking
+ * build's quarantine, any thread): held in the thread's chain of its
+ * class if the chain is of pg (or empty), else the chain goes first; at
+ * once if its class has no chains, the thread no heap, or the page no
+ * owner. */
+static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
+  if (ta_unlikely(b->key == _ta_free_key)) _ta_check_double_free(pg, b, "free");
+  b->key = _ta_free_key;
   _ta_heap_t *h = _ta_tls_heap;
   unsigned c = pg->sclass;
   /* An exited thread's page (no owner: abandoned) goes at once: the free
@@ -333,11 +329,9 @@ static void _ta_free_remote_batched(_ta_page_t *pg, _ta_block_t *b) {
    * page of each class between rounds, and odd_test's thread-exit saw its
    * RSS plateau later and higher) */
   if (!_ta_rchain_class(c) || ta_unlikely(h == &_ta_heap_empty) || atomic_load_explicit(&pg->heap, memory_order_relaxed) == NULL) {
-    _ta_free_remote(pg, b);
+    _ta_free_remote_give(pg, b, b, 1);
     return;
   }
-  if (ta_unlikely(b->key == _ta_free_key)) _ta_check_double_free(pg, b, "free");
-  b->key = _ta_free_key;
   _ta_rchain_t *s = &h->rchain[c];
   if (s->pg == pg) {
     b->next = s->head;
@@ -349,7 +343,7 @@ static void _ta_free_remote_batched(_ta_page_t *pg, _ta_block_t *b) {
   }
   _ta_rchain_flush(h, c);
   if (ta_unlikely(s->pg != NULL)) { /* a free inside the flush's release (the purger's start) began one */
-    if (_ta_free_remote_push(pg, b, b, 1)) _ta_aband_release_if_empty(pg);
+    _ta_free_remote_give(pg, b, b, 1);
     return;
   }
   b->next = NULL;
@@ -379,8 +373,7 @@ static void _ta_page_check(const _ta_page_t *pg) {
   const _ta_block_t *lists[2] = {pg->free, _ta_xf_list(xf)};
   for (int i = 0; i < 2; i++) {
     for (const _ta_block_t *b = lists[i]; b; b = b->next) {
-      size_t off = (size_t)((const uint8_t *)b - pg->start);
-      if ((const uint8_t *)b < pg->start || off >= (size_t)pg->capacity * pg->block_size || off % pg->block_size)
+      if (!_ta_is_carved(pg, b))
         _ta_fatal("page %p: list %d holds %p, not a carved block", pg->start, i, (const void *)b);
       if (++counts[i] > lim) _ta_fatal("page %p: list %d is longer than the span (%zu): a cycle?", pg->start, i, lim);
     }

@@ -724,6 +724,17 @@ static inline size_t _ta_block_index_of(const _ta_page_t *pg, unsigned c, const 
 }
 static inline size_t _ta_block_index(const _ta_page_t *pg, const void *p) { return _ta_block_index_of(pg, pg->sclass, p); }
 
+/* Is p the start of a block of small span pg carved so far? Any address
+ * (a free's argument, a link read where it may be stale): a block start
+ * below capacity lies inside the span, so the index's wrap for one that
+ * is not cannot pass. Capacity is read atomically: its owner may be
+ * carving. */
+static inline bool _ta_is_carved(const _ta_page_t *pg, const void *p) {
+  const uint8_t *b = p;
+  size_t off = (size_t)(b - pg->start), idx = _ta_block_index(pg, p);
+  return b >= pg->start && idx < __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED) && idx * pg->block_size == off;
+}
+
 /* The tag of the live block idx of span pg (small or large: a large
  * span's tag is never TA_TAG_MIXED). Any thread: the acquire pairs with
  * the owner's release when a page turns mixed (_ta_page_retag), so a
