@@ -16,7 +16,27 @@ const (
 	genMaxSmall   = 512 << 10
 	genSteps      = 8 // classes per doubling above 128 B
 	genMagicShift = 40
+	// A span of the first classes holds at least genDenseObjects blocks,
+	// of every later class fewer (denseClasses): the native heap keeps
+	// chains of remote frees for those and keeps empty pages of the others
+	// only a while.
+	genDenseObjects = 64
 )
+
+// denseClasses is how many classes, from the first, hold genDenseObjects
+// blocks a span or more; no later one does.
+func denseClasses(g []Gen) int {
+	n := 0
+	for n < len(g) && g[n].Objects >= genDenseObjects {
+		n++
+	}
+	for _, c := range g[n:] {
+		if c.Objects >= genDenseObjects {
+			panic(fmt.Sprintf("class of %d B holds %d blocks a span after a class with fewer", c.Size, c.Objects))
+		}
+	}
+	return n
+}
 
 // Gen is one generated class.
 type Gen struct {
@@ -125,7 +145,9 @@ func CSource() []byte {
 	b.WriteString(table(g, " * "))
 	fmt.Fprintf(&b, " */\n#ifndef TAGALLOC_SIZECLASSES_H\n#define TAGALLOC_SIZECLASSES_H\n\n#include <stdint.h>\n\n")
 	fmt.Fprintf(&b, "#define TA_PAGE_SHIFT %d\n#define TA_PAGE_SIZE ((size_t)1 << TA_PAGE_SHIFT)\n", genPageShift)
-	fmt.Fprintf(&b, "#define TA_MIN_ALIGN %d\n#define TA_MAX_SMALL %d\n#define TA_NUM_CLASSES %d\n#define TA_CLASS_STEPS %d\n#define TA_MAGIC_SHIFT %d\n\n", genMinAlign, genMaxSmall, len(g), genSteps, genMagicShift)
+	fmt.Fprintf(&b, "#define TA_MIN_ALIGN %d\n#define TA_MAX_SMALL %d\n#define TA_NUM_CLASSES %d\n#define TA_CLASS_STEPS %d\n#define TA_MAGIC_SHIFT %d\n", genMinAlign, genMaxSmall, len(g), genSteps, genMagicShift)
+	fmt.Fprintf(&b, "/* a span of the first TA_DENSE_CLASSES classes holds TA_DENSE_OBJECTS blocks or more, of every other fewer */\n")
+	fmt.Fprintf(&b, "#define TA_DENSE_OBJECTS %d\n#define TA_DENSE_CLASSES %d\n\n", genDenseObjects, denseClasses(g))
 	fmt.Fprintf(&b, "typedef struct _ta_class_s {\n  uint32_t size, pages, objects;\n  uint64_t magic; /* offset * magic >> TA_MAGIC_SHIFT == offset / size within a span */\n} _ta_class_t;\n\n")
 	fmt.Fprintf(&b, "static const _ta_class_t _ta_classes[TA_NUM_CLASSES] = {\n")
 	for i, c := range g {

@@ -72,8 +72,9 @@ static void _ta_q_to_front(_ta_pageq_t *q, _ta_page_t *pg) {
  * thread that allocates and frees one block in a loop then never touches
  * the arena. The periodic heap walk (_ta_heap_collect_all) gives back the
  * empty direct pages of classes with few blocks per span (big blocks, up to
- * 512 KiB each), so a thread holds them only while it keeps using them. */
-#define TA_KEEP_EMPTY_MIN_OBJECTS 64
+ * 512 KiB each: the classes from TA_DENSE_CLASSES on), so a thread holds
+ * them only while it keeps using them. */
+static inline bool _ta_class_sparse(unsigned c) { return c >= TA_DENSE_CLASSES; }
 static inline bool _ta_page_keep_empty(_ta_heap_t *h, _ta_page_t *pg) {
   return h->direct[pg->sclass] == pg;
 }
@@ -166,7 +167,7 @@ static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg, void *b) {
       return;
     }
     /* direct: biased, kept anyway; big classes' only a while */
-    if (pg->reserved < TA_KEEP_EMPTY_MIN_OBJECTS) _ta_kept_note(h, pg);
+    if (_ta_class_sparse(pg->sclass)) _ta_kept_note(h, pg);
   }
   if (atomic_load_explicit(&pg->in_full, memory_order_relaxed)) _ta_page_unfull(h, pg);
 }
@@ -384,7 +385,7 @@ static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct) {
     for (_ta_page_t *pg = h->queue[c].first, *next; pg; pg = next) {
       next = pg->next;
       _ta_page_collect(pg);
-      if (pg->used == 0 && (release_direct || pg != direct || pg->reserved < TA_KEEP_EMPTY_MIN_OBJECTS))
+      if (pg->used == 0 && (release_direct || pg != direct || _ta_class_sparse(c)))
         _ta_page_release(h, pg); /* the direct page too: then there is none */
     }
   }

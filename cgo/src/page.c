@@ -249,8 +249,8 @@ static void _ta_free_remote_give(_ta_page_t *pg, _ta_block_t *first, _ta_block_t
 /* A thread that frees many blocks another thread allocated (a consumer of
  * a producer's blocks) pushed each on its page's xthread list: a locked
  * compare-and-swap a block, on a line the owner takes back at its next
- * collect. Now a heap holds, per class of small blocks (64 or more a
- * span), a chain of the blocks it freed of one page another live heap
+ * collect. Now a heap holds, per class of small blocks (TA_DENSE_OBJECTS
+ * or more a span: the first TA_DENSE_CLASSES classes), a chain of the blocks it freed of one page another live heap
  * owns (an exited thread's page is pushed to at once, below), and
  * pushes the chain at once (_ta_free_remote_push with its count) when a
  * block of another page of the class comes, when it holds TA_RCHAIN_MAX,
@@ -266,7 +266,7 @@ static void _ta_free_remote_give(_ta_page_t *pg, _ta_block_t *first, _ta_block_t
  * the other): 0.15-0.16 -> 0.11-0.12 s with the descriptor's lines split
  * (types.h). Not in the checking build (its frees go through the
  * quarantine). */
-static inline bool _ta_rchain_class(unsigned c) { return TA_RCHAIN && c < TA_RCHAIN_CLASSES && _ta_classes[c].objects >= 64; }
+static inline bool _ta_rchain_class(unsigned c) { return TA_RCHAIN && c < TA_DENSE_CLASSES; }
 
 /* Push h's chain of class c, if it holds one, and give back the exited
  * thread's page it may have emptied. */
@@ -297,7 +297,7 @@ static void _ta_rchain_flush_all(_ta_heap_t *h) {
  * handler). */
 static void _ta_rchain_flush_vanished(_ta_heap_t *h) {
   h->rchains = 0;
-  for (unsigned c = 0; c < TA_RCHAIN_CLASSES; c++) {
+  for (unsigned c = 0; c < TA_DENSE_CLASSES; c++) {
     _ta_rchain_t *s = &h->rchain[c];
     _ta_page_t *pg = s->pg;
     s->pg = NULL;

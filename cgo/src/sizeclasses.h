@@ -119,6 +119,9 @@
 #define TA_NUM_CLASSES 104
 #define TA_CLASS_STEPS 8
 #define TA_MAGIC_SHIFT 40
+/* a span of the first TA_DENSE_CLASSES classes holds TA_DENSE_OBJECTS blocks or more, of every other fewer */
+#define TA_DENSE_OBJECTS 64
+#define TA_DENSE_CLASSES 32
 
 typedef struct _ta_class_s {
   uint32_t size, pages, objects;

@@ -771,7 +771,7 @@ static void _ta_walk_heap(void) {
    * pages, free in the books (page.c, remote frees in batches) */
   _ta_mutex_lock(&_ta_heaps_lock);
   for (_ta_heap_t *hp = _ta_heaps; hp; hp = hp->hnext)
-    for (unsigned c = 0; c < TA_RCHAIN_CLASSES; c++) {
+    for (unsigned c = 0; c < TA_DENSE_CLASSES; c++) {
       const _ta_rchain_t *s = &hp->rchain[c];
       for (const _ta_block_t *b = s->pg ? s->head : NULL; b; b = b->next) {
         size_t k = _ta_block_index(s->pg, b);

@@ -458,7 +458,6 @@ typedef struct _ta_thread_s {
 #define TA_RCHAIN_MAX 32 /* blocks a chain holds at most */
 #endif
 #define TA_RCHAIN (!TA_CHECK)
-#define TA_RCHAIN_CLASSES 32 /* the classes with 64 blocks a span or more (up to 1 KiB) */
 typedef struct {
   struct _ta_page_s *pg;    /* the page of the chain's blocks; NULL: none */
   _ta_block_t *head, *tail; /* linked by next, each with the free key */
@@ -481,7 +480,7 @@ typedef struct _ta_heap_s {
                                stale, checked before use */
   unsigned nkept;
   uint64_t rchains;          /* bit c: rchain[c] holds blocks */
-  _ta_rchain_t rchain[TA_RCHAIN_CLASSES]; /* per class: blocks of one page of
+  _ta_rchain_t rchain[TA_DENSE_CLASSES]; /* per class: blocks of one page of
                                another heap this thread freed, not yet pushed */
 } _ta_heap_t;
 
