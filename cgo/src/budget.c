@@ -199,7 +199,7 @@ static void _ta_budgets_recount(void) {
 
 /* Set (or change) the budget on name (n bytes, valid). Tags lock held. */
 static int _ta_budget_set_locked(const char *name, size_t n, uint64_t limit, uint32_t policy) {
-  int32_t id = _ta_tag_intern_locked(name, n); /* a level no tag has used yet is registered */
+  int32_t id = _ta_tag_intern_locked(name, n, _ta_tag_hashof(name, n)); /* a level no tag has used yet is registered */
   if (id < 0) return ENOSPC;
   uint32_t tag = (uint32_t)id;
   uint32_t count = atomic_load_explicit(&_ta_books->budgets_count, memory_order_relaxed);
@@ -253,10 +253,11 @@ TA_EXPORT void tagalloc_set_budget_callback(tagalloc_budget_fn fn, void *arg) {
 }
 
 TA_EXPORT int tagalloc_budget_stats(const char *tag, tagalloc_budget_stats_t *out) {
-  size_t n = _ta_tag_len(tag);
+  uint32_t hash;
+  size_t n = _ta_tag_scan(tag, &hash);
   if (!n || !out) return EINVAL;
   if (!_ta_ensure_init()) return ENOMEM;
-  int32_t id = _ta_tag_find(tag, n);
+  int32_t id = _ta_tag_find_hashed(tag, n, hash);
   uint32_t count = atomic_load_explicit(&_ta_books->budgets_count, memory_order_acquire);
   for (uint32_t i = 0; id >= 0 && i < count; i++) {
     _ta_budget_t *bu = &_ta_budgets[i];

@@ -43,9 +43,13 @@ static inline _ta_thread_t *_ta_threads_first(void) {
 }
 static pthread_mutex_t TA_LOCK _ta_threads_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* A tag name's hash (FNV-1a, the table's: _ta_tag_hash), a byte at a time
+ * from TA_TAG_HASH_SEED. */
+#define TA_TAG_HASH_SEED 2166136261u
+static inline uint32_t _ta_tag_hash_step(uint32_t h, uint8_t ch) { return (h ^ ch) * 16777619u; }
 static inline uint32_t _ta_tag_hashof(const char *s, size_t n) {
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+  uint32_t h = TA_TAG_HASH_SEED;
+  for (size_t i = 0; i < n; i++) h = _ta_tag_hash_step(h, (uint8_t)s[i]);
   return h;
 }
 
@@ -59,7 +63,7 @@ static inline uint32_t _ta_tag_hashof(const char *s, size_t n) {
  * bytes are read, as strnlen would. */
 static size_t _ta_tag_scan(const char *name, uint32_t *hash) {
   if (!name) return 0;
-  uint32_t h = 2166136261u;
+  uint32_t h = TA_TAG_HASH_SEED;
   size_t level = 0, i = 0; /* the level being read starts at name[level] */
   for (;; i++) {
     if (i > TA_TAG_NAME_MAX) return 0;
@@ -70,7 +74,7 @@ static size_t _ta_tag_scan(const char *name, uint32_t *hash) {
       if (ch == 0) break;
       level = i + 1;
     }
-    h = (h ^ ch) * 16777619u;
+    h = _ta_tag_hash_step(h, ch);
   }
   *hash = h;
   return i;
@@ -91,13 +95,12 @@ static int32_t _ta_tag_find_hashed(const char *name, size_t n, uint32_t hash) {
     if (t[n] == 0 && memcmp(t, name, n) == 0) return e - 1;
   }
 }
-static int32_t _ta_tag_find(const char *name, size_t n) { return _ta_tag_find_hashed(name, n, _ta_tag_hashof(name, n)); }
 
-static void _ta_tag_publish_locked(uint32_t id, const char *name, size_t n) {
+static void _ta_tag_publish_locked(uint32_t id, const char *name, size_t n, uint32_t hash) {
   memcpy(_ta_tag_names[id].name, name, n);
   _ta_tag_names[id].name[n] = 0;
   _ta_budget_tag_new_locked(id); /* before the id is found: its first set registers under its budget */
-  for (uint32_t i = _ta_tag_hashof(name, n) & (TA_TAG_HASH - 1);; i = (i + 1) & (TA_TAG_HASH - 1)) {
+  for (uint32_t i = hash & (TA_TAG_HASH - 1);; i = (i + 1) & (TA_TAG_HASH - 1)) {
     if (atomic_load_explicit(&_ta_tag_hash[i], memory_order_relaxed) == 0) {
       atomic_store_explicit(&_ta_tag_hash[i], (uint16_t)(id + 1), memory_order_release);
       return;
@@ -105,13 +108,14 @@ static void _ta_tag_publish_locked(uint32_t id, const char *name, size_t n) {
   }
 }
 
-/* The id of name, registered if new (tags lock held); -1 past the limit. */
-static int32_t _ta_tag_intern_locked(const char *name, size_t n) {
-  int32_t id = _ta_tag_find(name, n);
+/* The id of name (n bytes, of hash), registered if new (tags lock held);
+ * -1 past the limit. */
+static int32_t _ta_tag_intern_locked(const char *name, size_t n, uint32_t hash) {
+  int32_t id = _ta_tag_find_hashed(name, n, hash);
   if (id >= 0) return id;
   uint32_t next = atomic_load_explicit(&_ta_books->tag_count, memory_order_relaxed); /* ids below are valid */
   if (next > TA_MAX_TAGS) return -1;
-  _ta_tag_publish_locked(next, name, n);
+  _ta_tag_publish_locked(next, name, n, hash);
   atomic_store_explicit(&_ta_books->tag_count, next + 1, memory_order_release);
   return (int32_t)next;
 }
@@ -122,7 +126,7 @@ static uint32_t _ta_tag_intern(const char *name, size_t n, uint32_t hash) {
   int32_t id = _ta_tag_find_hashed(name, n, hash);
   if (id >= 0) return (uint32_t)id;
   _ta_mutex_lock(&_ta_tags_lock);
-  id = _ta_tag_intern_locked(name, n);
+  id = _ta_tag_intern_locked(name, n, hash);
   if (id < 0) id = TA_TAG_OVERFLOW;
   _ta_mutex_unlock(&_ta_tags_lock);
   if (id == TA_TAG_OVERFLOW) {
@@ -146,8 +150,8 @@ static void _ta_tags_init(const char *default_name) {
   size_t n = _ta_tag_len(default_name);
   if (default_name && !n) _ta_warn("ignoring TAGALLOC_TAG: a tag name is 1 to %u bytes", (unsigned)TA_TAG_NAME_MAX);
   if (!n) default_name = "untagged", n = 8;
-  _ta_tag_publish_locked(TA_TAG_UNTAGGED, default_name, n);
-  _ta_tag_publish_locked(TA_TAG_OVERFLOW, "overflow", 8);
+  _ta_tag_publish_locked(TA_TAG_UNTAGGED, default_name, n, _ta_tag_hashof(default_name, n));
+  _ta_tag_publish_locked(TA_TAG_OVERFLOW, "overflow", 8, _ta_tag_hashof("overflow", 8));
   _ta_mutex_unlock(&_ta_tags_lock);
 }
 
@@ -622,10 +626,11 @@ TA_EXPORT void tagalloc_pop_tag(void) {
 /* The figures of the tag called name, noted (one walk of the thread
  * records), and its peak's bounds: 0, EINVAL, ENOMEM or ENOENT. */
 static int _ta_tag_query(const char *name, _ta_sum_t *s, uint64_t *lower, uint64_t *upper) {
-  size_t n = _ta_tag_len(name);
+  uint32_t hash;
+  size_t n = _ta_tag_scan(name, &hash);
   if (!n) return EINVAL;
   if (!_ta_ensure_init()) return ENOMEM;
-  int32_t id = _ta_tag_find(name, n);
+  int32_t id = _ta_tag_find_hashed(name, n, hash);
   if (id < 0) return ENOENT;
   *s = _ta_tag_sum((uint32_t)id);
   _ta_tag_raise_bounds((uint32_t)id, (int64_t)(s->alloc_bytes - s->free_bytes), (int64_t)s->high);
