@@ -61,7 +61,7 @@ static inline uint32_t _ta_tag_hashof(const char *s, size_t n) {
  * switch by name made three, and a fourth to compare: 8% of many_tags'
  * time, 32 threads switching among 256 tags). At most TA_TAG_NAME_MAX+1
  * bytes are read, as strnlen would. */
-static size_t _ta_tag_scan(const char *name, uint32_t *hash) {
+static inline __attribute__((always_inline)) size_t _ta_tag_scan(const char *name, uint32_t *hash) {
   if (!name) return 0;
   uint32_t h = TA_TAG_HASH_SEED;
   size_t level = 0, i = 0; /* the level being read starts at name[level] */
