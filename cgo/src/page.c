@@ -341,17 +341,17 @@ static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
     if (++s->n >= TA_RCHAIN_MAX) _ta_rchain_flush(h, c);
     return;
   }
-  _ta_rchain_flush(h, c);
-  if (ta_unlikely(s->pg != NULL)) { /* a free inside the flush's release (the purger's start) began one */
-    _ta_free_remote_give(pg, b, b, 1);
-    return;
-  }
+  /* b starts the class's chain, then the old one (if any) is pushed: the
+   * push may give a page back and start the purger, whose pthread_create
+   * may free here again, and finds the chain whole */
+  _ta_rchain_t old = *s;
   b->next = NULL;
   s->tail = b;
   s->n = 1;
   h->rchains |= (uint64_t)1 << c;
   __atomic_store_n(&s->head, b, __ATOMIC_RELEASE);
   __atomic_store_n(&s->pg, pg, __ATOMIC_RELEASE);
+  if (old.pg) _ta_free_remote_give(old.pg, old.head, old.tail, old.n);
 }
 
 /* Set up a fresh small span for class c. */
