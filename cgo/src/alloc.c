@@ -377,9 +377,12 @@ static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
   }
   /* Fast path: a large block that keeps its pages (a buffer grown a few
    * bytes at a time: 2,000 calls a page); only its requested size
-   * changes. The tests are _ta_classify's for a large block. */
+   * changes. It keeps them if it needs them all, or grows into them (the
+   * room a move gave it, below). The tests are _ta_classify's for a
+   * large block. */
   if (ta_likely(pg != NULL) && pg->kind == TA_KIND_LARGE && (const uint8_t *)p == pg->start && size > TA_MAX_SMALL &&
-      size < _ta_opt.huge_threshold && ((size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT) == pg->npages)
+      size < _ta_opt.huge_threshold &&
+      (((size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT) == pg->npages || (size >= pg->requested && size <= (size_t)pg->npages << TA_PAGE_SHIFT)))
     return _ta_large_keep(pg, (size_t)pg->npages << TA_PAGE_SHIFT, size, did);
   size_t mapped = 0;
   _ta_ptr_kind_t k;
@@ -447,6 +450,20 @@ static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
     }
   }
   void *q;
+  /* A large block that grows and cannot grow in place moves with a
+   * quarter more room than asked (tcmalloc's rule), which it grows into
+   * without a move (the fast path above): a buffer grown a page at a
+   * time moved at every page, and left a trail of freed spans one page
+   * shorter than the next it wanted (8 buffers grown by realloc to 1-4
+   * MiB: 25k faults, 18k with the room, peak RSS 33.3 -> 34.4 MiB). Its
+   * requested size stays what was asked. */
+  size_t room = size;
+  if (k == TA_PTR_LARGE && size > usable && size < TA_REALLOC_MAP) {
+    room = usable + usable / 4;
+    if (room < size) room = size;
+    if (room > TA_REALLOC_MAP) room = size; /* its next move is to a mapping (below), which has room */
+    if (room >= _ta_opt.huge_threshold) room = size; /* (an option) */
+  }
   if (size > usable && size >= TA_REALLOC_MAP && k != TA_PTR_HUGE) {
     /* A buffer grown by realloc past TA_REALLOC_MAP that cannot grow in
      * place gets its own mapping: from then on it grows with mremap, which
@@ -455,10 +472,13 @@ static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
     q = _ta_huge_alloc(size, TA_OS_PAGE, false, true, tag);
   } else {
 #if TA_SAMPLING
-    q = did ? _ta_malloc_moving(size) : _ta_malloc(size);
+    q = did ? _ta_malloc_moving(room) : _ta_malloc(room);
 #else
-    q = _ta_malloc(size);
+    q = _ta_malloc(room);
 #endif
+    _ta_page_t *np = q && room != size ? _ta_page_of(q) : NULL;
+    if (np && np->kind == TA_KIND_LARGE && np->start == q) /* asked for size: its pages have room */
+      (void)_ta_large_keep(np, (size_t)np->npages << TA_PAGE_SHIFT, size, NULL);
   }
   if (tag != cur) (void)_ta_use_tag(th, cur); /* its counters exist: it was current */
   if (!q) return NULL; /* p is untouched */

@@ -132,6 +132,35 @@ static void test_realloc_inplace_large(void) {
   free(r);
 }
 
+static void test_realloc_room_large(void) {
+  /* A large block that grows and cannot grow in place (another block
+   * follows it) moves with a quarter more room, and grows into that room
+   * where it is. */
+  const size_t page = 65536, start = 9 * page;
+  uint8_t *p = malloc(start), *after = malloc(start);
+  CHECK(p != NULL && after != NULL, "malloc 576 KiB twice");
+  if (!p || !after) return;
+  for (size_t i = 0; i < start; i++) p[i] = (uint8_t)(i * 7 + 5);
+  size_t was = malloc_usable_size(p);
+  uint8_t *q = realloc(p, was + 1);
+  CHECK(q != NULL, "realloc to %zu", was + 1);
+  if (!q) return;
+  size_t bad = 0;
+  for (size_t i = 0; i < start; i++) bad += q[i] != (uint8_t)(i * 7 + 5);
+  CHECK(bad == 0, "grow lost data (%zu bytes differ)", bad);
+  if (q == p) {
+    printf("# realloc grew in place: %p was followed by %p\n", (void *)p, (void *)after);
+  } else {
+    size_t room = malloc_usable_size(q);
+    CHECK(room >= was + was / 4, "moved with %zu usable, want a quarter more than %zu", room, was);
+    uint8_t *same = realloc(q, room);
+    CHECK(same == q, "growing into the room moved it (%p -> %p)", (void *)q, (void *)same);
+    q = same;
+  }
+  free(q);
+  free(after);
+}
+
 /* A huge block resized in place, freed, and its address given to a new,
  * smaller block (part of the freed mapping, from the cache): a realloc of
  * the new block must see its own mapping, not the one the address had
@@ -300,6 +329,7 @@ int main(void) {
   RUN(test_realloc_semantics);
   RUN(test_realloc_keeps_data);
   RUN(test_realloc_inplace_large);
+  RUN(test_realloc_room_large);
   RUN(test_realloc_huge_reused_address);
   RUN(test_aligned_entry_points);
   RUN(test_aligned_errors);
