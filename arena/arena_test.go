@@ -23,17 +23,19 @@ func checkFreeSpans(t *testing.T) uint32 {
 	defer a.mu.Unlock()
 	seen := map[uint32]bool{}
 	total := uint32(0)
-	for b := range a.bins {
-		for i := a.bins[b]; i != 0; i = spanAt(i).next {
-			s := spanAt(i)
-			if s.kind != kindFree || binOf(s.npages) != uint32(b) || seen[i] {
-				t.Fatalf("span %d: kind %d, %d pages in bin %d (seen %v)", i, s.kind, s.npages, b, seen[i])
+	for d := range a.bins {
+		for b := range a.bins[d] {
+			for i := a.bins[d][b]; i != 0; i = spanAt(i).next {
+				s := spanAt(i)
+				if s.kind != kindFree || binOf(s.npages) != uint32(b) || binsOf(s.flags) != &a.bins[d] || seen[i] {
+					t.Fatalf("span %d: kind %d, %d pages, flags %#x in bin %d/%d (seen %v)", i, s.kind, s.npages, s.flags, d, b, seen[i])
+				}
+				if s.npages > 1 && (spanAt(i+s.npages-1).kind != kindFreeTail || spanAt(i+s.npages-1).headOff != s.npages-1) {
+					t.Fatalf("span %d: tail not marked", i)
+				}
+				seen[i] = true
+				total += s.npages
 			}
-			if s.npages > 1 && (spanAt(i+s.npages-1).kind != kindFreeTail || spanAt(i+s.npages-1).headOff != s.npages-1) {
-				t.Fatalf("span %d: tail not marked", i)
-			}
-			seen[i] = true
-			total += s.npages
 		}
 	}
 	for i := range seen {
@@ -524,6 +526,69 @@ func TestSpareIsTheBlockFreedLast(t *testing.T) {
 		t.Errorf("the 2 MiB block freed last joined a 3 MiB free span: %d bytes left resident, want 5 MiB", r)
 	}
 	FreeLarge(spans[2], spans[2].Start())
+	Purge()
+}
+
+// A dirty span, resident, is taken before a purged one that fits better
+// (whose pages would all fault in again), as in arena.c.
+func TestDirtyBeforePurged(t *testing.T) {
+	Purge()
+	a.mu.Lock()
+	delay := a.opt.PurgeDelay
+	a.opt.PurgeDelay = time.Hour // nothing goes by age meanwhile
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.opt.PurgeDelay = delay
+		if a.timer != nil {
+			a.timer.Stop()
+			a.timer = nil
+		}
+		a.mu.Unlock()
+	}()
+	// Two spans (2 and 4 pages), each followed by one in use: sets are
+	// taken until one lies so (the holes earlier tests left fill first).
+	var spans, held []*Span
+	for try := 0; spans == nil; try++ {
+		if try == 64 {
+			t.Fatal("no 2+1+4+1 pages laid out in a row in 64 tries")
+		}
+		var set []*Span
+		for _, n := range []uintptr{2, 1, 4, 1} {
+			s, err := AllocLarge(n*sizeclass.PageSize, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unsafe.Slice((*byte)(s.Start()), s.Bytes())[0] = 1
+			set = append(set, s)
+		}
+		if set[1].page == set[0].page+2 && set[2].page == set[1].page+1 && set[3].page == set[2].page+4 {
+			spans = set
+		} else {
+			held = append(held, set...)
+		}
+	}
+	defer func() {
+		for _, x := range held {
+			FreeLarge(x, x.Start())
+		}
+		Purge()
+	}()
+	FreeLarge(spans[0], spans[0].Start())
+	Purge() // the 2-page span (perhaps joined to free pages before it) is purged
+	FreeLarge(spans[2], spans[2].Start()) // 4 pages, dirty
+	checkFreeSpans(t)
+	s, err := AllocLarge(2*sizeclass.PageSize, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.page != spans[2].page {
+		t.Errorf("2 pages came from page %d: want the dirty span at %d (the purged one is at %d)", s.page, spans[2].page, spans[0].page)
+	}
+	for _, x := range []*Span{s, spans[1], spans[3]} {
+		FreeLarge(x, x.Start())
+	}
+	checkFreeSpans(t)
 	Purge()
 }
 

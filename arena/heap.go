@@ -26,7 +26,10 @@ type Options struct {
 	Debug       bool          // keep a bitmap of blocks in use: exact double-free detection
 }
 
-const nBins = 64 // bins 1..63 hold spans of exactly that many pages; bin 0 the longer ones
+// Free spans are filed by state, then length: bins[1] holds dirty
+// (resident) spans, bins[0] purged or fresh ones; in each, bins 1..63 hold
+// spans of exactly that many pages and bin 0 the longer ones.
+const nBins = 64
 
 // arena is the process's one reservation.
 var a struct {
@@ -43,7 +46,7 @@ var a struct {
 	tmem  []byte         // its mapping
 	bits  []byte         // Debug: 512 bytes (4096 bits) per page: blocks in use
 	top   uint32         // pages ever handed out; [top, len(descs)) is fresh
-	bins  [nBins]uint32
+	bins  [2][nBins]uint32
 	// Dirty free spans, oldest first (the order they became free in):
 	// purging starts at dirty, and the span freed last is dirtyLast.
 	dirty, dirtyLast uint32
@@ -167,6 +170,14 @@ func binOf(n uint32) uint32 {
 	return 0
 }
 
+// binsOf is the set of bins of a free span with flags: dirty or not.
+func binsOf(flags uint8) *[nBins]uint32 {
+	if flags&flagDirty != 0 {
+		return &a.bins[1]
+	}
+	return &a.bins[0]
+}
+
 // listPush and listRemove keep doubly linked lists of spans by page
 // index (next/prev), heads in *head.
 func listPush(head *uint32, s *Span) {
@@ -224,7 +235,7 @@ func markFreeLocked(page, n uint32, flags uint8) *Span {
 		t := spanAt(page + n - 1)
 		t.kind, t.headOff = kindFreeTail, n-1
 	}
-	listPush(&a.bins[binOf(n)], s)
+	listPush(&binsOf(flags)[binOf(n)], s)
 	if flags&flagDirty != 0 {
 		s.freedAt = int64(time.Since(a.start))
 		dirtyPush(s)
@@ -234,7 +245,7 @@ func markFreeLocked(page, n uint32, flags uint8) *Span {
 
 // unfileLocked takes a free span off its bin (and the dirty list).
 func unfileLocked(s *Span) {
-	listRemove(&a.bins[binOf(s.npages)], s)
+	listRemove(&binsOf(s.flags)[binOf(s.npages)], s)
 	if s.flags&flagDirty != 0 {
 		dirtyRemove(s)
 	}
@@ -244,21 +255,30 @@ func unfileLocked(s *Span) {
 	s.kind = kindNone
 }
 
-// allocSpanLocked takes n pages: the best fitting free span (split), else
-// fresh pages from the top. Every page of the span gets its head.
-func allocSpanLocked(n uint32, kind uint8) (*Span, error) {
-	var s *Span
-	for b := n; b < nBins && s == nil; b++ {
-		if a.bins[b] != 0 {
-			s = spanAt(a.bins[b])
+// bestFitLocked is the best fitting free span of n pages or more in bins,
+// or nil.
+func bestFitLocked(bins *[nBins]uint32, n uint32) *Span {
+	for b := n; b < nBins; b++ {
+		if bins[b] != 0 {
+			return spanAt(bins[b])
 		}
 	}
-	if s == nil {
-		for i := a.bins[0]; i != 0; i = spanAt(i).next { // best fit among the long ones
-			if c := spanAt(i); c.npages >= n && (s == nil || c.npages < s.npages) {
-				s = c
-			}
+	var s *Span
+	for i := bins[0]; i != 0; i = spanAt(i).next { // the long ones
+		if c := spanAt(i); c.npages >= n && (s == nil || c.npages < s.npages) {
+			s = c
 		}
+	}
+	return s
+}
+
+// allocSpanLocked takes n pages: the best fitting dirty span (split),
+// else the best fitting purged one (whose pages fault in again), else
+// fresh pages from the top. Every page of the span gets its head.
+func allocSpanLocked(n uint32, kind uint8) (*Span, error) {
+	s := bestFitLocked(&a.bins[1], n)
+	if s == nil {
+		s = bestFitLocked(&a.bins[0], n)
 	}
 	var page uint32
 	var flags uint8
@@ -355,12 +375,12 @@ func purgeLocked(all bool) {
 				a.hwm = u + (a.hwm-u)/2
 			}
 		}
-		dirtyRemove(s)
+		unfileLocked(s)
 		osPurge(a.mem[uintptr(s.page)<<sizeclass.PageShift:][:s.Bytes()])
 		if s.flags&flagTags != 0 {
 			osPurge(a.tmem[uintptr(s.page)*tagSlotBytes:][:uintptr(s.npages)*tagSlotBytes])
 		}
-		s.flags = flagZero
+		markFreeLocked(s.page, s.npages, flagZero) // filed again, with the purged
 	}
 	if a.dirty != 0 && a.timer == nil {
 		a.timer = time.AfterFunc(a.opt.PurgeDelay, func() {
