@@ -575,7 +575,7 @@ func TestDirtyBeforePurged(t *testing.T) {
 		Purge()
 	}()
 	FreeLarge(spans[0], spans[0].Start())
-	Purge() // the 2-page span (perhaps joined to free pages before it) is purged
+	Purge()                               // the 2-page span (perhaps joined to free pages before it) is purged
 	FreeLarge(spans[2], spans[2].Start()) // 4 pages, dirty
 	checkFreeSpans(t)
 	s, err := AllocLarge(2*sizeclass.PageSize, 1)
