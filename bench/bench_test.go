@@ -215,7 +215,8 @@ func TestSummarize(t *testing.T) {
 	require.InDelta(t, 3, slow.TimeRatio["mimalloc"], 1e-12)
 	require.InDelta(t, 1.5, slow.RSSRatio["glibc"], 1e-12)
 	require.Empty(t, fast.Misses)
-	require.Len(t, slow.Misses, 3) // time vs mimalloc and glibc, RSS vs glibc
+	require.Equal(t, []string{"time 1.500x glibc > 1.00", "time 3.000x mimalloc (the best peer) > 1.10",
+		"RSS 1.50x glibc > 1.10", "faults 1.67x jemalloc (the best peer) > 1.5"}, slow.Misses)
 	require.InDelta(t, (1025.0-2)/1024, rss.Metrics[MetricReturned]["tagalloc"], 1e-12)
 	require.NotContains(t, rss.Metrics, "work_s", "the time metric is the time, not another metric")
 	require.Equal(t, []string{"failed: broken under tagalloc (run 1): output differs from glibc's"}, broken.Misses)

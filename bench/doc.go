@@ -80,9 +80,11 @@
 // glibc, mimalloc and jemalloc, with their geometric means over workloads),
 // page faults and system time, the other metrics, and the check against
 // DefaultTargets (a time miss smaller than the runs' spread is marked as
-// such): time ≤ 1.10× mimalloc and ≤ 1.00× glibc, peak RSS ≤ 1.10×
-// glibc, and ≥ 90% of rss_after_free's memory returned to the OS within
-// one idle second.
+// such): time ≤ 1.10× the best of the Peers (glibc, jemalloc, mimalloc,
+// tcmalloc) and ≤ 1.00× glibc, the geometric mean ≤ 0.95× mimalloc, peak
+// RSS ≤ 1.10× glibc, minor faults ≤ 1.5× the best peer's (plus
+// FaultsSlack), and ≥ 90% of rss_after_free's memory returned to the OS
+// within one idle second.
 //
 // # Errors
 //
