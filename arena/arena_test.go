@@ -486,20 +486,7 @@ func TestRetainFallsWhenHeapShrinks(t *testing.T) {
 // it lies in is passed over, so it stays resident (the native arena's
 // rule, arena.c, _ta_purge_pick_locked).
 func TestSpareIsTheBlockFreedLast(t *testing.T) {
-	Purge()
-	a.mu.Lock()
-	delay := a.opt.PurgeDelay
-	a.opt.PurgeDelay = time.Hour // nothing goes by age meanwhile
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		a.opt.PurgeDelay = delay
-		if a.timer != nil { // set for an hour: the next tests' purges would wait for it
-			a.timer.Stop()
-			a.timer = nil
-		}
-		a.mu.Unlock()
-	}()
+	noPurgeByAge(t)
 	const MiB = 1 << 20
 	var spans []*Span
 	for _, n := range []uintptr{3 * MiB, 2 * MiB, sizeclass.PageSize} { // the last keeps the two from the top
@@ -529,23 +516,30 @@ func TestSpareIsTheBlockFreedLast(t *testing.T) {
 	Purge()
 }
 
-// A dirty span, resident, is taken before a purged one that fits better
-// (whose pages would all fault in again), as in arena.c.
-func TestDirtyBeforePurged(t *testing.T) {
+// noPurgeByAge purges everything, then keeps free spans from going by
+// age until the test ends (only the retain limit purges meanwhile).
+func noPurgeByAge(t *testing.T) {
+	t.Helper()
 	Purge()
 	a.mu.Lock()
 	delay := a.opt.PurgeDelay
-	a.opt.PurgeDelay = time.Hour // nothing goes by age meanwhile
+	a.opt.PurgeDelay = time.Hour
 	a.mu.Unlock()
-	defer func() {
+	t.Cleanup(func() {
 		a.mu.Lock()
 		a.opt.PurgeDelay = delay
-		if a.timer != nil {
+		if a.timer != nil { // set for an hour: the next tests' purges would wait for it
 			a.timer.Stop()
 			a.timer = nil
 		}
 		a.mu.Unlock()
-	}()
+	})
+}
+
+// A dirty span, resident, is taken before a purged one that fits better
+// (whose pages would all fault in again), as in arena.c.
+func TestDirtyBeforePurged(t *testing.T) {
+	noPurgeByAge(t)
 	// Two spans (2 and 4 pages), each followed by one in use: sets are
 	// taken until one lies so (the holes earlier tests left fill first).
 	var spans, held []*Span
@@ -589,7 +583,6 @@ func TestDirtyBeforePurged(t *testing.T) {
 		FreeLarge(x, x.Start())
 	}
 	checkFreeSpans(t)
-	Purge()
 }
 
 // A freed block of any span of the class comes before a block carved
