@@ -191,12 +191,7 @@ func checkTargets(row *Row, subject string, t Targets) []string {
 		}
 		miss = append(miss, m)
 	}
-	ratio := func(m map[string]float64, base string) float64 {
-		if v, ok := m[base]; ok {
-			return Ratio(get(m, subject), v)
-		}
-		return math.NaN()
-	}
+	ratio := func(m map[string]float64, base string) float64 { return Ratio(get(m, subject), get(m, base)) }
 	timeMiss(ratio(row.Time, Glibc), Glibc, "", t.TimeVsGlibc)
 	if best := bestPeer(row.Time); best != "" && best != Glibc { // glibc's own target is the stricter
 		timeMiss(ratio(row.Time, best), best, " (the best peer)", t.TimeVsBestPeer)
@@ -206,9 +201,8 @@ func checkTargets(row *Row, subject string, t Targets) []string {
 		miss = append(miss, fmt.Sprintf("RSS %.2fx glibc > %.2f", x, t.RSSVsGlibc))
 	}
 	if best := bestPeer(row.Faults); best != "" {
-		f, b := get(row.Faults, subject), get(row.Faults, best)
-		if f > t.FaultsVsBestPeer*b+FaultsSlack {
-			miss = append(miss, fmt.Sprintf("faults %.2fx %s (the best peer) > %.1f", f/b, best, t.FaultsVsBestPeer))
+		if f, b := get(row.Faults, subject), get(row.Faults, best); f > t.FaultsVsBestPeer*b+FaultsSlack {
+			miss = append(miss, fmt.Sprintf("faults %.2fx %s (the best peer) > %.1f", ratio(row.Faults, best), best, t.FaultsVsBestPeer))
 		}
 	}
 	if x, ok := row.Metrics[MetricReturned][subject]; ok && x < t.ReturnedIn1s {
