@@ -51,13 +51,12 @@ static inline void _ta_arena_lock_drop(void) {
   if (ta_unlikely(_ta_tls_ndeferred)) _ta_arena_free_deferred();
 }
 
-/* Free spans are filed by length: an exact bin for each length up to
- * TA_BINS pages, one for resident (dirty) spans and one for purged or
- * fresh (clean) ones, and a bin for everything longer, of both. */
+/* Free spans are filed by state, resident (dirty) or purged and fresh
+ * (clean), then by length: an exact bin for each length up to TA_BINS
+ * pages, and a bin for everything longer. */
 #define TA_BINS 64                          /* exact bins for spans of 1..64 pages */
-static _ta_pageq_t _ta_bins[2][TA_BINS + 1]; /* [dirty][i]; [.][TA_BINS]: longer (only [0] used) */
+static _ta_pageq_t _ta_bins[2][TA_BINS + 1]; /* [dirty][i]; [.][TA_BINS]: longer */
 static uint64_t _ta_bin_mask[2];            /* [dirty] bit i: bin i (i+1 pages) non-empty */
-static size_t _ta_bin_long_dirty;           /* dirty spans in the bin of longer ones */
 static _ta_page_t *_ta_dirty_first, *_ta_dirty_last; /* oldest first */
 static size_t _ta_dirty_pages;        /* pages in dirty free spans */
 static size_t _ta_dirty_res;          /* OS pages of them resident, at most or guessed */
@@ -180,20 +179,18 @@ static inline size_t _ta_dirty_bound(void) { return _ta_dirty_res + _ta_dirty_un
 static inline size_t _ta_dirty_resident_pages(void) { return (_ta_dirty_res + TA_OS_PER_PAGE - 1) / TA_OS_PER_PAGE; }
 
 /* File free span h in the bin of its length, or take it out. */
-static inline unsigned _ta_bin_set(const _ta_page_t *h, size_t b) { return b < TA_BINS && (h->flags & TA_PF_DIRTY); }
+static inline unsigned _ta_bin_set(const _ta_page_t *h) { return (h->flags & TA_PF_DIRTY) != 0; }
 static void _ta_bin_add(_ta_page_t *h) {
   size_t b = _ta_bin_of(h->npages);
-  unsigned d = _ta_bin_set(h, b);
+  unsigned d = _ta_bin_set(h);
   _ta_q_push(&_ta_bins[d][b], h);
   if (b < TA_BINS) _ta_bin_mask[d] |= (uint64_t)1 << b;
-  else if (h->flags & TA_PF_DIRTY) _ta_bin_long_dirty++;
 }
 static void _ta_bin_del(_ta_page_t *h) {
   size_t b = _ta_bin_of(h->npages);
-  unsigned d = _ta_bin_set(h, b);
+  unsigned d = _ta_bin_set(h);
   _ta_q_remove(&_ta_bins[d][b], h);
   if (b < TA_BINS && _ta_bins[d][b].first == NULL) _ta_bin_mask[d] &= ~((uint64_t)1 << b);
-  else if (b == TA_BINS && (h->flags & TA_PF_DIRTY)) _ta_bin_long_dirty--;
 }
 
 /* Record a free span at pages [idx, idx+npages) of arena a and file it;
@@ -576,6 +573,21 @@ static _ta_page_t *_ta_span_alloc_run_locked(size_t npages, uint8_t kind, uint64
   return NULL;
 }
 
+/* The best fit for need pages among the free spans of one state (dirty
+ * or not): the smallest exact bin that fits, else the shortest of the
+ * longer spans that fits; NULL if none does. */
+static _ta_page_t *_ta_bins_best_fit(unsigned dirty, size_t need) {
+  uint64_t m = need <= TA_BINS ? _ta_bin_mask[dirty] & (~(uint64_t)0 << (need - 1)) : 0;
+  if (m) return _ta_bins[dirty][__builtin_ctzll(m)].first;
+  _ta_page_t *best = NULL;
+  for (_ta_page_t *h = _ta_bins[dirty][TA_BINS].first; h; h = h->next) {
+    if (h->npages < need || (best && h->npages >= best->npages)) continue;
+    best = h;
+    if (h->npages == need) break;
+  }
+  return best;
+}
+
 static _ta_page_t *_ta_span_alloc_locked(size_t npages, size_t align_pages, uint8_t kind, uint64_t now) {
   size_t need = npages + (align_pages > 1 ? align_pages - 1 : 0);
   /* Resident (dirty) pages before purged or fresh (clean) ones, which
@@ -584,33 +596,13 @@ static _ta_page_t *_ta_span_alloc_locked(size_t npages, size_t align_pages, uint
    * span that fit, clean or not, while dirty ones waited to be purged
    * for the retain limit (buffers grown by realloc to 1-4 MiB: 37k
    * faults, 25k with dirty first; a loop of 5-25 MiB blocks: 224 -> 199
-   * MiB peak RSS, 82k -> 68k faults). First the dirty exact bins. */
-  uint64_t fits = need <= TA_BINS ? ~(uint64_t)0 << (need - 1) : 0;
-  uint64_t m = _ta_bin_mask[1] & fits;
-  if (m) return _ta_span_split_claim(_ta_bins[1][__builtin_ctzll(m)].first, npages, align_pages, kind, now);
-  /* The bin of longer spans, both kinds: dirty first, then the best fit
-   * (passed over when it holds no dirty span and a clean exact bin fits). */
-  _ta_page_t *best = NULL;
-  bool scan = _ta_bin_long_dirty || !(_ta_bin_mask[0] & fits);
-  for (_ta_page_t *h = scan ? _ta_bins[0][TA_BINS].first : NULL; h; h = h->next) {
-    if (h->npages < need) continue;
-    bool hd = (h->flags & TA_PF_DIRTY) != 0, bd = best && (best->flags & TA_PF_DIRTY) != 0;
-    if (!best || (hd && !bd) || (hd == bd && h->npages < best->npages)) {
-      best = h;
-      if (hd && h->npages == need) break;
-    }
-  }
-  if (best && (best->flags & TA_PF_DIRTY)) return _ta_span_split_claim(best, npages, align_pages, kind, now);
+   * MiB peak RSS, 82k -> 68k faults). */
+  _ta_page_t *h = _ta_bins_best_fit(1, need);
+  if (h) return _ta_span_split_claim(h, npages, align_pages, kind, now);
   /* No resident span holds it: one that holds part of it, and free pages
    * after it, before a span that would fault on every page. */
-  if (align_pages <= 1) {
-    _ta_page_t *h = _ta_span_alloc_run_locked(npages, kind, now);
-    if (h) return h;
-  }
-  /* A clean span: the smallest exact one that fits, else the long bin's. */
-  m = _ta_bin_mask[0] & fits;
-  if (m) return _ta_span_split_claim(_ta_bins[0][__builtin_ctzll(m)].first, npages, align_pages, kind, now);
-  if (best) return _ta_span_split_claim(best, npages, align_pages, kind, now);
+  if (align_pages <= 1 && (h = _ta_span_alloc_run_locked(npages, kind, now))) return h;
+  if ((h = _ta_bins_best_fit(0, need))) return _ta_span_split_claim(h, npages, align_pages, kind, now);
   /* Fresh pages from an arena's top (zero). */
   for (;;) {
     size_t n = atomic_load_explicit(&_ta_narenas, memory_order_relaxed);
@@ -999,15 +991,10 @@ static size_t _ta_arena_check(void) {
     for (size_t b = 0; b <= TA_BINS; b++) {
       size_t c = 0;
       for (_ta_page_t *h = _ta_bins[d][b].first; h; h = h->next) {
-        if (h->kind != TA_KIND_FREE || _ta_bin_of(h->npages) != b || _ta_bin_set(h, b) != d) _ta_fatal("bin %u/%zu holds a wrong span", d, b);
+        if (h->kind != TA_KIND_FREE || _ta_bin_of(h->npages) != b || _ta_bin_set(h) != d) _ta_fatal("bin %u/%zu holds a wrong span", d, b);
         c++;
       }
       if (c != _ta_bins[d][b].count) _ta_fatal("bin %u/%zu count %zu != %zu", d, b, _ta_bins[d][b].count, c);
-      if (b == TA_BINS && d == 0) {
-        size_t dl = 0;
-        for (_ta_page_t *h = _ta_bins[0][b].first; h; h = h->next) dl += (h->flags & TA_PF_DIRTY) != 0;
-        if (dl != _ta_bin_long_dirty) _ta_fatal("long bin: %zu dirty spans counted, %zu there", _ta_bin_long_dirty, dl);
-      }
       if (b < TA_BINS && (c > 0) != !!(_ta_bin_mask[d] & ((uint64_t)1 << b))) _ta_fatal("bin mask wrong at %u/%zu", d, b);
       inbins += c;
     }
