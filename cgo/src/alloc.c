@@ -94,9 +94,11 @@ static void _ta_large_prime(_ta_page_t *pg, size_t size, uint8_t state) {
   if (fill) _ta_large_populate(pg, 0, _ta_align_up(size, TA_OS_PAGE));
 }
 
-/* Large: a span of whole pages, aligned to align (a power of two). */
-static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
-  size_t npages = size ? (size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT : 1;
+/* Large: size bytes asked in a span of whole pages holding room bytes
+ * (room >= size: realloc's room to grow, below), aligned to align (a
+ * power of two). */
+static void *_ta_malloc_large(size_t size, size_t room, size_t align, bool zero) {
+  size_t npages = room ? (room + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT : 1;
   size_t ap = align > TA_PAGE_SIZE ? align >> TA_PAGE_SHIFT : 1;
   uint8_t state = 0;
   _ta_page_t *pg = _ta_span_alloc(npages, ap, TA_KIND_LARGE, &state);
@@ -117,20 +119,21 @@ static void *_ta_malloc_large(size_t size, size_t align, bool zero) {
   return pg->start;
 }
 
-/* Above the small classes: a large span, or from the huge threshold on (an
- * option: read after initialization) a mapping of its own. */
-static void *_ta_malloc_big_unsampled(size_t size, size_t align, bool zero) {
+/* Above the small classes (size bytes asked, room bytes held: room >=
+ * size): a large span, or from the huge threshold on (an option: read
+ * after initialization) a mapping of its own. */
+static void *_ta_malloc_big_unsampled(size_t size, size_t room, size_t align, bool zero) {
   if (!_ta_ensure_init()) {
     errno = ENOMEM;
     return NULL;
   }
   return size >= _ta_opt.huge_threshold ? _ta_huge_alloc(size, align, zero, false, _ta_current_tag())
-                                        : _ta_malloc_large(size, align, zero);
+                                        : _ta_malloc_large(size, room, align, zero);
 }
 
 /* The same, counted down by the sampler (sample.c). */
-static void *_ta_malloc_big(size_t size, size_t align, bool zero) {
-  void *p = _ta_malloc_big_unsampled(size, align, zero);
+static void *_ta_malloc_big(size_t size, size_t room, size_t align, bool zero) {
+  void *p = _ta_malloc_big_unsampled(size, room, align, zero);
   return _ta_sample_alloc(p, size, _ta_current_tag());
 }
 
@@ -140,7 +143,7 @@ static inline void *_ta_malloc(size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  return _ta_malloc_big(size, TA_OS_PAGE, false);
+  return _ta_malloc_big(size, size, TA_OS_PAGE, false);
 }
 
 static void *_ta_malloc_aligned(size_t align, size_t size) {
@@ -156,7 +159,7 @@ static void *_ta_malloc_aligned(size_t align, size_t size) {
     while (c < TA_NUM_CLASSES && _ta_classes[c].size % align != 0) c++;
     if (c < TA_NUM_CLASSES) return _ta_malloc_class(c, size);
   }
-  return _ta_malloc_big(size, align, false);
+  return _ta_malloc_big(size, size, align, false);
 }
 
 /* Realloc growth beyond this moves a block to its own mapping. */
@@ -318,13 +321,13 @@ TA_NOINLINE static void _ta_free_suspect(_ta_page_t *pg, _ta_block_t *b) {
 }
 
 #if TA_SAMPLING
-/* The new block realloc moves a block to, with did (types.h): _ta_malloc
- * without the sample hook (the sampler's realloc hook decides for the
- * block), counted down as an allocation (_ta_sample_moving). The block
- * exists, so the allocator is initialized. */
-static void *_ta_malloc_moving(size_t size) {
+/* The new block realloc moves a block to (size bytes asked, room held),
+ * with did (types.h): _ta_malloc without the sample hook (the sampler's
+ * realloc hook decides for the block), counted down as an allocation
+ * (_ta_sample_moving). The block exists, so the allocator is initialized. */
+static void *_ta_malloc_moving(size_t size, size_t room) {
   void *q = size <= TA_MAX_SMALL ? _ta_malloc_class_unsampled(_ta_class_of(size), size)
-                                 : _ta_malloc_big_unsampled(size, TA_OS_PAGE, false);
+                                 : _ta_malloc_big_unsampled(size, room, TA_OS_PAGE, false);
   _ta_sample_moving(q, size);
   return q;
 }
@@ -455,14 +458,13 @@ static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
    * without a move (the fast path above): a buffer grown a page at a
    * time moved at every page, and left a trail of freed spans one page
    * shorter than the next it wanted (8 buffers grown by realloc to 1-4
-   * MiB: 25k faults, 18k with the room, peak RSS 33.3 -> 34.4 MiB). Its
-   * requested size stays what was asked. */
+   * MiB: 25k faults, 18k with the room, peak RSS 33.3 -> 34.4 MiB). It
+   * is counted as asked for size bytes in room's pages. */
   size_t room = size;
   if (k == TA_PTR_LARGE && size > usable && size < TA_REALLOC_MAP) {
     room = usable + usable / 4;
     if (room < size) room = size;
     if (room > TA_REALLOC_MAP) room = size; /* its next move is to a mapping (below), which has room */
-    if (room >= _ta_opt.huge_threshold) room = size; /* (an option) */
   }
   if (size > usable && size >= TA_REALLOC_MAP && k != TA_PTR_HUGE) {
     /* A buffer grown by realloc past TA_REALLOC_MAP that cannot grow in
@@ -472,13 +474,10 @@ static void *_ta_realloc_block(void *p, size_t size TA_REALLOC_DID_ARG) {
     q = _ta_huge_alloc(size, TA_OS_PAGE, false, true, tag);
   } else {
 #if TA_SAMPLING
-    q = did ? _ta_malloc_moving(room) : _ta_malloc(room);
-#else
-    q = _ta_malloc(room);
+    if (did) q = _ta_malloc_moving(size, room);
+    else
 #endif
-    _ta_page_t *np = q && room != size ? _ta_page_of(q) : NULL;
-    if (np && np->kind == TA_KIND_LARGE && np->start == q) /* asked for size: its pages have room */
-      (void)_ta_large_keep(np, (size_t)np->npages << TA_PAGE_SHIFT, size, NULL);
+      q = room > size ? _ta_malloc_big(size, room, TA_OS_PAGE, false) : _ta_malloc(size);
   }
   if (tag != cur) (void)_ta_use_tag(th, cur); /* its counters exist: it was current */
   if (!q) return NULL; /* p is untouched */
@@ -551,7 +550,7 @@ TA_API_DECL void *TA_API(calloc)(size_t n, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  if (total > TA_MAX_SMALL) return _ta_malloc_big(total, TA_OS_PAGE, true);
+  if (total > TA_MAX_SMALL) return _ta_malloc_big(total, total, TA_OS_PAGE, true);
   void *p = _ta_malloc_class(_ta_class_of(total), total);
   if (p) memset(p, 0, total);
   return p;
