@@ -394,8 +394,21 @@ static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct) {
 static _ta_heap_t *_ta_heap_init_thread(void);
 static void *_ta_malloc_beside_arena(size_t size, size_t class_size); /* huge.c */
 
+/* Set while this thread starts the purger (purger.c), its heap set aside:
+ * pthread_create's mallocs and frees must not reach the heap, for the
+ * start comes from a span given back, often inside a walk of the heap's
+ * lists (_ta_heap_collect_all, _ta_rescan_full) that holds the next page
+ * of a list. A malloc there that ran out of memory walked the heap again,
+ * gave that page back, and the outer walk gave it back a second time: a
+ * span freed twice (the faults-mode stress test, 1 run in ~1,400; the
+ * start came inside a walk in half of the runs). Its blocks get mappings
+ * of their own instead (as a signal handler's do inside arena work), and
+ * its frees of the heap's blocks are remote ones. */
+static __thread bool _ta_tls_heapless;
+
 TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size) {
   if (ta_unlikely(h == &_ta_heap_empty)) {
+    if (_ta_tls_heapless) return _ta_malloc_beside_arena(size, _ta_classes[c].size);
     h = _ta_heap_init_thread();
     if (!h) {
       errno = ENOMEM;

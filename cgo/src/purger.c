@@ -66,7 +66,9 @@ static void *_ta_purger_main(void *arg) {
  * blocked in it: a program's handlers never run on our thread. What the C
  * library allocates for the thread (its TLS vector, for good: the thread
  * never exits) is charged to no tag, not to the tag of whichever thread
- * happened to start it. */
+ * happened to start it, and comes from mappings of its own, not from the
+ * starting thread's heap, which may be in the middle of a walk (heap.c,
+ * _ta_tls_heapless). */
 TA_NOINLINE static void _ta_purger_start(void) {
 #if TA_DEBUG >= 1
   /* pthread_create allocates, and its malloc may take any of our locks */
@@ -80,6 +82,9 @@ TA_NOINLINE static void _ta_purger_start(void) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
+  _ta_heap_t *h = _ta_tls_heap; /* set aside (dlsym may allocate too): see _ta_tls_heapless */
+  _ta_tls_heap = &_ta_heap_empty;
+  _ta_tls_heapless = true;
   pthread_attr_t attr;
   pthread_t t;
   _ta_pthread_create_t create = _ta_pthread_create_real();
@@ -90,6 +95,8 @@ TA_NOINLINE static void _ta_purger_start(void) {
     rc = create(&t, &attr, _ta_purger_main, NULL);
     pthread_attr_destroy(&attr);
   }
+  _ta_tls_heapless = false;
+  _ta_tls_heap = h;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (tag != TA_TAG_UNTAGGED && th) (void)_ta_use_tag(th, tag);
   atomic_store(&_ta_purger_state, rc == 0 ? TA_PURGER_RUNNING : TA_PURGER_FAILED);
