@@ -755,7 +755,7 @@ static _ta_page_t *_ta_span_alloc_small(size_t npages, size_t tag_bytes, size_t 
   void *slop = tags && slop_bytes ? _ta_side_alloc_locked(slop_bytes) : NULL;
   if (tags && (slop || !slop_bytes)) h = _ta_span_alloc_locked(npages, 1, TA_KIND_SMALL, now);
   if (h) {
-    h->flags = 0;
+    h->flags &= (uint8_t)(TA_PF_ZERO | TA_PF_RESIDENT); /* how it came: _ta_page_extend, _ta_span_resident_locked */
     h->tags = tags;
     h->slop = slop;
     /* keeping requested sizes: mixed for good (its ctr stays NULL), so
@@ -773,8 +773,9 @@ static _ta_page_t *_ta_span_alloc_small(size_t npages, size_t tag_bytes, size_t 
 /* How many OS pages of span h, being freed, are resident: a large span of
  * TA_MEASURE_PAGES or more is measured (mincore, about a microsecond a
  * MiB: the free of a block that big costs far more if it was touched),
- * anything else counts as all resident (small spans are carved and
- * written as they fill). A large block the program touched only in part
+ * a small span that came untouched counts the pages its carved blocks
+ * cover (it is carved as it fills), anything else counts as all
+ * resident. A large block the program touched only in part
  * then counts only what it touched against the retain limit. */
 #define TA_MEASURE_PAGES 4
 static unsigned char _ta_mincore_vec[4096]; /* under the arena lock */
@@ -839,6 +840,16 @@ static inline bool _ta_arena_populate_next(void) {
 static unsigned _ta_density_tick; /* arena lock */
 static size_t _ta_span_resident_locked(const _ta_page_t *h, uint8_t *flags) {
   size_t pages = (size_t)h->npages * TA_OS_PER_PAGE;
+  if (h->kind == TA_KIND_SMALL) {
+    if (h->flags & TA_PF_ZERO) { /* came untouched: what was carved, exact if carving wrote every page */
+      size_t carved = ((size_t)h->capacity * h->block_size + TA_OS_PAGE - 1) / TA_OS_PAGE;
+      if (h->block_size > TA_OS_PAGE) *flags |= TA_PF_UNMEASURED;
+      return carved < pages ? carved : pages;
+    }
+    /* came resident in part: a bound, not known resident throughout */
+    if (!(h->flags & TA_PF_RESIDENT)) *flags |= TA_PF_UNMEASURED;
+    return pages;
+  }
   if (h->kind != TA_KIND_LARGE || h->npages < TA_MEASURE_PAGES) return pages;
   size_t base = h->claim_res < pages ? h->claim_res : pages;
   if (base == pages) return pages; /* populated, or claimed resident: exact */
@@ -1004,6 +1015,12 @@ static size_t _ta_arena_check(void) {
   size_t rl = 0, ul = 0, us = 0;
   for (_ta_page_t *h = _ta_dirty_first; h; h = h->dnext) {
     if (h->resident > (size_t)h->npages * TA_OS_PER_PAGE) _ta_fatal("dirty span %p: %zu OS pages resident of %u pages", h->start, h->resident, h->npages);
+    /* a measured count is at most what is resident: none more is (free
+     * memory is touched by no one), unless the OS took some back */
+    if (!(h->flags & TA_PF_UNMEASURED)) {
+      size_t seen = _ta_os_resident(h->start, (size_t)h->npages << TA_PAGE_SHIFT, _ta_mincore_vec, sizeof _ta_mincore_vec);
+      if (seen > h->resident) _ta_fatal("dirty span %p of %u pages: %zu OS pages resident, counted %zu", h->start, h->npages, seen, h->resident);
+    }
     rl += h->resident;
     if (h->flags & TA_PF_UNMEASURED) {
       ul++;

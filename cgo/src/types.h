@@ -249,8 +249,11 @@ enum {
 
 enum {
   TA_PF_DIRTY = 1, /* free span: resident, not yet purged */
-  TA_PF_ZERO = 2,  /* span memory is known to be zero (fresh or purged) */
-  TA_PF_RESIDENT = 4, /* span just claimed: all its pages were resident */
+  TA_PF_ZERO = 2,  /* span memory is known to be zero (fresh or purged);
+                      on a small span in use: it came so, and nothing past
+                      its carved blocks has been touched */
+  TA_PF_RESIDENT = 4, /* span just claimed: all its pages were resident (a
+                         small span keeps it: carved whole, page.c) */
   TA_PF_PRIMED = 8, /* large span in use: its pages were resident or
                         populated before the program had it, so its
                         residency when freed says nothing of the
@@ -311,7 +314,9 @@ typedef struct _ta_page_s {
   /* written only under the arena lock */
   uint8_t kind;               /* TA_KIND_* */
   uint8_t flags;              /* TA_PF_* (free spans; TA_PF_PRIMED on a large
-                                 span in use, set by its owner) */
+                                 span in use, set by its owner; TA_PF_ZERO and
+                                 TA_PF_RESIDENT on a small one as it came, the
+                                 first cleared by its owner, page.c) */
   uint16_t arena;             /* index of the arena holding this page (arena lock) */
   uint32_t head_off;          /* pages back to the head; 0 on a head */
   uint32_t npages;            /* span length in pages (heads; arena lock) */
