@@ -79,6 +79,78 @@ static inline bool _ta_page_keep_empty(_ta_heap_t *h, _ta_page_t *pg) {
   return h->direct[pg->sclass] == pg;
 }
 
+/* ---- emptied pages between threads ------------------------------------------
+ * A page of a dense class emptied by its owner's free goes, up to
+ * TA_STASH_PAGES of them, onto a stack of its class that any thread's next
+ * new page of the class takes first: carved, its free list whole, no trip
+ * through the arena lock, bins and side arrays. Lock-free: pushes are
+ * compare-and-swaps, takers take the whole stack with one exchange and
+ * push back what they leave, so no pop can meet a page popped and pushed
+ * again (ABA). Stashed pages have no owner (heap NULL, ctr NULL: no fast
+ * path takes or frees into them; no block of theirs is out). The heap
+ * walks and tagalloc_purge give them back to the arena. */
+#define TA_STASH_PAGES 16
+static _Atomic(_ta_page_t *) _ta_stash[TA_DENSE_CLASSES];
+static _Atomic(unsigned) _ta_stash_n;
+
+static void _ta_stash_push_list(unsigned c, _ta_page_t *first, _ta_page_t *last) {
+  _ta_page_t *old = atomic_load_explicit(&_ta_stash[c], memory_order_relaxed);
+  do {
+    last->next = old;
+  } while (!atomic_compare_exchange_weak_explicit(&_ta_stash[c], &old, first, memory_order_release, memory_order_relaxed));
+}
+
+/* Stash pg, an empty page of h's queue that its thread's free emptied,
+ * if it is of a dense class, keeps no requested sizes, and the stash has
+ * room; false (pg untouched) if not. */
+static bool _ta_stash_put(_ta_heap_t *h, _ta_page_t *pg) {
+  unsigned c = pg->sclass;
+  if (_ta_class_sparse(c) || pg->slop || atomic_load_explicit(&pg->in_full, memory_order_relaxed) ||
+      atomic_load_explicit(&pg->xthread_free, memory_order_relaxed) != 0)
+    return false;
+  if (atomic_fetch_add_explicit(&_ta_stash_n, 1, memory_order_relaxed) >= TA_STASH_PAGES) {
+    atomic_fetch_sub_explicit(&_ta_stash_n, 1, memory_order_relaxed);
+    return false;
+  }
+  _ta_q_remove(&h->queue[c], pg);
+  __atomic_store_n(&pg->ctr, NULL, __ATOMIC_RELAXED);
+  atomic_store_explicit(&pg->heap, NULL, memory_order_relaxed);
+  atomic_store_explicit(&pg->in_full, TA_IN_STASHED, memory_order_relaxed); /* a free into it is a double free */
+  pg->prev = NULL;
+  _ta_stash_push_list(c, pg, pg);
+  return true;
+}
+
+/* A stashed page of class c, or NULL. */
+static _ta_page_t *_ta_stash_take(unsigned c) {
+  if (atomic_load_explicit(&_ta_stash[c], memory_order_relaxed) == NULL) return NULL;
+  _ta_page_t *pg = atomic_exchange_explicit(&_ta_stash[c], NULL, memory_order_acquire);
+  if (!pg) return NULL;
+  atomic_fetch_sub_explicit(&_ta_stash_n, 1, memory_order_relaxed);
+  _ta_page_t *rest = pg->next;
+  if (rest) {
+    _ta_page_t *last = rest;
+    while (last->next) last = last->next;
+    _ta_stash_push_list(c, rest, last);
+  }
+  pg->next = pg->prev = NULL;
+  return pg;
+}
+
+/* Give every stashed page back to the arena. */
+static void _ta_stash_drain(void) {
+  if (atomic_load_explicit(&_ta_stash_n, memory_order_relaxed) == 0) return;
+  for (unsigned c = 0; c < TA_DENSE_CLASSES; c++) {
+    _ta_page_t *pg = atomic_exchange_explicit(&_ta_stash[c], NULL, memory_order_acquire);
+    while (pg) {
+      _ta_page_t *next = pg->next;
+      atomic_fetch_sub_explicit(&_ta_stash_n, 1, memory_order_relaxed);
+      _ta_span_free(pg);
+      pg = next;
+    }
+  }
+}
+
 /* Release an empty small span back to the arena. */
 static void _ta_page_release(_ta_heap_t *h, _ta_page_t *pg) {
   unsigned c = pg->sclass;
@@ -163,7 +235,7 @@ static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg, void *b) {
   }
   if (pg->used == 0) {
     if (!_ta_page_keep_empty(h, pg)) {
-      _ta_page_release(h, pg);
+      if (!_ta_stash_put(h, pg)) _ta_page_release(h, pg);
       return;
     }
     /* direct: biased, kept anyway; big classes' only a while */
@@ -287,6 +359,7 @@ TA_NOINLINE static void _ta_aband_release_if_empty(_ta_page_t *pg) {
 
 /* Free abandoned pages that became empty through cross-thread frees. */
 static void _ta_heaps_reclaim_abandoned(void) {
+  _ta_stash_drain();
   if (atomic_load_explicit(&_ta_aband_count, memory_order_relaxed) == 0) return;
   _ta_page_t *empty = NULL; /* linked by next, freed after the lock */
   _ta_mutex_lock(&_ta_aband_lock);
@@ -311,7 +384,13 @@ static void _ta_heaps_reclaim_abandoned(void) {
 
 static _ta_page_t *_ta_page_new(_ta_heap_t *h, unsigned c) {
   _ta_page_t *pg = _ta_adopt(h, c);
-  if (!pg) {
+  if (!pg && c < TA_DENSE_CLASSES && (pg = _ta_stash_take(c)) != NULL) {
+    atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
+    atomic_store_explicit(&pg->heap, h, memory_order_release); /* its tag is set at the first take (_ta_page_retag) */
+  } else if (!pg) {
+    /* none of this class: the other classes' go back first, so the arena
+     * serves this span from them rather than from memory not yet used */
+    _ta_stash_drain();
     size_t n = _ta_classes[c].objects;
     size_t slop = _ta_opt.requested ? n * (_ta_classes[c].size < 65536 ? sizeof(uint16_t) : sizeof(uint32_t)) : 0;
     pg = _ta_span_alloc_small(_ta_classes[c].pages, n * sizeof(uint16_t), slop);

@@ -200,7 +200,8 @@ static bool _ta_rchains_hold(const _ta_page_t *pg, const _ta_block_t *b);
 TA_NOINLINE static void _ta_check_double_free(_ta_page_t *pg, _ta_block_t *b, const char *fn) {
   const _ta_block_t *lists[2] = {_ta_xf_list(atomic_load_explicit(&pg->xthread_free, memory_order_acquire)), pg->free};
   bool owner = atomic_load_explicit(&pg->heap, memory_order_relaxed) == _ta_tls_heap;
-  bool found = false;
+  /* a stashed page's blocks are all free (its list is no one's to walk) */
+  bool found = atomic_load_explicit(&pg->in_full, memory_order_acquire) == TA_IN_STASHED;
   for (int i = 0; i < (owner ? 2 : 1); i++) { /* only the owner may read its own list */
     uint32_t steps = 0;
     for (const _ta_block_t *f = lists[i]; f && steps <= pg->reserved; f = f->next, steps++) found |= f == b;

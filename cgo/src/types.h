@@ -246,6 +246,7 @@ enum {
 
 /* Page flags (owner-written, plain). */
 #define TA_IN_ABANDONED 2
+#define TA_IN_STASHED 3 /* empty, on a stack of emptied pages (heap.c): no block of it is out */
 
 enum {
   TA_PF_DIRTY = 1, /* free span: resident, not yet purged */
@@ -355,7 +356,8 @@ typedef struct _ta_page_s {
                                  most, or a guess if TA_PF_UNMEASURED
                                  (arena.c, "what is resident") */
   };
-  _Atomic(uint8_t) in_full;   /* 1: on its heap's full list; TA_IN_ABANDONED: on an
+  _Atomic(uint8_t) in_full;   /* 1: on its heap's full list; TA_IN_STASHED: on a stack
+                                 of emptied pages; TA_IN_ABANDONED: on an
                                  abandoned list (read by remote frees after their push) */
   _Atomic(uint16_t) aband_used; /* small, on an abandoned list: used as the lock
                                  holder last left it (remote frees compare

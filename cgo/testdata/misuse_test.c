@@ -43,6 +43,16 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "double-free")) {
     free(p);
     free(p);
+  } else if (!strcmp(m, "double-free-emptied")) {
+    /* a block of a page its thread emptied: the page waits, no one's, for
+     * the next thread that needs one of its class (heap.c, emptied pages
+     * between threads) */
+    void *full[200], *hold = NULL;
+    for (int i = 0; i < 200; i++) full[i] = malloc(1000); /* 1 KiB blocks, 64 a page */
+    hold = malloc(1000); /* the page malloc takes from stays in use */
+    for (int i = 0; i < 64; i++) free(full[i]); /* the first page empties */
+    free(full[5]);
+    free(hold);
   } else if (!strcmp(m, "double-free-later")) { /* other frees between */
     free(p);
     free(keep[3]);
