@@ -1015,8 +1015,8 @@ static size_t _ta_arena_check(void) {
   size_t rl = 0, ul = 0, us = 0;
   for (_ta_page_t *h = _ta_dirty_first; h; h = h->dnext) {
     if (h->resident > (size_t)h->npages * TA_OS_PER_PAGE) _ta_fatal("dirty span %p: %zu OS pages resident of %u pages", h->start, h->resident, h->npages);
-    /* a measured count is at most what is resident: none more is (free
-     * memory is touched by no one), unless the OS took some back */
+    /* a measured count is a bound: no more is resident than it says
+     * (free memory is touched by no one; the OS may have taken some) */
     if (!(h->flags & TA_PF_UNMEASURED)) {
       size_t seen = _ta_os_resident(h->start, (size_t)h->npages << TA_PAGE_SHIFT, _ta_mincore_vec, sizeof _ta_mincore_vec);
       if (seen > h->resident) _ta_fatal("dirty span %p of %u pages: %zu OS pages resident, counted %zu", h->start, h->npages, seen, h->resident);

@@ -79,6 +79,24 @@ static inline bool _ta_page_keep_empty(_ta_heap_t *h, _ta_page_t *pg) {
   return h->direct[pg->sclass] == pg;
 }
 
+/* Take empty page pg off h's lists (the caller gives it away). */
+static void _ta_page_unlink(_ta_heap_t *h, _ta_page_t *pg) {
+  unsigned c = pg->sclass;
+  if (atomic_load_explicit(&pg->in_full, memory_order_relaxed)) {
+    _ta_q_remove(&h->full[c], pg);
+    atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
+  } else {
+    _ta_q_remove(&h->queue[c], pg);
+  }
+  if (h->direct[c] == pg) h->direct[c] = &_ta_page_empty;
+}
+
+/* Release an empty small span back to the arena. */
+static void _ta_page_release(_ta_heap_t *h, _ta_page_t *pg) {
+  _ta_page_unlink(h, pg);
+  _ta_span_free(pg);
+}
+
 /* ---- emptied pages between threads ------------------------------------------
  * A page of a dense class emptied by its owner's free goes, up to
  * TA_STASH_PAGES of them, onto a stack of its class that any thread's next
@@ -100,23 +118,19 @@ static void _ta_stash_push_list(unsigned c, _ta_page_t *first, _ta_page_t *last)
   } while (!atomic_compare_exchange_weak_explicit(&_ta_stash[c], &old, first, memory_order_release, memory_order_relaxed));
 }
 
-/* Stash pg, an empty page of h's queue that its thread's free emptied,
- * if it is of a dense class, keeps no requested sizes, and the stash has
- * room; false (pg untouched) if not. */
-static bool _ta_stash_put(_ta_heap_t *h, _ta_page_t *pg) {
+/* Stash pg, an empty page its thread's free emptied, already off its
+ * heap's lists, if it is of a dense class, keeps no requested sizes, and
+ * the stash has room; false (pg untouched) if not. */
+static bool _ta_stash_put(_ta_page_t *pg) {
   unsigned c = pg->sclass;
-  if (_ta_class_sparse(c) || pg->slop || atomic_load_explicit(&pg->in_full, memory_order_relaxed) ||
-      atomic_load_explicit(&pg->xthread_free, memory_order_relaxed) != 0)
-    return false;
+  if (_ta_class_sparse(c) || pg->slop || atomic_load_explicit(&pg->xthread_free, memory_order_relaxed) != 0) return false;
   if (atomic_fetch_add_explicit(&_ta_stash_n, 1, memory_order_relaxed) >= TA_STASH_PAGES) {
     atomic_fetch_sub_explicit(&_ta_stash_n, 1, memory_order_relaxed);
     return false;
   }
-  _ta_q_remove(&h->queue[c], pg);
   __atomic_store_n(&pg->ctr, NULL, __ATOMIC_RELAXED);
   atomic_store_explicit(&pg->heap, NULL, memory_order_relaxed);
   atomic_store_explicit(&pg->in_full, TA_IN_STASHED, memory_order_relaxed); /* a free into it is a double free */
-  pg->prev = NULL;
   _ta_stash_push_list(c, pg, pg);
   return true;
 }
@@ -134,6 +148,7 @@ static _ta_page_t *_ta_stash_take(unsigned c) {
     _ta_stash_push_list(c, rest, last);
   }
   pg->next = pg->prev = NULL;
+  atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
   return pg;
 }
 
@@ -151,18 +166,6 @@ static void _ta_stash_drain(void) {
   }
 }
 
-/* Release an empty small span back to the arena. */
-static void _ta_page_release(_ta_heap_t *h, _ta_page_t *pg) {
-  unsigned c = pg->sclass;
-  if (atomic_load_explicit(&pg->in_full, memory_order_relaxed)) {
-    _ta_q_remove(&h->full[c], pg);
-    atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
-  } else {
-    _ta_q_remove(&h->queue[c], pg);
-  }
-  if (h->direct[c] == pg) h->direct[c] = &_ta_page_empty;
-  _ta_span_free(pg);
-}
 
 /* Empty direct page pg of a class with few blocks per span (big blocks)
  * stays while it is one of the last TA_KEPT_EMPTY such pages h kept, and
@@ -235,7 +238,8 @@ static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg, void *b) {
   }
   if (pg->used == 0) {
     if (!_ta_page_keep_empty(h, pg)) {
-      if (!_ta_stash_put(h, pg)) _ta_page_release(h, pg);
+      _ta_page_unlink(h, pg);
+      if (!_ta_stash_put(pg)) _ta_span_free(pg);
       return;
     }
     /* direct: biased, kept anyway; big classes' only a while */
@@ -357,7 +361,8 @@ TA_NOINLINE static void _ta_aband_release_if_empty(_ta_page_t *pg) {
   if (empty) _ta_span_free(pg);
 }
 
-/* Free abandoned pages that became empty through cross-thread frees. */
+/* Free abandoned pages that became empty through cross-thread frees,
+ * and the stashed ones (every caller is a walk or a purge). */
 static void _ta_heaps_reclaim_abandoned(void) {
   _ta_stash_drain();
   if (atomic_load_explicit(&_ta_aband_count, memory_order_relaxed) == 0) return;
@@ -385,7 +390,6 @@ static void _ta_heaps_reclaim_abandoned(void) {
 static _ta_page_t *_ta_page_new(_ta_heap_t *h, unsigned c) {
   _ta_page_t *pg = _ta_adopt(h, c);
   if (!pg && c < TA_DENSE_CLASSES && (pg = _ta_stash_take(c)) != NULL) {
-    atomic_store_explicit(&pg->in_full, 0, memory_order_relaxed);
     atomic_store_explicit(&pg->heap, h, memory_order_release); /* its tag is set at the first take (_ta_page_retag) */
   } else if (!pg) {
     /* none of this class: the other classes' go back first, so the arena
