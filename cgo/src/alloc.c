@@ -193,22 +193,26 @@ static inline size_t _ta_usable(_ta_ptr_kind_t k, _ta_page_t *pg, size_t huge_ma
   }
 }
 
+/* Free p, a small block of pg, a page the calling thread's heap does not
+ * own (another thread's, or an exited thread's: it is not taken over
+ * here, heap.c, abandoned pages). */
+static inline __attribute__((always_inline)) void _ta_free_small_remote(_ta_heap_t *h, _ta_page_t *pg, void *p) {
+#if TA_CHECK
+  _ta_check_poison_block(p, pg->block_size);
+#endif
+  if (TA_SAMPLED_AT(pg, p)) _ta_sample_free(p); /* before another thread can reuse it */
+  /* counted before the block is given back (then it may be reused, and
+   * its tag entry rewritten) */
+  _ta_count_free_here(h, _ta_block_tag(pg, p), pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
+  _ta_free_remote(h, pg, (_ta_block_t *)p);
+}
+
 TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
   _ta_page_t *pg;
   switch (_ta_classify(p, &pg, NULL)) {
-  case TA_PTR_SMALL: {
-#if TA_CHECK
-    _ta_check_poison_block(p, pg->block_size);
-#endif
-    if (TA_SAMPLED_AT(pg, p)) _ta_sample_free(p); /* before another thread can reuse it */
-    /* counted before the block is given back (then it may be reused, and
-     * its tag entry rewritten) */
-    _ta_count_free(_ta_block_tag(pg, p), pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
-    /* A page of an exited thread too: it is not taken over here (heap.c,
-     * abandoned pages). */
-    _ta_free_remote(pg, (_ta_block_t *)p);
+  case TA_PTR_SMALL:
+    _ta_free_small_remote(_ta_tls_heap, pg, p);
     return;
-  }
   case TA_PTR_LARGE:
     if (TA_SAMPLED_AT(pg, p)) _ta_sample_free(p);
     _ta_count_free(pg->tag, (size_t)pg->npages << TA_PAGE_SHIFT, pg->requested);
@@ -246,6 +250,20 @@ static inline __attribute__((always_inline)) void _ta_free_give_back(_ta_heap_t 
 
 static void _ta_free_local_other(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b);
 
+/* free of p, whose span head the fast path found (pg; NULL: p is in no
+ * span in use), when the calling thread's heap (h) does not own it: most
+ * often a block of another thread's page (a consumer freeing what a
+ * producer made), checked as _ta_classify does without looking the span
+ * up again. Everything else goes the generic way, which names what p
+ * is. */
+TA_NOINLINE static void _ta_free_other(_ta_heap_t *h, void *p, _ta_page_t *pg) {
+  if (ta_likely(pg != NULL && pg->kind == TA_KIND_SMALL && pg->head_off == 0 && _ta_is_carved(pg, p))) {
+    _ta_free_small_remote(h, pg, p);
+    return;
+  }
+  _ta_free_generic(p, "free");
+}
+
 /* free, once p's span head pg is known (NULL: p is in no span in use). */
 static inline __attribute__((always_inline)) void _ta_free_at(void *p, _ta_page_t *pg) {
   _ta_heap_t *h = _ta_tls_heap;
@@ -277,7 +295,7 @@ static inline __attribute__((always_inline)) void _ta_free_at(void *p, _ta_page_
     _ta_free_local_other(h, pg, p); /* tail calls: the fast path stays a leaf */
     return;
   }
-  _ta_free_generic(p, "free");
+  _ta_free_other(h, p, pg);
 }
 
 /* free of a pointer outside arena 0 (a later arena, a huge block, or not

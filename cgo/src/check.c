@@ -184,7 +184,7 @@ static void _ta_check_release(void *p) {
   _ta_page_t *pg = _ta_page_of(p);
   if (pg->kind == TA_KIND_SMALL) {
     ((_ta_block_t *)p)->key = 0; /* not a double free: ours */
-    _ta_free_remote(pg, (_ta_block_t *)p);
+    _ta_free_remote(_ta_tls_heap, pg, (_ta_block_t *)p);
   } else {
     _ta_span_free(pg);
   }

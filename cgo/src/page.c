@@ -320,15 +320,15 @@ static void _ta_rchain_flush_vanished(_ta_heap_t *h) {
   }
 }
 
-/* Free b from a thread that does not own pg (or from the checking
- * build's quarantine, any thread): held in the thread's chain of its
- * class if the chain is of pg (or empty), else the chain goes first; at
- * once if its class has no chains, the thread no heap, or the page no
- * owner. */
-static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b) {
+/* Free b from a thread (heap h, the calling thread's) that does not own
+ * pg (or from the checking build's quarantine, any thread): held in the
+ * thread's chain of its class if the chain is of pg (or empty), else the
+ * chain goes first; at once if its class has no chains, the thread no
+ * heap, or the page no owner. Inline in free's path for another thread's
+ * block (alloc.c), as the free is counted: a call less a free. */
+static inline __attribute__((always_inline)) void _ta_free_remote(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
   if (ta_unlikely(b->key == _ta_free_key)) _ta_check_double_free(pg, b, "free");
   b->key = _ta_free_key;
-  _ta_heap_t *h = _ta_tls_heap;
   unsigned c = pg->sclass;
   /* An exited thread's page (no owner: abandoned) goes at once: the free
    * that empties it gives it back (_ta_free_remote_push), and a chain

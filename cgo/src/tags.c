@@ -402,6 +402,17 @@ static void _ta_count_fallback(uint32_t tag, size_t up, size_t down) {
   if (b && down) _ta_budget_add(b, -(int64_t)down);
 }
 
+/* Count a free in c, the calling thread's set (st: its holder state,
+ * registered): one add each, and the headroom kept below TA_PEAK_CAP
+ * when the tag has other holders (_ta_ctr_cap). */
+static inline __attribute__((always_inline)) void _ta_ctr_count_free(_ta_ctr_t *c, uint32_t st, size_t bytes, size_t req) {
+  TA_CTR_ADD(c->free_blocks, 1);
+  TA_CTR_ADD(c->free_req, req);
+  TA_CTR_ADD(c->headroom, bytes);
+  if (st == TA_HOLDER_MANY && ta_unlikely((int64_t)atomic_load_explicit(&c->headroom, memory_order_relaxed) > TA_PEAK_CAP))
+    _ta_ctr_lower(c);
+}
+
 /* Count a block allocated (alloc) or freed by this thread under tag:
  * usable bytes, and the bytes asked for. One copy for each (the caller's
  * constant decides, so neither tests it). False if a budget refused the
@@ -440,16 +451,26 @@ static inline __attribute__((always_inline)) bool _ta_count(uint32_t tag, size_t
       return false;
     }
   } else {
-    TA_CTR_ADD(c->free_blocks, 1);
-    TA_CTR_ADD(c->free_req, req);
-    TA_CTR_ADD(c->headroom, bytes);
-    if (st == TA_HOLDER_MANY && ta_unlikely((int64_t)atomic_load_explicit(&c->headroom, memory_order_relaxed) > TA_PEAK_CAP))
-      _ta_ctr_lower(c);
+    _ta_ctr_count_free(c, st, bytes, req);
   }
   return true;
 }
 
 TA_NOINLINE static void _ta_count_free(uint32_t tag, size_t bytes, size_t req) { (void)_ta_count(tag, bytes, req, false); }
+
+/* The same from the calling thread's heap h, inline for the common case
+ * of a block of the thread's current tag (h's counters, registered: the
+ * empty heap's never are): no look-up of the thread's record and its
+ * chunk. */
+static inline __attribute__((always_inline)) void _ta_count_free_here(_ta_heap_t *h, uint32_t tag, size_t bytes, size_t req) {
+  _ta_ctr_t *c = h->ctr;
+  uint32_t st = atomic_load_explicit(&c->holder, memory_order_relaxed);
+  if (ta_unlikely(c->tag != tag || st == TA_HOLDER_NONE)) {
+    _ta_count_free(tag, bytes, req);
+    return;
+  }
+  _ta_ctr_count_free(c, st, bytes, req);
+}
 /* False (errno ENOMEM, nothing counted) if a budget refuses the block. */
 TA_NOINLINE static bool _ta_count_alloc(uint32_t tag, size_t bytes, size_t req) { return _ta_count(tag, bytes, req, true); }
 

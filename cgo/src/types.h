@@ -645,7 +645,7 @@ static inline size_t _ta_slop_bytes(const struct _ta_page_s *pg);
 static inline uint32_t _ta_slop_get(const struct _ta_page_s *pg, size_t idx);
 static inline void _ta_slop_set(struct _ta_page_s *pg, size_t idx, size_t slop);
 static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg, void *b);
-static void _ta_free_remote(_ta_page_t *pg, _ta_block_t *b);
+static inline void _ta_free_remote(struct _ta_heap_s *h, _ta_page_t *pg, _ta_block_t *b);
 static void _ta_aband_release_if_empty(_ta_page_t *pg);
 static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct);
 static void _ta_heaps_reclaim_abandoned(void);
