@@ -35,6 +35,9 @@ typedef struct {
   void *addr;
   size_t mapped;
   uint64_t freed_at_ms;
+  uintptr_t joins; /* the rest of a mapping whose first part a block at
+                      this address took: while that block is there and
+                      ends here, they are one mapping (below) */
 } _ta_huge_cached_t;
 static _ta_huge_cached_t _ta_huge_cache[TA_HUGE_CACHE];
 static size_t _ta_huge_ncached, _ta_huge_cached_bytes;
@@ -48,6 +51,14 @@ static void _ta_huge_cache_publish_locked(void) {
   if (_ta_books) atomic_store_explicit(&_ta_books->huge_cached, _ta_huge_cached_bytes, memory_order_relaxed);
 }
 
+/* The mapping at a is going (unmapped, or moved by mremap): a cached rest
+ * that would join a block there no longer can (a new mapping the kernel
+ * puts at a is another one). */
+static void _ta_huge_cache_unjoin_locked(uintptr_t a) {
+  for (size_t i = 0; i < _ta_huge_ncached; i++)
+    if (_ta_huge_cache[i].joins == a) _ta_huge_cache[i].joins = 0;
+}
+
 /* Take cached mappings out that are too old, or all of them, or the oldest
  * while over budget (bytes: _ta_arena_huge_budget); returns how many were
  * put in out (to unmap unlocked). */
@@ -57,6 +68,7 @@ static size_t _ta_huge_cache_expire_locked(bool all, uint64_t now, size_t budget
     _ta_huge_cached_t *c = &_ta_huge_cache[i];
     bool over = _ta_huge_cached_bytes > budget && i == 0;
     if (all || over || now - c->freed_at_ms >= _ta_opt.purge_delay_ms) {
+      _ta_huge_cache_unjoin_locked((uintptr_t)c->addr);
       out[n++] = *c;
       _ta_huge_cached_bytes -= c->mapped;
       memmove(c, c + 1, (_ta_huge_ncached - i - 1) * sizeof(*c)); /* oldest first */
@@ -103,11 +115,17 @@ static void *_ta_huge_cache_take_locked(size_t need, size_t align, bool growing,
   if (best == TA_HUGE_CACHE) return NULL;
   _ta_huge_cached_t *c = &_ta_huge_cache[best];
   void *p = c->addr;
-  if (!growing && c->mapped >= need + TA_MiB) { /* the rest stays, as freed when it was */
-    *mapped = need;
-    c->addr = (uint8_t *)c->addr + need;
-    c->mapped -= need;
-    _ta_huge_cached_bytes -= need;
+  /* A growing buffer takes twice what it needs, the rest stays cached
+   * where the buffer can take it back as it grows (_ta_huge_cache_join):
+   * taken whole, a 4 MiB mapping held a buffer that stopped at 1.5 MiB,
+   * its resident pages out of every limit's reach. */
+  size_t take = growing ? _ta_align_up(2 * need, TA_OS_PAGE) : need;
+  if (take >= need && c->mapped >= take + TA_MiB) { /* the rest stays, as freed when it was */
+    *mapped = take;
+    c->addr = (uint8_t *)c->addr + take;
+    c->mapped -= take;
+    c->joins = (uintptr_t)p;
+    _ta_huge_cached_bytes -= take;
     return p;
   }
   *mapped = c->mapped;
@@ -115,6 +133,33 @@ static void *_ta_huge_cache_take_locked(size_t need, size_t align, bool growing,
   memmove(c, c + 1, (_ta_huge_ncached - best - 1) * sizeof(_ta_huge_cached_t));
   _ta_huge_ncached--;
   return p;
+}
+
+/* Give the huge block at p, mapped bytes, up to want bytes more from the
+ * cached rest of its own mapping, if that is still cached (it was left
+ * when the block took the first part: _ta_huge_cache_take_locked): its
+ * pages are resident and already after the block's, so growing costs
+ * neither a system call nor a fault. The rest of the rest stays cached if
+ * 1 MiB or more. Returns the bytes given. A cached mapping that merely
+ * lies next to the block is never joined: two mappings stay two to the
+ * kernel, and mremap needs one. */
+static size_t _ta_huge_cache_join_locked(uintptr_t p, size_t mapped, size_t want) {
+  for (size_t i = 0; i < _ta_huge_ncached; i++) {
+    _ta_huge_cached_t *c = &_ta_huge_cache[i];
+    if (c->joins != p || (uintptr_t)c->addr != p + mapped) continue;
+    size_t take = c->mapped < want + TA_MiB ? c->mapped : want;
+    _ta_huge_cached_bytes -= take;
+    if (take == c->mapped) {
+      memmove(c, c + 1, (_ta_huge_ncached - i - 1) * sizeof(*c));
+      _ta_huge_ncached--;
+    } else {
+      c->addr = (uint8_t *)c->addr + take;
+      c->mapped -= take;
+    }
+    _ta_huge_cache_publish_locked();
+    return take;
+  }
+  return 0;
 }
 
 static void _ta_huge_purge(bool all) {
@@ -344,15 +389,17 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *re
   uint64_t now = _ta_now_ms();
   if (mapped <= budget) {
     if (_ta_huge_ncached == TA_HUGE_CACHE) { /* evict the oldest */
+      _ta_huge_cache_unjoin_locked((uintptr_t)_ta_huge_cache[0].addr);
       out[n++] = _ta_huge_cache[0];
       _ta_huge_cached_bytes -= _ta_huge_cache[0].mapped;
       memmove(&_ta_huge_cache[0], &_ta_huge_cache[1], (TA_HUGE_CACHE - 1) * sizeof(_ta_huge_cached_t));
       _ta_huge_ncached--;
     }
-    _ta_huge_cache[_ta_huge_ncached++] = (_ta_huge_cached_t){p, mapped, now};
+    _ta_huge_cache[_ta_huge_ncached++] = (_ta_huge_cached_t){p, mapped, now, 0};
     _ta_huge_cached_bytes += mapped;
   } else {
-    out[n++] = (_ta_huge_cached_t){p, mapped, now};
+    _ta_huge_cache_unjoin_locked((uintptr_t)p);
+    out[n++] = (_ta_huge_cached_t){p, mapped, now, 0};
   }
   n += _ta_huge_cache_expire_locked(false, now, budget, out + n);
   _ta_huge_cache_publish_locked();
@@ -431,7 +478,24 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
     e = _ta_huge_find_locked((uintptr_t)p);
   }
   _ta_huge_erase_locked(e);
+  if (mapped > old) { /* the cached rest of its own mapping first */
+    size_t joined = _ta_huge_cache_join_locked((uintptr_t)p, old, mapped - old);
+    if (joined && old + joined >= need) { /* in place: nothing to map, nothing to fault */
+      bool ok = _ta_huge_insert_locked((uintptr_t)p, old + joined, size, align, tag, true); /* resident before the program had them */
+      _ta_mutex_unlock(&_ta_huge_lock);
+      if (!ok) _ta_fatal("huge table: cannot re-record %p after joining its mapping's rest", p);
+      TA_REALLOC_SAY(did, oldreq, old + joined);
+      _ta_count_resize(tag, old, old + joined, oldreq, size);
+      return p;
+    }
+    if (joined) { /* all of the rest, and it is not enough: mremap the whole */
+      _ta_count_resize(tag, old, old + joined, oldreq, oldreq);
+      old += joined;
+      primed = true;
+    }
+  }
   void *q = _ta_os_remap(p, old, mapped);
+  if (q && (q != p || mapped < old)) _ta_huge_cache_unjoin_locked((uintptr_t)p); /* moved, or its tail cut off */
   bool fill = q && need > old && _ta_arena_dense(); /* arena.c, density */
   bool ok = _ta_huge_insert_locked((uintptr_t)(q ? q : p), q ? mapped : old, q ? size : oldreq, align, tag, primed || fill);
   _ta_mutex_unlock(&_ta_huge_lock);

@@ -171,6 +171,36 @@ static void test_huge_cache_parts(void) {
   t_purge();
 }
 
+/* A buffer realloc grows past 1 MiB takes a part of a bigger cached
+ * mapping (twice what it asks), not all of it: the rest stays cached,
+ * within the retain limit's reach, and joins the buffer as it grows,
+ * resident and in place. */
+static void test_huge_growing_takes_part(void) {
+  t_purge();
+  char *h = realloc(malloc(100), 6 * MiB); /* a mapping of its own (grown past 1 MiB) */
+  CHECK(h != NULL, "realloc to 6 MiB");
+  if (!h) return;
+  touch(h, 6 * MiB);
+  free(h); /* cached, resident */
+  char *b = realloc(malloc(100), MiB + MiB / 4);
+  CHECK(b != NULL, "realloc to 1.25 MiB");
+  if (!b) return;
+  size_t u = malloc_usable_size(b);
+  CHECK(u >= MiB + MiB / 4 && u <= 3 * MiB, "a buffer grown to 1.25 MiB holds %zu bytes of a 6 MiB cached mapping", u);
+  memset(b, 7, MiB + MiB / 4);
+  char *was = b;
+  b = realloc(b, 5 * MiB);
+  CHECK(b == was, "grown to 5 MiB, the buffer moved (%p -> %p): the rest of its mapping was not joined", (void *)was, (void *)b);
+  if (!b) return;
+  CHECK(resident_pct(b + 2 * MiB, 3 * MiB) >= 90, "grown to 5 MiB: its new pages %d%% resident before use (the cached rest)",
+        resident_pct(b + 2 * MiB, 3 * MiB));
+  CHECK(b[0] == 7 && b[MiB + MiB / 4 - 1] == 7, "contents lost growing");
+  touch(b, 5 * MiB);
+  free(b);
+  t_check();
+  t_purge();
+}
+
 int main(void) {
   if (!t_tagalloc_active()) {
     fprintf(stderr, "tagalloc is not the allocator\n");
@@ -180,5 +210,6 @@ int main(void) {
   RUN(test_dense_populated);
   RUN(test_kept_by_what_is_resident);
   RUN(test_huge_cache_parts);
+  RUN(test_huge_growing_takes_part);
   return t_summary();
 }
