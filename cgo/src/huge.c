@@ -140,14 +140,15 @@ static void *_ta_huge_cache_take_locked(size_t need, size_t align, bool growing,
  * when the block took the first part: _ta_huge_cache_take_locked): its
  * pages are resident and already after the block's, so growing costs
  * neither a system call nor a fault. The rest of the rest stays cached if
- * 1 MiB or more. Returns the bytes given. A cached mapping that merely
- * lies next to the block is never joined: two mappings stay two to the
- * kernel, and mremap needs one. */
-static size_t _ta_huge_cache_join_locked(uintptr_t p, size_t mapped, size_t want) {
+ * 1 MiB or more (else it goes too, unless exact: a budgeted tag's block
+ * takes no more than its budgets admitted). Returns the bytes given. A
+ * cached mapping that merely lies next to the block is never joined: two
+ * mappings stay two to the kernel, and mremap needs one. */
+static size_t _ta_huge_cache_join_locked(uintptr_t p, size_t mapped, size_t want, bool exact) {
   for (size_t i = 0; i < _ta_huge_ncached; i++) {
     _ta_huge_cached_t *c = &_ta_huge_cache[i];
     if (c->joins != p || (uintptr_t)c->addr != p + mapped) continue;
-    size_t take = c->mapped < want + TA_MiB ? c->mapped : want;
+    size_t take = c->mapped < want + (exact ? 0 : TA_MiB) ? c->mapped : want;
     _ta_huge_cached_bytes -= take;
     if (take == c->mapped) {
       memmove(c, c + 1, (_ta_huge_ncached - i - 1) * sizeof(*c));
@@ -479,7 +480,7 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   }
   _ta_huge_erase_locked(e);
   if (mapped > old) { /* the cached rest of its own mapping first */
-    size_t joined = _ta_huge_cache_join_locked((uintptr_t)p, old, mapped - old);
+    size_t joined = _ta_huge_cache_join_locked((uintptr_t)p, old, mapped - old, _ta_budget_of(tag) != 0);
     if (joined && old + joined >= need) { /* in place: nothing to map, nothing to fault */
       bool ok = _ta_huge_insert_locked((uintptr_t)p, old + joined, size, align, tag, true); /* resident before the program had them */
       _ta_mutex_unlock(&_ta_huge_lock);
