@@ -297,17 +297,25 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, 
     cached = p != NULL;
   }
   size_t grown = 0; /* bytes of a cached mapping grown past its resident pages */
+  uintptr_t gone = 0; /* a cached mapping's address that no longer holds it (moved or unmapped) */
   if (p && mapped < need) {
     void *q = _ta_os_remap(p, mapped, need);
     if (q) {
+      if (q != p) gone = (uintptr_t)p;
       grown = need - mapped;
       p = q;
       mapped = need;
     } else {
+      gone = (uintptr_t)p;
       _ta_os_release(p, mapped);
       p = NULL;
       mapped = need;
       cached = false;
+    }
+    if (gone) { /* a cached rest marked to join a block there no longer can */
+      _ta_mutex_lock(&_ta_huge_lock);
+      _ta_huge_cache_unjoin_locked(gone);
+      _ta_mutex_unlock(&_ta_huge_lock);
     }
   }
   if (!p) p = _ta_os_map(mapped, align);
@@ -323,6 +331,7 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, 
   bool fill = !cached && _ta_arena_populate_next();
   _ta_mutex_lock(&_ta_huge_lock);
   bool ok = _ta_huge_insert_locked((uintptr_t)p, mapped, size, align, tag, cached || fill);
+  if (!ok) _ta_huge_cache_unjoin_locked((uintptr_t)p);
   _ta_mutex_unlock(&_ta_huge_lock);
   if (!ok) {
     _ta_os_release(p, mapped);
