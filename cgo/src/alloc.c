@@ -168,16 +168,23 @@ static void *_ta_malloc_aligned(size_t align, size_t size) {
 /* What an address is, for free, realloc and malloc_usable_size. */
 typedef enum { TA_PTR_BAD, TA_PTR_SMALL, TA_PTR_LARGE, TA_PTR_HUGE } _ta_ptr_kind_t;
 
-/* Classify p; pg gets its span head (small, large). A pointer inside a span
- * but not at a block start, or in no span in use, is BAD. */
-static _ta_ptr_kind_t _ta_classify(const void *p, _ta_page_t **pgp, size_t *huge_mapped) {
-  _ta_page_t *pg = _ta_page_of(p);
-  *pgp = pg;
-  if (!pg) return _ta_huge_lookup(p, huge_mapped) ? TA_PTR_HUGE : TA_PTR_BAD;
+/* Classify p, in the span whose head is pg (not NULL): a block start of
+ * a small or large span in use, or BAD (inside a span but not at a block
+ * start, or in no span in use). */
+static inline _ta_ptr_kind_t _ta_classify_in(const void *p, const _ta_page_t *pg) {
   if (pg->head_off != 0) return TA_PTR_BAD;
   if (pg->kind == TA_KIND_SMALL) return _ta_is_carved(pg, p) ? TA_PTR_SMALL : TA_PTR_BAD;
   if (pg->kind == TA_KIND_LARGE && (const uint8_t *)p == pg->start) return TA_PTR_LARGE;
   return TA_PTR_BAD;
+}
+
+/* Classify p; pg gets its span head (small, large), huge_mapped a huge
+ * block's size. */
+static _ta_ptr_kind_t _ta_classify(const void *p, _ta_page_t **pgp, size_t *huge_mapped) {
+  _ta_page_t *pg = _ta_page_of(p);
+  *pgp = pg;
+  if (!pg) return _ta_huge_lookup(p, huge_mapped) ? TA_PTR_HUGE : TA_PTR_BAD;
+  return _ta_classify_in(p, pg);
 }
 
 TA_COLD static void _ta_bad_pointer(const char *fn, const void *p) {
@@ -253,11 +260,10 @@ static void _ta_free_local_other(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b);
 /* free of p, whose span head the fast path found (pg; NULL: p is in no
  * span in use), when the calling thread's heap (h) does not own it: most
  * often a block of another thread's page (a consumer freeing what a
- * producer made), checked as _ta_classify does without looking the span
- * up again. Everything else goes the generic way, which names what p
- * is. */
+ * producer made), classified without looking the span up again.
+ * Everything else goes the generic way, which names what p is. */
 TA_NOINLINE static void _ta_free_other(_ta_heap_t *h, void *p, _ta_page_t *pg) {
-  if (ta_likely(pg != NULL && pg->kind == TA_KIND_SMALL && pg->head_off == 0 && _ta_is_carved(pg, p))) {
+  if (ta_likely(pg != NULL && _ta_classify_in(p, pg) == TA_PTR_SMALL)) {
     _ta_free_small_remote(h, pg, p);
     return;
   }
