@@ -15,6 +15,7 @@ typedef struct _ta_huge_s {
   size_t requested;  /* bytes asked for */
   size_t align;      /* alignment asked for (mremap keeps only OS pages) */
   uint32_t tag;      /* the tag it is charged to */
+  uint32_t cut;      /* the mapping it is a piece of (_ta_huge_cache_cut_locked), 0 if none */
   bool primed;       /* its pages were resident or brought in before the
                         program had them (arena.c, density, as TA_PF_PRIMED):
                         its residency says nothing of the program's use */
@@ -35,9 +36,7 @@ typedef struct {
   void *addr;
   size_t mapped;
   uint64_t freed_at_ms;
-  uintptr_t joins; /* the rest of a mapping whose first part a block at
-                      this address took: while that block is there and
-                      ends here, they are one mapping (below) */
+  uint32_t cut;      /* as _ta_huge_t's */
 } _ta_huge_cached_t;
 static _ta_huge_cached_t _ta_huge_cache[TA_HUGE_CACHE];
 static size_t _ta_huge_ncached, _ta_huge_cached_bytes;
@@ -51,12 +50,31 @@ static void _ta_huge_cache_publish_locked(void) {
   if (_ta_books) atomic_store_explicit(&_ta_books->huge_cached, _ta_huge_cached_bytes, memory_order_relaxed);
 }
 
-/* The mapping at a is going (unmapped, or moved by mremap): a cached rest
- * that would join a block there no longer can (a new mapping the kernel
- * puts at a is another one). */
-static void _ta_huge_cache_unjoin_locked(uintptr_t a) {
-  for (size_t i = 0; i < _ta_huge_ncached; i++)
-    if (_ta_huge_cache[i].joins == a) _ta_huge_cache[i].joins = 0;
+/* Pieces of one mapping. A cached mapping a block takes part of is cut:
+ * the part and the rest keep the number of the cut (the mapping's, if it
+ * was already a piece), and so does every piece that neither moves nor
+ * shrinks (mremap clears it: the place it left may come back as another
+ * mapping). Two pieces of one cut side by side are one mapping to the
+ * kernel, so a block grows into the cached piece after its end in place
+ * (_ta_huge_cache_join_locked); a mapping that only lies next to it is
+ * never taken (mremap of the two would fail). Numbers wrap after 2^32
+ * cuts; a stale one also needs the exact address to match. */
+static uint32_t _ta_huge_cuts; /* _ta_huge_lock */
+
+/* Take take bytes (a multiple of the OS page, at most its length) off the
+ * front of cached mapping i: what is left stays cached, as freed when it
+ * was. */
+static void _ta_huge_cache_cut_locked(size_t i, size_t take) {
+  _ta_huge_cached_t *c = &_ta_huge_cache[i];
+  _ta_huge_cached_bytes -= take;
+  if (take == c->mapped) {
+    memmove(c, c + 1, (_ta_huge_ncached - i - 1) * sizeof(*c));
+    _ta_huge_ncached--;
+    return;
+  }
+  if (!c->cut && !(c->cut = ++_ta_huge_cuts)) c->cut = ++_ta_huge_cuts;
+  c->addr = (uint8_t *)c->addr + take;
+  c->mapped -= take;
 }
 
 /* Take cached mappings out that are too old, or all of them, or the oldest
@@ -68,11 +86,8 @@ static size_t _ta_huge_cache_expire_locked(bool all, uint64_t now, size_t budget
     _ta_huge_cached_t *c = &_ta_huge_cache[i];
     bool over = _ta_huge_cached_bytes > budget && i == 0;
     if (all || over || now - c->freed_at_ms >= _ta_opt.purge_delay_ms) {
-      _ta_huge_cache_unjoin_locked((uintptr_t)c->addr);
       out[n++] = *c;
-      _ta_huge_cached_bytes -= c->mapped;
-      memmove(c, c + 1, (_ta_huge_ncached - i - 1) * sizeof(*c)); /* oldest first */
-      _ta_huge_ncached--;
+      _ta_huge_cache_cut_locked(i, c->mapped); /* the rest keep their order, oldest first */
       continue;
     }
     i++;
@@ -98,7 +113,7 @@ static void _ta_huge_unmap_all(const _ta_huge_cached_t *v, size_t n) {
  * moved, and only the rest faults). A loop of 64 KiB-64 MiB blocks mapped
  * 800 MiB afresh while 32 MiB mappings sat in the cache, and gave 64 MiB
  * ones to 32 MiB blocks. */
-static void *_ta_huge_cache_take_locked(size_t need, size_t align, bool growing, size_t *mapped) {
+static void *_ta_huge_cache_take_locked(size_t need, size_t align, bool growing, size_t *mapped, uint32_t *cut) {
   size_t best = TA_HUGE_CACHE, most = growing ? need * 8 : SIZE_MAX, under = TA_HUGE_CACHE;
   if (growing && most / need != 8u) most = SIZE_MAX;
   for (size_t i = 0; i < _ta_huge_ncached; i++) {
@@ -120,43 +135,28 @@ static void *_ta_huge_cache_take_locked(size_t need, size_t align, bool growing,
    * taken whole, a 4 MiB mapping held a buffer that stopped at 1.5 MiB,
    * its resident pages out of every limit's reach. */
   size_t take = growing ? _ta_align_up(2 * need, TA_OS_PAGE) : need;
-  if (take >= need && c->mapped >= take + TA_MiB) { /* the rest stays, as freed when it was */
-    *mapped = take;
-    c->addr = (uint8_t *)c->addr + take;
-    c->mapped -= take;
-    c->joins = (uintptr_t)p;
-    _ta_huge_cached_bytes -= take;
-    return p;
-  }
-  *mapped = c->mapped;
-  _ta_huge_cached_bytes -= *mapped;
-  memmove(c, c + 1, (_ta_huge_ncached - best - 1) * sizeof(_ta_huge_cached_t));
-  _ta_huge_ncached--;
+  uint32_t had = c->cut;
+  bool part = take >= need && c->mapped >= take + TA_MiB; /* a rest of 1 MiB or more stays */
+  *mapped = part ? take : c->mapped;
+  _ta_huge_cache_cut_locked(best, *mapped);
+  *cut = part ? _ta_huge_cache[best].cut : had; /* the cut just made, or the whole's */
   return p;
 }
 
-/* Give the huge block at p, mapped bytes, up to want bytes more from the
- * cached rest of its own mapping, if that is still cached (it was left
- * when the block took the first part: _ta_huge_cache_take_locked): its
- * pages are resident and already after the block's, so growing costs
- * neither a system call nor a fault. The rest of the rest stays cached if
- * 1 MiB or more (else it goes too, unless exact: a budgeted tag's block
- * takes no more than its budgets admitted). Returns the bytes given. A
- * cached mapping that merely lies next to the block is never joined: two
- * mappings stay two to the kernel, and mremap needs one. */
-static size_t _ta_huge_cache_join_locked(uintptr_t p, size_t mapped, size_t want, bool exact) {
+/* Give the huge block at p (mapped bytes, a piece of cut) up to want
+ * bytes more from the cached piece of the same cut right after it, if
+ * there is one: its pages are resident and already in place, so growing
+ * costs neither a system call nor a fault. What is left of that piece
+ * stays cached if 1 MiB or more (else it goes too, unless exact: a
+ * budgeted tag's block takes no more than its budgets admitted). Returns
+ * the bytes given. */
+static size_t _ta_huge_cache_join_locked(uintptr_t p, size_t mapped, uint32_t cut, size_t want, bool exact) {
+  if (!cut) return 0;
   for (size_t i = 0; i < _ta_huge_ncached; i++) {
     _ta_huge_cached_t *c = &_ta_huge_cache[i];
-    if (c->joins != p || (uintptr_t)c->addr != p + mapped) continue;
+    if (c->cut != cut || (uintptr_t)c->addr != p + mapped) continue;
     size_t take = c->mapped < want + (exact ? 0 : TA_MiB) ? c->mapped : want;
-    _ta_huge_cached_bytes -= take;
-    if (take == c->mapped) {
-      memmove(c, c + 1, (_ta_huge_ncached - i - 1) * sizeof(*c));
-      _ta_huge_ncached--;
-    } else {
-      c->addr = (uint8_t *)c->addr + take;
-      c->mapped -= take;
-    }
+    _ta_huge_cache_cut_locked(i, take);
     _ta_huge_cache_publish_locked();
     return take;
   }
@@ -256,14 +256,14 @@ static inline void _ta_huge_epoch_move_locked(void) {
   atomic_store_explicit(&_ta_huge_epoch, atomic_load_explicit(&_ta_huge_epoch, memory_order_relaxed) + 1, memory_order_release);
 }
 
-static bool _ta_huge_insert_locked(uintptr_t a, size_t mapped, size_t requested, size_t align, uint32_t tag, bool primed) {
+static bool _ta_huge_insert_locked(uintptr_t a, size_t mapped, size_t requested, size_t align, uint32_t tag, uint32_t cut, bool primed) {
   if ((_ta_huge_used + _ta_huge_tomb + 1) * 2 > _ta_huge_cap && !_ta_huge_grow_locked()) return false;
   size_t m = _ta_huge_cap - 1;
   for (size_t i = _ta_huge_hash(a) & m;; i = (i + 1) & m) {
     _ta_huge_t *e = &_ta_huge_tab[i];
     if (e->addr <= TA_HUGE_DELETED) {
       if (e->addr == TA_HUGE_DELETED) _ta_huge_tomb--;
-      *e = (_ta_huge_t){a, mapped, requested, align, tag, primed};
+      *e = (_ta_huge_t){a, mapped, requested, align, tag, cut, primed};
       _ta_huge_epoch_move_locked();
       _ta_huge_used++;
       _ta_huge_publish_locked(mapped, true);
@@ -289,33 +289,27 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, 
   size_t mapped = need;
   void *p = NULL;
   bool cached = false;
+  uint32_t cut = 0; /* of the cached mapping it takes, while it does not move */
   if (atomic_load_explicit(&_ta_huge_any_cached, memory_order_relaxed)) {
     _ta_mutex_lock(&_ta_huge_lock);
-    p = _ta_huge_cache_take_locked(need, align < TA_OS_PAGE ? TA_OS_PAGE : align, growing, &mapped);
+    p = _ta_huge_cache_take_locked(need, align < TA_OS_PAGE ? TA_OS_PAGE : align, growing, &mapped, &cut);
     _ta_huge_cache_publish_locked();
     _ta_mutex_unlock(&_ta_huge_lock);
     cached = p != NULL;
   }
   size_t grown = 0; /* bytes of a cached mapping grown past its resident pages */
-  uintptr_t gone = 0; /* a cached mapping's address that no longer holds it (moved or unmapped) */
   if (p && mapped < need) {
     void *q = _ta_os_remap(p, mapped, need);
+    if (q != p) cut = 0;
     if (q) {
-      if (q != p) gone = (uintptr_t)p;
       grown = need - mapped;
       p = q;
       mapped = need;
     } else {
-      gone = (uintptr_t)p;
       _ta_os_release(p, mapped);
       p = NULL;
       mapped = need;
       cached = false;
-    }
-    if (gone) { /* a cached rest marked to join a block there no longer can */
-      _ta_mutex_lock(&_ta_huge_lock);
-      _ta_huge_cache_unjoin_locked(gone);
-      _ta_mutex_unlock(&_ta_huge_lock);
     }
   }
   if (!p) p = _ta_os_map(mapped, align);
@@ -330,8 +324,7 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, 
    * be: neither shows the program's use when freed */
   bool fill = !cached && _ta_arena_populate_next();
   _ta_mutex_lock(&_ta_huge_lock);
-  bool ok = _ta_huge_insert_locked((uintptr_t)p, mapped, size, align, tag, cached || fill);
-  if (!ok) _ta_huge_cache_unjoin_locked((uintptr_t)p);
+  bool ok = _ta_huge_insert_locked((uintptr_t)p, mapped, size, align, tag, cut, cached || fill);
   _ta_mutex_unlock(&_ta_huge_lock);
   if (!ok) {
     _ta_os_release(p, mapped);
@@ -386,6 +379,7 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *re
   }
   size_t mapped = e->mapped;
   bool primed = e->primed;
+  uint32_t cut = e->cut;
   *tag = e->tag;
   *mapped_out = mapped;
   *requested = e->requested;
@@ -399,17 +393,13 @@ static bool _ta_huge_free(void *p, uint32_t *tag, size_t *mapped_out, size_t *re
   uint64_t now = _ta_now_ms();
   if (mapped <= budget) {
     if (_ta_huge_ncached == TA_HUGE_CACHE) { /* evict the oldest */
-      _ta_huge_cache_unjoin_locked((uintptr_t)_ta_huge_cache[0].addr);
       out[n++] = _ta_huge_cache[0];
-      _ta_huge_cached_bytes -= _ta_huge_cache[0].mapped;
-      memmove(&_ta_huge_cache[0], &_ta_huge_cache[1], (TA_HUGE_CACHE - 1) * sizeof(_ta_huge_cached_t));
-      _ta_huge_ncached--;
+      _ta_huge_cache_cut_locked(0, _ta_huge_cache[0].mapped);
     }
-    _ta_huge_cache[_ta_huge_ncached++] = (_ta_huge_cached_t){p, mapped, now, 0};
+    _ta_huge_cache[_ta_huge_ncached++] = (_ta_huge_cached_t){p, mapped, now, cut};
     _ta_huge_cached_bytes += mapped;
   } else {
-    _ta_huge_cache_unjoin_locked((uintptr_t)p);
-    out[n++] = (_ta_huge_cached_t){p, mapped, now, 0};
+    out[n++] = (_ta_huge_cached_t){p, mapped, now, cut};
   }
   n += _ta_huge_cache_expire_locked(false, now, budget, out + n);
   _ta_huge_cache_publish_locked();
@@ -454,6 +444,7 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   size_t old = e->mapped, align = e->align, oldreq = e->requested;
   uint32_t tag = e->tag;
   bool primed = e->primed;
+  uint32_t cut = e->cut;
   *mapped_out = old;
   *tag_out = tag;
   if (size <= TA_MAX_SMALL || align > TA_OS_PAGE) {
@@ -489,9 +480,9 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
   }
   _ta_huge_erase_locked(e);
   if (mapped > old) { /* the cached rest of its own mapping first */
-    size_t joined = _ta_huge_cache_join_locked((uintptr_t)p, old, mapped - old, _ta_budget_of(tag) != 0);
+    size_t joined = _ta_huge_cache_join_locked((uintptr_t)p, old, cut, mapped - old, _ta_budget_of(tag) != 0);
     if (joined && old + joined >= need) { /* in place: nothing to map, nothing to fault */
-      bool ok = _ta_huge_insert_locked((uintptr_t)p, old + joined, size, align, tag, true); /* resident before the program had them */
+      bool ok = _ta_huge_insert_locked((uintptr_t)p, old + joined, size, align, tag, cut, true); /* resident before the program had them */
       _ta_mutex_unlock(&_ta_huge_lock);
       if (!ok) _ta_fatal("huge table: cannot re-record %p after joining its mapping's rest", p);
       TA_REALLOC_SAY(did, oldreq, old + joined);
@@ -505,9 +496,9 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
     }
   }
   void *q = _ta_os_remap(p, old, mapped);
-  if (q && (q != p || mapped < old)) _ta_huge_cache_unjoin_locked((uintptr_t)p); /* moved, or its tail cut off */
+  if (q && (q != p || mapped < old)) cut = 0; /* moved, or its tail unmapped: no longer a piece beside the others */
   bool fill = q && need > old && _ta_arena_dense(); /* arena.c, density */
-  bool ok = _ta_huge_insert_locked((uintptr_t)(q ? q : p), q ? mapped : old, q ? size : oldreq, align, tag, primed || fill);
+  bool ok = _ta_huge_insert_locked((uintptr_t)(q ? q : p), q ? mapped : old, q ? size : oldreq, align, tag, cut, primed || fill);
   _ta_mutex_unlock(&_ta_huge_lock);
   if (!ok) _ta_fatal("huge table: cannot re-record %p after mremap", q ? q : p);
   if (q) {
