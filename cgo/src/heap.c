@@ -389,7 +389,7 @@ static void _ta_heaps_reclaim_abandoned(void) {
 
 static _ta_page_t *_ta_page_new(_ta_heap_t *h, unsigned c) {
   _ta_page_t *pg = _ta_adopt(h, c);
-  if (!pg && c < TA_DENSE_CLASSES && (pg = _ta_stash_take(c)) != NULL) {
+  if (!pg && !_ta_class_sparse(c) && (pg = _ta_stash_take(c)) != NULL) {
     atomic_store_explicit(&pg->heap, h, memory_order_release); /* its tag is set at the first take (_ta_page_retag) */
   } else if (!pg) {
     /* none of this class: the other classes' go back first, so the arena
