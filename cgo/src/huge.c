@@ -52,13 +52,15 @@ static void _ta_huge_cache_publish_locked(void) {
 
 /* Pieces of one mapping. A cached mapping a block takes part of is cut:
  * the part and the rest keep the number of the cut (the mapping's, if it
- * was already a piece), and so does every piece that neither moves nor
- * shrinks (mremap clears it: the place it left may come back as another
- * mapping). Two pieces of one cut side by side are one mapping to the
- * kernel, so a block grows into the cached piece after its end in place
- * (_ta_huge_cache_join_locked); a mapping that only lies next to it is
- * never taken (mremap of the two would fail). Numbers wrap after 2^32
- * cuts; a stale one also needs the exact address to match. */
+ * was already a piece), and so does every piece mremap leaves alone (a
+ * remapped one loses it: moved or shrunk, the place it left may come back
+ * as another mapping; grown in place, over room that was free, it may now
+ * end where another mapping begins). Two pieces of one cut side by side
+ * are one mapping to the kernel, so a block grows into the cached piece
+ * after its end in place (_ta_huge_cache_join_locked); a mapping that only
+ * lies next to it is never taken (mremap of the two would fail). Numbers
+ * wrap after 2^32 cuts; a stale one also needs the exact address to
+ * match. */
 static uint32_t _ta_huge_cuts; /* _ta_huge_lock */
 
 /* Take take bytes (a multiple of the OS page, at most its length) off the
@@ -289,7 +291,7 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, 
   size_t mapped = need;
   void *p = NULL;
   bool cached = false;
-  uint32_t cut = 0; /* of the cached mapping it takes, while it does not move */
+  uint32_t cut = 0; /* of the cached mapping it takes, unless remapped */
   if (atomic_load_explicit(&_ta_huge_any_cached, memory_order_relaxed)) {
     _ta_mutex_lock(&_ta_huge_lock);
     p = _ta_huge_cache_take_locked(need, align < TA_OS_PAGE ? TA_OS_PAGE : align, growing, &mapped, &cut);
@@ -300,7 +302,7 @@ static void *_ta_huge_alloc(size_t size, size_t align, bool zero, bool growing, 
   size_t grown = 0; /* bytes of a cached mapping grown past its resident pages */
   if (p && mapped < need) {
     void *q = _ta_os_remap(p, mapped, need);
-    if (q != p) cut = 0;
+    cut = 0;
     if (q) {
       grown = need - mapped;
       p = q;
@@ -496,7 +498,7 @@ static void *_ta_huge_resize(void *p, size_t size, bool *found, size_t *mapped_o
     }
   }
   void *q = _ta_os_remap(p, old, mapped);
-  if (q && (q != p || mapped < old)) cut = 0; /* moved, or its tail unmapped: no longer a piece beside the others */
+  if (q) cut = 0; /* remapped: no longer a piece beside the others (above) */
   bool fill = q && need > old && _ta_arena_dense(); /* arena.c, density */
   bool ok = _ta_huge_insert_locked((uintptr_t)(q ? q : p), q ? mapped : old, q ? size : oldreq, align, tag, cut, primed || fill);
   _ta_mutex_unlock(&_ta_huge_lock);
