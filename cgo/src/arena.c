@@ -778,7 +778,7 @@ static _ta_page_t *_ta_span_alloc_small(size_t npages, size_t tag_bytes, size_t 
  * resident. A large block the program touched only in part
  * then counts only what it touched against the retain limit. */
 #define TA_MEASURE_PAGES 4
-static unsigned char _ta_mincore_vec[4096]; /* under the arena lock */
+TA_COLD_BSS static unsigned char _ta_mincore_vec[4096]; /* under the arena lock */
 
 /* Density: of the big blocks freed lately, the share of their pages the
  * program had touched (0..256, a moving average of the measurements, a

@@ -237,7 +237,7 @@ static void *_ta_books_alloc_locked(size_t size) {
  * writing it through the mapping (a fault and a readahead of zeros per
  * page) cost a shell about 7 ms per fork on a VM. */
 #define TA_BOOKS_PAGES (TA_BOOKS_SIZE / TA_OS_PAGE)
-static uint64_t _ta_books_snap_map[TA_BOOKS_PAGES / 64]; /* bit i: page i is in the copy */
+TA_COLD_BSS static uint64_t _ta_books_snap_map[TA_BOOKS_PAGES / 64]; /* bit i: page i is in the copy */
 static uint8_t *_ta_books_snap;                           /* those pages, in order */
 static size_t _ta_books_snap_pages;                       /* pages of the region looked at (and reserved) */
 static const uint64_t _ta_zero_page[TA_OS_PAGE / 8];

@@ -39,13 +39,13 @@ struct tagalloc_report_sink {
 };
 
 static pthread_mutex_t TA_LOCK _ta_report_lock = PTHREAD_MUTEX_INITIALIZER;
-static _ta_reporter_t _ta_reporters[TA_REPORTERS_MAX];
+TA_COLD_BSS static _ta_reporter_t _ta_reporters[TA_REPORTERS_MAX];
 static uint32_t _ta_nreporters;
 static bool _ta_report_atexit;
-static struct tagalloc_report_sink _ta_sink; /* under _ta_report_lock */
+TA_COLD_BSS static struct tagalloc_report_sink _ta_sink; /* under _ta_report_lock */
 /* Heap bytes reported per tag since the collection began (any thread may
  * measure; atomic adds). */
-static _Atomic(uint64_t) _ta_reported[TA_TAG_SLOTS];
+TA_COLD_BSS static _Atomic(uint64_t) _ta_reported[TA_TAG_SLOTS];
 static uint64_t _ta_collect_seq;
 
 /* Copy a string of up to cap-1 printable bytes (others dropped) into dst. */

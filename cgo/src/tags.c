@@ -23,7 +23,7 @@ typedef struct {
 
 #define TA_TAG_HASH 8192 /* > 2 * TA_TAG_SLOTS: probes stay short */
 static _ta_tagname_t *_ta_tag_names; /* TA_TAG_SLOTS, in the books region */
-static _Atomic(uint16_t) _ta_tag_hash[TA_TAG_HASH]; /* id + 1; 0 = empty */
+TA_COLD_BSS static _Atomic(uint16_t) _ta_tag_hash[TA_TAG_HASH]; /* id + 1; 0 = empty */
 static pthread_mutex_t TA_LOCK _ta_tags_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(uint64_t) *_ta_tag_peak; /* TA_TAG_SLOTS, in the books region */
 /* Books version 5, TA_TAG_SLOTS each: a tag's holders (0, its sole
@@ -744,7 +744,9 @@ TA_EXPORT int TA_NAME(pthread_create)(pthread_t *t, const pthread_attr_t *attr, 
  * blocks count whole. Requested bytes only with TAGALLOC_REQUESTED. Into
  * the static arrays below (one caller at a time: check_books, or a forked
  * child before it runs anything). */
-static uint64_t _ta_walk_bytes[TA_TAG_SLOTS], _ta_walk_blocks[TA_TAG_SLOTS], _ta_walk_req[TA_TAG_SLOTS];
+TA_COLD_BSS static uint64_t _ta_walk_bytes[TA_TAG_SLOTS];
+TA_COLD_BSS static uint64_t _ta_walk_blocks[TA_TAG_SLOTS];
+TA_COLD_BSS static uint64_t _ta_walk_req[TA_TAG_SLOTS];
 
 static void _ta_walk_heap(void) {
   static uint8_t freed[4096 / 8];
