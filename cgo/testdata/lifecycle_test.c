@@ -21,7 +21,12 @@ static double now_s(void) {
 }
 
 /* Allocate ~1 GiB in mixed sizes, touch it all, free it all; RSS must come
- * back near where it started within one second, without further calls. */
+ * back near where it started without further calls (the purger's work).
+ * How fast is the benchmark's to say (allocbench's rss_after_free: 99%
+ * back within 1 s on the development VM); here it has 10 s, as the purge
+ * of 1.4 GB itself took more than a second on a CI machine running the
+ * other test binaries beside it (415 MiB left at 1,006 ms, all back when
+ * run alone). */
 static void test_rss_falls_after_large_free(void) {
   size_t base = rss_kb();
   enum { N = 4096 };
@@ -49,13 +54,13 @@ static void test_rss_falls_after_large_free(void) {
   free(huge);
   double t0 = now_s();
   size_t after = rss_kb();
-  while (after > base + 80 * 1024 && now_s() - t0 < 1.0) {
+  while (after > base + 80 * 1024 && now_s() - t0 < 10.0) {
     usleep(20000);
     after = rss_kb();
   }
   printf("rss: base %zu KiB, peak %zu KiB, after free %zu KiB (%.0f ms)\n", base, peak, after, (now_s() - t0) * 1000);
   /* retained for reuse: at most the retain minimum (64 MiB) plus slack */
-  CHECK(after <= base + 80 * 1024, "RSS stayed high after free: base %zu KiB, peak %zu, after 1 s %zu", base, peak, after);
+  CHECK(after <= base + 80 * 1024, "RSS stayed high after free: base %zu KiB, peak %zu, after 10 s %zu", base, peak, after);
 }
 
 static void *churn(void *arg) {
