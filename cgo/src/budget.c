@@ -51,16 +51,16 @@ typedef struct _ta_budget_s {
 _Static_assert(sizeof(_ta_budget_t) == TA_BUDGET_SLOT, "books/region.go reads budget slots of this size (books.c sizes the table)");
 
 static _ta_budget_t *_ta_budgets;                    /* TA_BUDGETS_MAX, in the books region */
-TA_COLD_BSS static uint8_t _ta_tag_budget_of[TA_TAG_SLOTS];       /* index + 1 of a tag's innermost budget, 0: none */
-static _Atomic(bool) _ta_budgets_any;                 /* set once, before the first store into _ta_tag_budget_of */
+TA_COLD_BSS static uint8_t _ta_tag_budget_of[TA_TAG_SLOTS]; /* index + 1 of a tag's innermost budget, 0: none */
 static _Atomic(tagalloc_budget_fn) _ta_budget_fn;
 static void *_ta_budget_arg;
 
 /* tag's innermost budget (index + 1), 0 if none. A byte a rise reads. */
 static inline unsigned _ta_budget_of(uint32_t tag) {
   /* Until the first budget, not even a read of the array: its pages stay
-   * untouched (a read of a zeroed page maps one here). */
-  if (!atomic_load_explicit(&_ta_budgets_any, memory_order_acquire)) return 0;
+   * untouched (a read of a zeroed page maps one here). The count only
+   * grows, and is stored before any entry of the array. */
+  if (atomic_load_explicit(&_ta_books->budgets_count, memory_order_acquire) == 0) return 0;
   return tag < TA_TAG_SLOTS ? __atomic_load_n(&_ta_tag_budget_of[tag], __ATOMIC_ACQUIRE) : 0;
 }
 
@@ -220,7 +220,6 @@ static int _ta_budget_set_locked(const char *name, size_t n, uint64_t limit, uin
   bu->tag = tag, bu->limit = limit, bu->policy = policy;
   bu->parent = _ta_budget_find_locked(tag); /* the innermost one out from it, before it counts */
   atomic_store_explicit(&_ta_books->budgets_count, count + 1, memory_order_release);
-  atomic_store_explicit(&_ta_budgets_any, true, memory_order_release);
   unsigned me = count + 1;
   /* Budgets inside this one now have it as their parent if it is the
    * nearest; tags under it take it if it is now their innermost. */

@@ -170,10 +170,12 @@
 #define TA_EXPORT __attribute__((visibility("default")))
 #define TA_NOINLINE __attribute__((noinline))
 #define TA_COLD __attribute__((cold, noinline))
-/* On a zeroed global only walks, reports, fork or budgets use (the big
- * per-tag arrays): the linker puts these after every other zeroed global,
- * so the few the allocator itself touches share 2-3 pages instead of
- * lying between them (a one-thread program touched 9 of .bss's 48 pages). */
+/* On a big zeroed array that malloc and free do not touch (the per-tag
+ * arrays of walks, reports and budgets, the tag-name hash, fork's map of
+ * the books, the mincore vector of purges): the linker puts these after
+ * every other zeroed global, so the small ones the allocator touches
+ * share 3 pages instead of lying between them (a one-thread program
+ * touched 9 of .bss's 48 pages). */
 #define TA_COLD_BSS __attribute__((section(".bss.ta_cold")))
 #define ta_likely(x) __builtin_expect(!!(x), 1)
 #define ta_unlikely(x) __builtin_expect(!!(x), 0)
