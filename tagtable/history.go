@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
 
 	"github.com/tagalloc/tagalloc/segvec"
@@ -145,6 +146,7 @@ type HistoryStats struct {
 
 // HistoryStats reports on the history (all zero without one).
 func (p *Profile) HistoryStats() HistoryStats {
+	defer runtime.KeepAlive(p) // the store is read after p's last use (see Close)
 	h := p.store.hist
 	if h == nil {
 		return HistoryStats{LimitBytes: uint64(p.histLimit)}
@@ -180,6 +182,7 @@ type HistoryEvent struct {
 // EachHistory calls f with the events kept, oldest first, until f returns
 // false. A malformed entry (which Append never writes) stops it.
 func (p *Profile) EachHistory(f func(e HistoryEvent) bool) {
+	defer runtime.KeepAlive(p) // the store is read after p's last use (see Close)
 	h := p.store.hist
 	if h == nil {
 		return
@@ -277,6 +280,7 @@ type TimelineSeries struct {
 // each bucket's events, for the total and the top sites by estimated
 // bytes allocated within the span.
 func (p *Profile) Timeline(buckets, top int) Timeline {
+	defer runtime.KeepAlive(p) // the store is read after p's last use (see Close)
 	st := p.HistoryStats()
 	buckets = max(buckets, 1)
 	span := st.LastMs - st.FirstMs + 1

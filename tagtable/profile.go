@@ -127,7 +127,10 @@ type Profile struct {
 	tagPeaks    []TagPeak
 	tagPeaksFar map[uint32]*TagPeak
 
-	store     *profileStore
+	store *profileStore
+	// cleanup closes the store if the profile is dropped without Close;
+	// Close stops it first (see Close).
+	cleanup   runtime.Cleanup
 	histLimit int    // the history's byte limit (0: none)
 	clockMs   uint64 // stamped on the events drained (SetClock)
 }
@@ -168,23 +171,32 @@ func (st *profileStore) close() {
 func NewProfile(pid int, mode string, rate uint64) *Profile {
 	p := &Profile{PID: pid, Mode: mode, SampleRate: max(rate, 1),
 		Stacks: map[uint32][]uint64{}, Forks: map[uint64]*Profile{}, store: newProfileStore(), histLimit: DefaultHistoryLimit}
-	runtime.AddCleanup(p, (*profileStore).close, p.store)
+	p.cleanup = runtime.AddCleanup(p, (*profileStore).close, p.store)
 	return p
 }
 
 // Close releases the profile's off-heap storage (and its fork copies');
 // it must not be used afterwards. Closing twice does nothing.
+//
+// The cleanup is stopped first, while p is surely reachable: once Close
+// has loaded p.store, p itself may be unreachable, and a garbage
+// collection then could queue the cleanup to close the same store on
+// another goroutine, under this close (the race detector caught it in
+// CI). The KeepAlive holds p to the end all the same.
 func (p *Profile) Close() {
+	p.cleanup.Stop()
 	for _, f := range p.Forks {
 		f.Close()
 	}
 	p.Forks = nil
 	p.store.close()
+	runtime.KeepAlive(p)
 }
 
 // Bytes is the memory the profile's off-heap storage holds: the Vecs'
 // segments, the tables' entries and the history's chunks written.
 func (p *Profile) Bytes() int {
+	defer runtime.KeepAlive(p) // the store is read after p's last use (see Close)
 	st := p.store
 	n := st.blocks.Bytes() + st.sites.Bytes() + st.slotOf.Bytes() + st.siteOf.Bytes()
 	if h := st.hist; h != nil {
@@ -735,6 +747,7 @@ func reweigh(s *Site, b *LiveBlock, w float64, usable, req uint64, how Realloc) 
 // LiveBlockAt returns the sampled block that starts at addr, if it is
 // live.
 func (p *Profile) LiveBlockAt(addr uint64) (LiveBlock, bool) {
+	defer runtime.KeepAlive(p) // the store is read after p's last use (see Close)
 	b := p.block(addr)
 	if b == nil {
 		return LiveBlock{}, false
@@ -748,6 +761,7 @@ func (p *Profile) LiveBlockAt(addr uint64) (LiveBlock, bool) {
 // returns false. f must not allocate, free or resize blocks of p; b is
 // valid only during the call.
 func (p *Profile) EachLive(f func(addr uint64, b *LiveBlock) bool) {
+	defer runtime.KeepAlive(p) // the store is read after p's last use (see Close)
 	st := p.store
 	st.slotOf.Range(func(a uint64, i uint32) bool { return f(a, st.blocks.At(int(i))) })
 }
@@ -758,6 +772,7 @@ func (p *Profile) LiveCount() int { return p.store.slotOf.Len() }
 // Site returns the record of one (stack, tag), if any block was sampled
 // there.
 func (p *Profile) Site(k SiteKey) (Site, bool) {
+	defer runtime.KeepAlive(p) // the store is read after p's last use (see Close)
 	st := p.store
 	if i, ok := st.siteOf.Get(k.key()); ok {
 		return p.atPeak(*st.sites.At(int(i))), true
@@ -771,6 +786,7 @@ func (p *Profile) SiteCount() int { return p.store.siteOf.Len() }
 // SortedSites returns copies of the sites (on the Go heap: they outlive
 // changes to the profile), most live bytes first (then most allocated).
 func (p *Profile) SortedSites() []*Site {
+	defer runtime.KeepAlive(p) // the store is read after p's last use (see Close)
 	all := make([]Site, 0, p.store.sites.Len())
 	for _, seg := range p.store.sites.Segments() {
 		for _, s := range seg {
