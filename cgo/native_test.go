@@ -241,8 +241,13 @@ func TestOSPolicy(t *testing.T) {
 		if v == "plain" {
 			env = append(env, "LD_PRELOAD="+lib(t))
 		}
-		r := runProg(t, 2*time.Minute, env, buildC(t, "ospolicy_test", v))
+		prog := buildC(t, "ospolicy_test", v)
+		r := runProg(t, 2*time.Minute, env, prog)
 		requirePassed(t, "ospolicy_test-"+v, r)
+		t.Log(strings.TrimSpace(r.stdout))
+		// the heap that turns over, its rounds well inside the purge delay
+		r = runProg(t, 2*time.Minute, append(env, "OSPOLICY_TURNOVER=1", "TAGALLOC_PURGE_DELAY_MS=10000"), prog)
+		requirePassed(t, "ospolicy_test-"+v+" turnover", r)
 		t.Log(strings.TrimSpace(r.stdout))
 	}
 }

@@ -162,8 +162,15 @@ static void *_ta_malloc_aligned(size_t align, size_t size) {
   return _ta_malloc_big(size, size, align, false);
 }
 
-/* Realloc growth beyond this moves a block to its own mapping. */
-#define TA_REALLOC_MAP (1 * TA_MiB)
+/* Realloc growth beyond this moves a block to its own mapping. Below it
+ * a growing block is copied into arena spans with a quarter more room,
+ * which come back resident: on a VM whose page tables the hypervisor
+ * shadows, a page mremap moves costs 0.5-4 us at its next touch, about a
+ * copy, and the mapping's new tail faults besides (8 buffers grown by
+ * realloc to 1-4 MiB: 0.62-0.67 s with 1 MiB here, 0.39 s with 8 MiB and
+ * the arena keeping their spans; docs/measurements/2026-11-27-shadow-
+ * paging-and-realloc.md). */
+#define TA_REALLOC_MAP (8 * TA_MiB)
 
 /* What an address is, for free, realloc and malloc_usable_size. */
 typedef enum { TA_PTR_BAD, TA_PTR_SMALL, TA_PTR_LARGE, TA_PTR_HUGE } _ta_ptr_kind_t;

@@ -276,6 +276,50 @@ static void _ta_note_recent_big(size_t npages, uint64_t now) {
  * big blocks in again and again: 222k faults, now 156k. */
 static _Atomic(size_t) _ta_huge_cached_pages; /* huge.c's cache, free and resident like dirty pages */
 
+/* Room the program has shown it needs. A heap that turns over (blocks
+ * freed and others of other sizes taken, as buffers grown by realloc do:
+ * each fits only blocks the others left) reuses free spans of one to
+ * three times its size, more than the high-water rule leaves: the limit
+ * purged them, and the arena took clean pages for the next spans, which
+ * fault again (8 buffers grown to 1-4 MiB: 33k faults; with a 64 MiB
+ * retain_min 8.7k, mimalloc's 8.3k). So the limit learns: when a span
+ * must come from clean pages (purged or fresh) within TA_RECENT_MS of a
+ * purge the limit made, the pages it will fault are added to a bonus on
+ * the limit, as many as the limit purged resident in that time and not
+ * yet learned. The pages it will fault are its length times the density
+ * (the share of big blocks' pages programs touch, below): a program that
+ * touches its big blocks at the ends (64 slots of 64 KiB-4 MiB) faults
+ * two pages a block on clean pages as on kept ones, and counting every
+ * page of its spans kept 3.4 MiB more for no fault fewer. A span of small
+ * blocks counts whole: it is carved, and written, as it fills. The bonus is capped
+ * at half the high-water mark (RSS stays under 1.5 times the heap's
+ * peak), halves at most once a purge delay while spans are purged for
+ * age, and is dropped by tagalloc_purge:
+ * a program that stops turning over gets its memory back within a few
+ * purge delays. Under the arena lock. */
+static unsigned _ta_density;         /* below */
+static size_t _ta_retain_bonus;      /* pages */
+static uint64_t _ta_limit_purged_ms; /* when the limit last purged a span (0: never) */
+static size_t _ta_limit_purged_res;  /* OS pages resident it purged since, not yet learned */
+static uint64_t _ta_decayed_ms;      /* when the bonus last decayed */
+
+/* The limit purges a span or a tail that held res OS pages resident. */
+static inline void _ta_retain_note_purge(size_t res, uint64_t now) {
+  if (now - _ta_limit_purged_ms > TA_RECENT_MS) _ta_limit_purged_res = 0;
+  _ta_limit_purged_res += res;
+  _ta_limit_purged_ms = now;
+}
+
+/* A span of npages (of kind) is taken from clean pages. */
+static inline void _ta_retain_learn(size_t npages, uint8_t kind, uint64_t now) {
+  if (_ta_limit_purged_ms == 0 || now - _ta_limit_purged_ms > TA_RECENT_MS) return;
+  size_t want = kind == TA_KIND_SMALL ? npages : (npages * _ta_density + 255) / 256;
+  size_t pool = _ta_limit_purged_res / TA_OS_PER_PAGE, c = want < pool ? want : pool;
+  _ta_limit_purged_res -= c * TA_OS_PER_PAGE;
+  size_t b = _ta_retain_bonus + c, cap = _ta_used_hwm / 2;
+  _ta_retain_bonus = b < cap ? b : cap;
+}
+
 static size_t _ta_retain_limit_pages(uint64_t now) {
   size_t lim = _ta_opt.retain_min >> TA_PAGE_SHIFT;
   _ta_note_hwm(); /* huge blocks change the heap without the arena */
@@ -283,6 +327,7 @@ static size_t _ta_retain_limit_pages(uint64_t now) {
   size_t room = _ta_used_hwm > used ? _ta_used_hwm - used : 0;
   size_t recent = now - _ta_recent_big_ms <= TA_RECENT_MS ? _ta_recent_big : 0;
   if (room < 2 * recent) room = 2 * recent;
+  room += _ta_retain_bonus;
   size_t cached = atomic_load_explicit(&_ta_huge_cached_pages, memory_order_relaxed);
   room = room > cached ? room - cached : 0; /* the huge cache holds that part */
   return room > lim ? room : lim;
@@ -379,6 +424,7 @@ static size_t _ta_purge_pick_locked(bool all, uint64_t now, _ta_page_t **batch) 
   for (_ta_page_t *h = all ? NULL : _ta_dirty_first; h && _ta_dirty_unmeasured && _ta_dirty_resident_pages() > limit; h = h->dnext)
     if ((h->flags & TA_PF_UNMEASURED) && h != spare) _ta_dirty_measure_locked(h);
   _ta_page_t *next;
+  if (all) _ta_retain_bonus = 0;
   for (_ta_page_t *h = _ta_dirty_first; h && n < TA_PURGE_BATCH; h = next) {
     next = h->dnext;
     bool old = now - h->freed_at_ms >= _ta_opt.purge_delay_ms;
@@ -395,12 +441,16 @@ static size_t _ta_purge_pick_locked(bool all, uint64_t now, _ta_page_t **batch) 
         _ta_page_t *t = _ta_dirty_cut_tail_locked(h, cut);
         _ta_purging_pages += cut;
         batch[n++] = t;
+        _ta_retain_note_purge(cut * TA_OS_PER_PAGE, now);
         continue;
       }
     }
-    if (old) { /* decay the high-water mark */
+    if (old) { /* decay the high-water mark, and the bonus at most once a delay */
       size_t u = _ta_heap_pages();
       if (_ta_used_hwm > u) _ta_used_hwm = u + (_ta_used_hwm - u) / 2;
+      if (now - _ta_decayed_ms >= _ta_opt.purge_delay_ms) _ta_retain_bonus /= 2, _ta_decayed_ms = now;
+    } else if (!all) {
+      _ta_retain_note_purge(h->resident, now);
     }
     size_t np = h->npages;
     _ta_free_span_remove(h);
@@ -602,6 +652,7 @@ static _ta_page_t *_ta_span_alloc_locked(size_t npages, size_t align_pages, uint
   /* No resident span holds it: one that holds part of it, and free pages
    * after it, before a span that would fault on every page. */
   if (align_pages <= 1 && (h = _ta_span_alloc_run_locked(npages, kind, now))) return h;
+  _ta_retain_learn(npages, kind, now); /* pages that fault: were some just purged? */
   if ((h = _ta_bins_best_fit(0, need))) return _ta_span_split_claim(h, npages, align_pages, kind, now);
   /* Fresh pages from an arena's top (zero). */
   for (;;) {

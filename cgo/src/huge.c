@@ -1,13 +1,14 @@
 /* huge.c: blocks with their own mapping (at least the huge threshold, or
- * grown past 1 MiB by realloc), recorded in an open-addressing hash table
- * (address -> sizes) under _ta_huge_lock, grown with mremap. A freed
- * mapping waits in a small cache for reuse (resident, so reusing it costs
- * no page faults) until the purge delay passes or the cache is over its
- * budget, then is unmapped. The budget is the arena's: huge blocks count in
- * the heap's high-water mark, and the cache holds what the retain limit
- * leaves after the arena's free resident pages (_ta_arena_huge_budget), so
- * a program that frees a 64 MiB block and asks for another reuses it, as
- * one with 64 MiB spans does. */
+ * grown past TA_REALLOC_MAP, 8 MiB, by realloc), recorded in an
+ * open-addressing hash table (address -> sizes) under _ta_huge_lock,
+ * grown with mremap. A freed mapping waits in a small cache for reuse
+ * (resident, so reusing it costs no page faults) until the purge delay
+ * passes or the cache is over its budget, then is unmapped. The budget is
+ * the arena's: huge blocks count in the heap's high-water mark, and the
+ * cache holds what the retain limit leaves after the arena's free
+ * resident pages (_ta_arena_huge_budget), so a program that frees a
+ * 64 MiB block and asks for another reuses it, as one with 64 MiB spans
+ * does. */
 
 typedef struct _ta_huge_s {
   uintptr_t addr;    /* 0 empty, 1 deleted */

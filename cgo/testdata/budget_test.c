@@ -93,8 +93,8 @@ static void test_fail_one_thread(void) {
   ClearHeapBlockTagForThread();
 }
 
-/* A realloc chain under a fail budget grows in place (a large span, then
- * its own mapping past 1 MiB, mremap'd) until the budget says no: then
+/* A realloc chain under a fail budget grows (a large span, in place or
+ * moved with room to grow into) until the budget says no: then
  * realloc is NULL, the block keeps its bytes and stays charged. */
 static void test_fail_realloc_chain(void) {
   const size_t limit = 4 << 20;

@@ -110,9 +110,10 @@ static void test_realloc_keeps_tag(void) {
      * block in a mapping of its own that stays over 512 KiB is resized
      * with mremap, which may move it without a copy: the same block. Which
      * blocks get there depends on the arena's state (a large span that
-     * cannot grow in place moves to its own mapping past 1 MiB). */
+     * cannot grow in place moves to its own mapping past 8 MiB,
+     * TA_REALLOC_MAP). */
     bool remapped = own_mapping && steps[i] > (512u << 10);
-    own_mapping = remapped || (q != p && steps[i] >= (1u << 20));
+    own_mapping = remapped || (q != p && steps[i] >= (8u << 20));
     if (q != p && !remapped) {
       w.alloc_blocks++;
       w.alloc_bytes += after;
