@@ -409,8 +409,9 @@ func TestInstallTakesARemoteFree(t *testing.T) {
 func TestRetainLimit(t *testing.T) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	hwm, big, at := a.hwm, a.recentBig, a.recentBigAt
-	defer func() { a.hwm, a.recentBig, a.recentBigAt = hwm, big, at }()
+	hwm, big, at, bonus := a.hwm, a.recentBig, a.recentBigAt, a.bonus
+	defer func() { a.hwm, a.recentBig, a.recentBigAt, a.bonus = hwm, big, at, bonus }()
+	a.bonus = 0 // what earlier tests taught it (TestLimitLearns)
 	const MiB = 1 << 20
 	now := int64(time.Since(a.start))
 	used := heapBytes()
@@ -431,6 +432,71 @@ func TestRetainLimit(t *testing.T) {
 	a.hwm = used
 	if got, want := retainLimitLocked(now), uint64(a.opt.RetainBytes); got != want {
 		t.Errorf("heap at its mark, nothing recent: limit %d, want %d", got, want)
+	}
+}
+
+// The limit learns (arena.c's rule): a span taken from clean pages within
+// a second of a purge the limit made adds its bytes to the limit, up to
+// half the high-water mark; Purge forgets it. A 6 MiB span freed with no
+// room under the mark and nothing recent (over the spare's 4 MiB bound)
+// is purged by the limit; the next 6 MiB span comes from clean pages and
+// is learned, and the limit then keeps as much more.
+func TestLimitLearns(t *testing.T) {
+	noPurgeByAge(t)
+	const MiB = 1 << 20
+	s, err := AllocLarge(6*MiB, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsafe.Slice((*byte)(s.Start()), s.Bytes())[0] = 1
+	a.mu.Lock()
+	hwm, big, at := a.hwm, a.recentBig, a.recentBigAt
+	a.hwm = heapBytes() - 6*MiB                                 // freed, the heap is at its mark: no room
+	a.recentBigAt = int64(time.Since(a.start)) - 2*recentWindow // nothing recent: the limit is RetainBytes
+	a.bonus = 0
+	a.mu.Unlock()
+	FreeLarge(s, s.Start())
+	if r := ReadStats().FreeResident; r >= 6*MiB {
+		t.Fatalf("6 MiB freed over the limit: %d bytes left resident, want it purged", r)
+	}
+	a.mu.Lock()
+	until := a.learnUntil
+	a.mu.Unlock()
+	if now := int64(time.Since(a.start)); until <= now {
+		t.Fatalf("the limit purged, and learns until %d, now %d", until, now)
+	}
+	a.mu.Lock()
+	a.hwm = heapBytes() + 20*MiB // the bonus is capped at half the mark
+	a.mu.Unlock()
+	s, err = AllocLarge(6*MiB, 1) // clean pages
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	learned, mark := a.bonus, a.hwm
+	withIt := retainLimitLocked(int64(time.Since(a.start)))
+	a.bonus = 0
+	without := retainLimitLocked(int64(time.Since(a.start)))
+	a.bonus = learned
+	a.hwm, a.recentBig, a.recentBigAt = max(hwm, a.hwm), big, at
+	a.mu.Unlock()
+	if want := min(uint64(6*MiB), mark/2); learned != want {
+		t.Errorf("a 6 MiB span from clean pages a moment after the limit purged: learned %d, want %d", learned, want)
+	}
+	if withIt-without != learned {
+		t.Errorf("limit %d with what it learned, %d without: want %d more", withIt, without, learned)
+	}
+	FreeLarge(s, s.Start())
+	Purge()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.bonus != 0 {
+		t.Errorf("after Purge the limit still keeps %d learned bytes", a.bonus)
+	}
+	a.learnUntil = int64(time.Since(a.start)) - 1 // a second since the limit last purged
+	learnLocked(6 * MiB)
+	if a.bonus != 0 {
+		t.Errorf("a span from clean pages long after a purge: learned %d, want 0", a.bonus)
 	}
 }
 

@@ -58,6 +58,11 @@ var a struct {
 	// allocated in the last recentWindow, with when (ns since start).
 	hwm, recentBig uint64
 	recentBigAt    int64
+	// What the limit learned (learnLocked): room added to it, in bytes;
+	// until when a span taken from clean pages counts (a second after
+	// the limit purged); when the bonus last halved (ns since start).
+	bonus                 uint64
+	learnUntil, decayedAt int64
 
 	// Figures, in bytes (written under mu, read by anyone).
 	inUse      atomic.Uint64 // spans holding blocks
@@ -278,6 +283,7 @@ func bestFitLocked(bins *[nBins]uint32, n uint32) *Span {
 func allocSpanLocked(n uint32, kind uint8) (*Span, error) {
 	s := bestFitLocked(&a.bins[1], n)
 	if s == nil {
+		learnLocked(uint64(n) << sizeclass.PageShift)
 		s = bestFitLocked(&a.bins[0], n)
 	}
 	var page uint32
@@ -364,6 +370,9 @@ func purgeLocked(all bool) {
 			limit += min(a.lastFreed, uint64(spanAt(last).Bytes()))
 		}
 	}
+	if all {
+		a.bonus = 0
+	}
 	for a.dirty != 0 {
 		s := spanAt(a.dirty)
 		old := now-s.freedAt >= delay
@@ -374,6 +383,11 @@ func purgeLocked(all bool) {
 			if u := heapBytes(); a.hwm > u {
 				a.hwm = u + (a.hwm-u)/2
 			}
+			if now-a.decayedAt >= delay {
+				a.bonus, a.decayedAt = a.bonus/2, now
+			}
+		} else if !all {
+			a.learnUntil = now + recentWindow
 		}
 		unfileLocked(s)
 		osPurge(a.mem[uintptr(s.page)<<sizeclass.PageShift:][:s.Bytes()])
@@ -427,7 +441,8 @@ func noteAllocLocked(n uint64) {
 // timer (purgeLocked), and the mark decays as old spans go (arena.c's
 // _ta_retain_limit_pages, which no longer caps the room at once when the
 // heap falls under a quarter of its mark: a heap that swings faulted its
-// big blocks in again and again).
+// big blocks in again and again); plus what the limit learned
+// (learnLocked).
 func retainLimitLocked(now int64) uint64 {
 	used := heapBytes()
 	var room uint64 // the mark is kept where the heap grows (noteAllocLocked)
@@ -438,7 +453,25 @@ func retainLimitLocked(now int64) uint64 {
 	if now-a.recentBigAt <= recentWindow {
 		recent = a.recentBig
 	}
-	return max(room, 2*recent, uint64(a.opt.RetainBytes))
+	return max(max(room, 2*recent)+a.bonus, uint64(a.opt.RetainBytes))
+}
+
+// learnLocked notes a span of n bytes taken from clean pages (purged or
+// fresh), whose pages fault in again: within a second of a purge the
+// retain limit made, the program came back for memory the limit gave
+// away, and n is added to the limit (arena.c's _ta_retain_learn: a heap
+// that turns over, as buffers grown by realloc do, reuses free spans of
+// one to three times its size). This arena counts every free page as
+// resident and measures nothing, so all of a span's pages count (the
+// native arena weighs a large span's by the share of big blocks' pages
+// programs touch). The bonus is capped at half the high-water mark,
+// halves at most once a purge delay while spans are purged for age, and
+// is dropped by Purge.
+func learnLocked(n uint64) {
+	if int64(time.Since(a.start)) >= a.learnUntil {
+		return
+	}
+	a.bonus = min(a.bonus+n, a.hwm/2)
 }
 
 // Purge gives every free span's memory back to the OS now.
