@@ -182,7 +182,7 @@ func NewProfile(pid int, mode string, rate uint64) *Profile {
 // has loaded p.store, p itself may be unreachable, and a garbage
 // collection then could queue the cleanup to close the same store on
 // another goroutine, under this close (the race detector caught it in
-// CI). The KeepAlive holds p to the end all the same.
+// CI). Stopped, it cannot run.
 func (p *Profile) Close() {
 	p.cleanup.Stop()
 	for _, f := range p.Forks {
@@ -190,7 +190,6 @@ func (p *Profile) Close() {
 	}
 	p.Forks = nil
 	p.store.close()
-	runtime.KeepAlive(p)
 }
 
 // Bytes is the memory the profile's off-heap storage holds: the Vecs'
@@ -772,7 +771,6 @@ func (p *Profile) LiveCount() int { return p.store.slotOf.Len() }
 // Site returns the record of one (stack, tag), if any block was sampled
 // there.
 func (p *Profile) Site(k SiteKey) (Site, bool) {
-	defer runtime.KeepAlive(p) // the store is read after p's last use (see Close)
 	st := p.store
 	if i, ok := st.siteOf.Get(k.key()); ok {
 		return p.atPeak(*st.sites.At(int(i))), true
@@ -786,7 +784,6 @@ func (p *Profile) SiteCount() int { return p.store.siteOf.Len() }
 // SortedSites returns copies of the sites (on the Go heap: they outlive
 // changes to the profile), most live bytes first (then most allocated).
 func (p *Profile) SortedSites() []*Site {
-	defer runtime.KeepAlive(p) // the store is read after p's last use (see Close)
 	all := make([]Site, 0, p.store.sites.Len())
 	for _, seg := range p.store.sites.Segments() {
 		for _, s := range seg {

@@ -298,14 +298,14 @@ static _Atomic(size_t) _ta_huge_cached_pages; /* huge.c's cache, free and reside
  * purge delay while spans are purged for age, and is dropped by
  * tagalloc_purge: a program that stops turning over gets its memory back
  * within a few purge delays. Under the arena lock. */
-static unsigned _ta_density;         /* below */
-static size_t _ta_retain_bonus;      /* pages */
-static uint64_t _ta_limit_purged_ms; /* when the limit last purged a span (0: never) */
-static uint64_t _ta_decayed_ms;      /* when the bonus last decayed */
+static unsigned _ta_density;     /* the share of big blocks' pages touched, of 256 (defined here, described with TA_DENSE) */
+static size_t _ta_retain_bonus;  /* pages */
+static uint64_t _ta_learn_until; /* a second after the limit last purged: clean spans taken before it are learned */
+static uint64_t _ta_decayed_ms;  /* when the bonus last decayed */
 
 /* A span of npages (of kind) is taken from clean pages. */
 static inline void _ta_retain_learn(size_t npages, uint8_t kind, uint64_t now) {
-  if (_ta_limit_purged_ms == 0 || now - _ta_limit_purged_ms > TA_RECENT_MS) return;
+  if (now >= _ta_learn_until) return;
   size_t c = kind == TA_KIND_SMALL ? npages : (npages * _ta_density + 255) / 256;
   size_t b = _ta_retain_bonus + c, cap = _ta_used_hwm / 2;
   _ta_retain_bonus = b < cap ? b : cap;
@@ -423,6 +423,7 @@ static size_t _ta_purge_pick_locked(bool all, uint64_t now, _ta_page_t **batch) 
       size_t res = _ta_dirty_resident_pages();
       if (res <= limit) break;
       if (h == spare || h->resident == 0) continue;
+      _ta_learn_until = now + TA_RECENT_MS; /* the limit purges it, or its tail */
       /* Over the limit by less than this span holds: only its tail goes
        * (a 132 MiB span purged whole for being 9 pages over made a loop of
        * 64 KiB-64 MiB blocks fault 480 MiB more than it needed to). */
@@ -432,7 +433,6 @@ static size_t _ta_purge_pick_locked(bool all, uint64_t now, _ta_page_t **batch) 
         _ta_page_t *t = _ta_dirty_cut_tail_locked(h, cut);
         _ta_purging_pages += cut;
         batch[n++] = t;
-        _ta_limit_purged_ms = now;
         continue;
       }
     }
@@ -440,8 +440,6 @@ static size_t _ta_purge_pick_locked(bool all, uint64_t now, _ta_page_t **batch) 
       size_t u = _ta_heap_pages();
       if (_ta_used_hwm > u) _ta_used_hwm = u + (_ta_used_hwm - u) / 2;
       if (now - _ta_decayed_ms >= _ta_opt.purge_delay_ms) _ta_retain_bonus /= 2, _ta_decayed_ms = now;
-    } else if (!all) {
-      _ta_limit_purged_ms = now;
     }
     size_t np = h->npages;
     _ta_free_span_remove(h);
@@ -830,7 +828,7 @@ TA_COLD_BSS static unsigned char _ta_mincore_vec[4096]; /* under the arena lock 
  * for a fault on the 2-core VM) instead of a fault each. Where it is low
  * (blocks touched in part), nothing is populated. */
 #define TA_DENSE 224
-static unsigned _ta_density;                /* arena lock */
+/* _ta_density (arena lock) is defined with the retain limit, which learns by it */
 static _Atomic(unsigned) _ta_density_seen; /* a copy read without it */
 
 /* Move the density towards res of pages: 1/div of the way. */
