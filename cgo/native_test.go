@@ -249,7 +249,7 @@ func TestOSPolicy(t *testing.T) {
 		r = runProg(t, 2*time.Minute, append(env, "OSPOLICY_TURNOVER=1", "TAGALLOC_PURGE_DELAY_MS=10000"), prog)
 		requirePassed(t, "ospolicy_test-"+v+" turnover", r)
 		t.Log(strings.TrimSpace(r.stdout))
-		// the density from the first block measured, in a fresh process
+		// the density from the first block measured, and page moves, in a fresh process
 		r = runProg(t, 2*time.Minute, append(env, "OSPOLICY_FIRST=1"), prog)
 		requirePassed(t, "ospolicy_test-"+v+" first", r)
 		t.Log(strings.TrimSpace(r.stdout))

@@ -101,7 +101,7 @@ static void *_ta_malloc_large(size_t size, size_t room, size_t align, bool zero)
   size_t npages = room ? (room + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT : 1;
   size_t ap = align > TA_PAGE_SIZE ? align >> TA_PAGE_SHIFT : 1;
   uint8_t state = 0;
-  _ta_page_t *pg = _ta_span_alloc(npages, ap, TA_KIND_LARGE, &state);
+  _ta_page_t *pg = _ta_span_alloc(npages, ap, (size + TA_PAGE_SIZE - 1) >> TA_PAGE_SHIFT, &state);
   if (ta_unlikely(!pg && _ta_tls_arena)) /* a signal handler inside arena work */
     return _ta_huge_alloc(size, align, zero, false, _ta_current_tag());
   if (!pg) return NULL;

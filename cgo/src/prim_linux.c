@@ -1,7 +1,8 @@
 /* prim_linux.c: OS memory and time. The only file that calls mmap, munmap,
  * madvise and mremap. Memory states: reserved (mapped read-write with
  * MAP_NORESERVE, no page touched) -> in use (touched: resident) -> purged
- * (MADV_DONTNEED: not resident, reads as zero) -> released (munmap). */
+ * (MADV_DONTNEED, or its pages moved elsewhere: not resident, reads as
+ * zero) -> released (munmap). */
 
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -129,6 +130,25 @@ static void _ta_write_stderr(const char *s, size_t n) {
 static void *_ta_os_map(size_t size, size_t align) {
   if (_ta_fault()) return NULL;
   return _ta_os_mmap_aligned(size, align < TA_OS_PAGE ? TA_OS_PAGE : align, MAP_PRIVATE | MAP_ANONYMOUS);
+}
+
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4
+#endif
+
+/* Move the pages of [from, from+size) to [to, to+size), both page-aligned
+ * ranges of one of our mappings: the page tables move (no copy, no
+ * fault), what was at to is dropped, and from stays mapped, reading as
+ * zero as if purged. False if the kernel cannot (MREMAP_DONTUNMAP is
+ * Linux 5.7 and later): nothing moved. On the 2-core VM, per MiB: 32-194
+ * us for ranges whose page tables move whole (2 MiB-aligned), 976 us a
+ * page at a time, against 1.1-1.5 ms for MADV_POPULATE_WRITE of fresh
+ * pages and 2.9 ms for faults. */
+static bool _ta_os_move(void *from, void *to, size_t size) {
+  int e = errno;
+  void *q = mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to);
+  errno = e;
+  return q == to;
 }
 
 /* Resize a mapping, moving it if needed. NULL on failure (old one intact). */
