@@ -147,6 +147,10 @@ static void *_ta_os_map(size_t size, size_t align) {
 static bool _ta_os_move(void *from, void *to, size_t size) {
   int e = errno;
   void *q = mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to);
+  /* A failed MREMAP_FIXED may have unmapped the destination already: map
+   * it again (fresh, zero; nothing of the new block is there yet), so the
+   * arena has no hole. */
+  if (q != to) (void)mmap(to, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   errno = e;
   return q == to;
 }
