@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -242,17 +243,20 @@ func TestOSPolicy(t *testing.T) {
 			env = append(env, "LD_PRELOAD="+lib(t))
 		}
 		prog := buildC(t, "ospolicy_test", v)
-		r := runProg(t, 2*time.Minute, env, prog)
-		requirePassed(t, "ospolicy_test-"+v, r)
-		t.Log(strings.TrimSpace(r.stdout))
-		// the heap that turns over, its rounds well inside the purge delay
-		r = runProg(t, 2*time.Minute, append(env, "OSPOLICY_TURNOVER=1", "TAGALLOC_PURGE_DELAY_MS=10000"), prog)
-		requirePassed(t, "ospolicy_test-"+v+" turnover", r)
-		t.Log(strings.TrimSpace(r.stdout))
-		// the density from the first block measured, and page moves, in a fresh process
-		r = runProg(t, 2*time.Minute, append(env, "OSPOLICY_FIRST=1"), prog)
-		requirePassed(t, "ospolicy_test-"+v+" first", r)
-		t.Log(strings.TrimSpace(r.stdout))
+		for _, run := range []struct {
+			name string
+			env  []string
+		}{
+			{"", nil},
+			// the heap that turns over, its rounds well inside the purge delay
+			{" turnover", []string{"OSPOLICY_TURNOVER=1", "TAGALLOC_PURGE_DELAY_MS=10000"}},
+			// the density from the first block measured, and page moves, in a fresh process
+			{" first", []string{"OSPOLICY_FIRST=1"}},
+		} {
+			r := runProg(t, 2*time.Minute, slices.Concat(env, run.env), prog)
+			requirePassed(t, "ospolicy_test-"+v+run.name, r)
+			t.Log(strings.TrimSpace(r.stdout))
+		}
 	}
 }
 

@@ -227,6 +227,12 @@ static void _ta_free_span_remove(_ta_page_t *h) {
 
 static void _ta_free_range_locked(size_t ai, size_t idx, size_t n, uint8_t flags, size_t res, uint64_t now);
 
+/* Is a free span in state flags, res of its n pages' OS pages resident,
+ * dirty and known resident throughout? */
+static inline bool _ta_res_whole(uint8_t flags, size_t res, size_t n) {
+  return (flags & (TA_PF_DIRTY | TA_PF_UNMEASURED)) == TA_PF_DIRTY && res == n * TA_OS_PER_PAGE;
+}
+
 /* The resident count of k of the n pages of a free span in state *flags
  * that holds res OS pages: exact if it is resident throughout or not at
  * all, else its share, a guess (*flags gets TA_PF_UNMEASURED). Parts of a
@@ -562,7 +568,7 @@ static _ta_page_t *_ta_span_split_claim(_ta_page_t *h, size_t npages, size_t ali
   size_t tail = n - lead - npages;
   if (lead) _ta_free_span_insert(ai, idx, lead, rflags, _ta_share_res(&rflags, res, n, lead), now);
   if (tail) _ta_free_span_insert(ai, idx + lead + npages, tail, rflags, _ta_share_res(&rflags, res, n, tail), now);
-  if ((flags & (TA_PF_DIRTY | TA_PF_UNMEASURED)) == TA_PF_DIRTY && res == n * TA_OS_PER_PAGE) flags |= TA_PF_RESIDENT;
+  if (_ta_res_whole(flags, res, n)) flags |= TA_PF_RESIDENT;
   return _ta_span_claim(ai, idx + lead, npages, kind, flags, _ta_share_res(&rflags, res, n, npages));
 }
 
@@ -615,7 +621,7 @@ static void _ta_free_take_locked(size_t ai, size_t j, size_t end, uint64_t now) 
  * bins as PURGING meanwhile, as a purge's do. Each move splits the
  * arena's mapping (the moved range keeps its old offset and joins no
  * neighbour), so moves stop after TA_MOVES_MAX, far under the kernel's
- * 65,530 mappings, and for good if the kernel cannot move. */
+ * 65,530 mappings, and for good at once if the kernel cannot move. */
 #define TA_MOVES 8
 #define TA_MOVES_MAX 2048
 #define TA_RUN_TRIES 64 /* dirty spans looked at, newest first (here and for runs, below) */
@@ -630,8 +636,7 @@ typedef struct {
     size_t to;        /* where they go, in pages into the new span */
   } m[TA_MOVES];
 } _ta_moves_t;
-static size_t _ta_moves_done; /* arena lock */
-static _Atomic(bool) _ta_moves_off;
+static size_t _ta_moves_done; /* arena lock; TA_MOVES_MAX: no more moves */
 
 /* The 2 MiB-aligned whole-2-MiB part of [p, p + pages): its first page
  * index from p, its length in pages (0 if none). */
@@ -643,8 +648,8 @@ static inline size_t _ta_pmd_part(const uint8_t *p, size_t pages, size_t *len) {
 
 /* Plan moves into the pages of new large span h from page from on. */
 static void _ta_moves_plan_locked(_ta_moves_t *mv, _ta_page_t *h, size_t from) {
-  if (!mv || _ta_density < TA_DENSE || _ta_moves_done >= TA_MOVES_MAX || atomic_load_explicit(&_ta_moves_off, memory_order_relaxed)) return;
-  size_t end = mv->want && mv->want < h->npages ? mv->want : h->npages;
+  if (!mv || _ta_density < TA_DENSE || _ta_moves_done >= TA_MOVES_MAX) return;
+  size_t end = mv->want < h->npages ? mv->want : h->npages;
   while (mv->n < TA_MOVES && from < end) {
     size_t room, at = from + _ta_pmd_part(h->start + (from << TA_PAGE_SHIFT), end - from, &room);
     if (room == 0) return;
@@ -652,7 +657,7 @@ static void _ta_moves_plan_locked(_ta_moves_t *mv, _ta_page_t *h, size_t from) {
     size_t best_off = 0, best_len = 0;
     int tries = 0;
     for (_ta_page_t *d = _ta_dirty_last; d && tries < TA_RUN_TRIES; d = d->dprev, tries++) {
-      if ((d->flags & TA_PF_UNMEASURED) || d->resident < (size_t)d->npages * TA_OS_PER_PAGE) continue; /* resident throughout */
+      if (!_ta_res_whole(d->flags, d->resident, d->npages)) continue;
       size_t len, off = _ta_pmd_part(d->start, d->npages, &len);
       if (len > room) len = room;
       if (len > best_len) best = d, best_off = off, best_len = len;
@@ -686,23 +691,28 @@ static void _ta_moves_run_locked(_ta_moves_t *mv, _ta_page_t *h, uint64_t now) {
                            mv->m[i].len << TA_PAGE_SHIFT);
   _ta_tls_arena = 1;
   _ta_mutex_lock(&_ta_arena_lock);
+  size_t got = 0; /* pages moved into h */
   for (int i = 0; i < mv->n; i++) {
     _ta_page_t *d = mv->m[i].span;
     size_t ai = d->arena, idx = (size_t)(d - _ta_arenas[ai].pages), np = mv->m[i].npages, res = mv->m[i].res;
-    size_t from = mv->m[i].from, len = mv->m[i].len;
+    size_t from = mv->m[i].from, len = mv->m[i].len, rest = np - from - len;
+    uint8_t flags = TA_PF_DIRTY; /* resident throughout when planned: its parts' shares are exact */
     _ta_purging_pages -= np;
     d->kind = TA_KIND_INNER;
-    if (!moved[i]) { /* nothing moved: dirty again as it was */
-      atomic_store_explicit(&_ta_moves_off, true, memory_order_relaxed);
-      _ta_free_range_locked(ai, idx, np, TA_PF_DIRTY, res, now);
+    if (!moved[i]) { /* nothing moved: dirty again as it was, and no more moves */
+      _ta_moves_done = TA_MOVES_MAX;
+      _ta_free_range_locked(ai, idx, np, flags, res, now);
       continue;
     }
     _ta_moves_done++;
-    h->claim_res += len * TA_OS_PER_PAGE;
-    h->flags &= (uint8_t)~(TA_PF_ZERO | TA_PF_RESIDENT);
-    if (from) _ta_free_range_locked(ai, idx, from, TA_PF_DIRTY, from * TA_OS_PER_PAGE, now); /* resident throughout: exact */
+    got += len;
+    if (from) _ta_free_range_locked(ai, idx, from, flags, _ta_share_res(&flags, res, np, from), now);
     _ta_free_range_locked(ai, idx + from, len, TA_PF_ZERO, 0, now);
-    if (from + len < np) _ta_free_range_locked(ai, idx + from + len, np - from - len, TA_PF_DIRTY, (np - from - len) * TA_OS_PER_PAGE, now);
+    if (rest) _ta_free_range_locked(ai, idx + from + len, rest, flags, _ta_share_res(&flags, res, np, rest), now);
+  }
+  if (got) {
+    h->claim_res += got * TA_OS_PER_PAGE;
+    h->flags &= (uint8_t)~(TA_PF_ZERO | TA_PF_RESIDENT);
   }
   mv->n = 0;
 }

@@ -69,6 +69,18 @@ static void touch(char *p, size_t n) {
   for (size_t o = 0; p && o < n; o += OS_PAGE) p[o] = 1;
 }
 
+/* Allocate n blocks of size bytes into ps: how many came resident (90% or
+ * more) before the program touched them, that is populated. */
+static int alloc_populated(char **ps, int n, size_t size) {
+  int populated = 0;
+  for (int i = 0; i < n; i++) {
+    ps[i] = malloc(size);
+    CHECK(ps[i] != NULL, "malloc(%zu)", size);
+    populated += ps[i] && resident_pct(ps[i], size) >= 90;
+  }
+  return populated;
+}
+
 static void test_dense_populated(void) {
   if (!can_populate()) {
     printf("skip dense_populated: no MADV_POPULATE_WRITE\n");
@@ -79,12 +91,7 @@ static void test_dense_populated(void) {
   /* one block in 8 is left to fault (a probe of the density): of 8 new
    * blocks, at least 6 are resident before the program touches them */
   char *ps[8];
-  int populated = 0;
-  for (int i = 0; i < 8; i++) {
-    ps[i] = malloc(3 * MiB);
-    CHECK(ps[i] != NULL, "malloc");
-    populated += ps[i] && resident_pct(ps[i], 3 * MiB) >= 90;
-  }
+  int populated = alloc_populated(ps, 8, 3 * MiB);
   CHECK(populated >= 6, "a program writing its big blocks through: only %d of 8 new blocks populated", populated);
   for (int i = 0; i < 8; i++) touch(ps[i], 3 * MiB); /* as a dense program does */
   for (int i = 0; i < 8; i++) free(ps[i]);
@@ -97,12 +104,7 @@ static void test_dense_populated(void) {
   free(z);
   /* huge blocks (their own mapping) too */
   char *hs[4];
-  populated = 0;
-  for (int i = 0; i < 4; i++) {
-    hs[i] = malloc(40 * MiB);
-    CHECK(hs[i] != NULL, "malloc 40 MiB");
-    populated += hs[i] && resident_pct(hs[i], 40 * MiB) >= 90;
-  }
+  populated = alloc_populated(hs, 4, 40 * MiB);
   CHECK(populated >= 3, "a dense program: only %d of 4 new huge blocks populated", populated);
   for (int i = 0; i < 4; i++) touch(hs[i], 40 * MiB);
   for (int i = 0; i < 4; i++) free(hs[i]);
@@ -270,18 +272,9 @@ static void test_dense_from_first(void) {
     printf("skip dense_from_first: no MADV_POPULATE_WRITE\n");
     return;
   }
-  char *p = malloc(2 * MiB);
-  CHECK(p != NULL, "malloc");
-  touch(p, 2 * MiB);
-  free(p);
-  t_purge(); /* the next blocks' pages come from purged (not resident) memory */
+  churn(1, 2 * MiB, 1); /* purged after: the next blocks' pages are not resident */
   char *ps[4];
-  int populated = 0;
-  for (int i = 0; i < 4; i++) {
-    ps[i] = malloc(3 * MiB);
-    CHECK(ps[i] != NULL, "malloc");
-    populated += ps[i] && resident_pct(ps[i], 3 * MiB) >= 90;
-  }
+  int populated = alloc_populated(ps, 4, 3 * MiB);
   CHECK(populated >= 3, "one block written through, measured: only %d of 4 new blocks populated", populated);
   for (int i = 0; i < 4; i++) free(ps[i]);
 }
@@ -299,12 +292,8 @@ static void test_pages_moved(void) {
     printf("skip pages_moved: no MADV_POPULATE_WRITE\n");
     return;
   }
-  char *p = malloc(2 * MiB);
-  CHECK(p != NULL, "malloc");
-  touch(p, 2 * MiB);
-  free(p);
-  t_purge(); /* dense; p's 2 MiB clean */
-  /* a, then a wall after it (too big for p's pages): a freed cannot grow into a run */
+  churn(1, 2 * MiB, 1); /* dense; its block's 2 MiB clean */
+  /* a, then a wall after it (too big for those 2 MiB): a freed cannot grow into a run */
   char *a = malloc(6 * MiB), *wall = malloc(3 * MiB);
   CHECK(a != NULL && wall != NULL, "malloc");
   if (!a || !wall) return;
