@@ -250,7 +250,7 @@ func TestOSPolicy(t *testing.T) {
 			{"", nil},
 			// the heap that turns over, its rounds well inside the purge delay
 			{" turnover", []string{"OSPOLICY_TURNOVER=1", "TAGALLOC_PURGE_DELAY_MS=10000"}},
-			// the density from the first block measured, and page moves, in a fresh process
+			// the density from the first block measured, and page moves (their mappings joined again at purges), in a fresh process
 			{" first", []string{"OSPOLICY_FIRST=1"}},
 		} {
 			r := runProg(t, 2*time.Minute, slices.Concat(env, run.env), prog)

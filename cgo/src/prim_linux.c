@@ -16,8 +16,8 @@
 
 /* Fault injection, for tests of out-of-memory paths: with
  * TAGALLOC_FAULT_EVERY=N, every Nth request for memory (an arena span, a
- * mapping for a huge block or the huge table, a remap) fails with ENOMEM,
- * until TAGALLOC_FAULT_COUNT failures have been injected. */
+ * mapping for a huge block or the huge table, a remap, a page move) fails
+ * with ENOMEM, until TAGALLOC_FAULT_COUNT failures have been injected. */
 static _Atomic(size_t) _ta_fault_calls, _ta_fault_hits;
 
 TA_NOINLINE static bool _ta_fault_slow(void) {
@@ -137,22 +137,45 @@ static void *_ta_os_map(size_t size, size_t align) {
 #endif
 
 /* Move the pages of [from, from+size) to [to, to+size), both page-aligned
- * ranges of one of our mappings: the page tables move (no copy, no
- * fault), what was at to is dropped, and from stays mapped, reading as
- * zero as if purged. False if the kernel cannot (MREMAP_DONTUNMAP is
- * Linux 5.7 and later): nothing moved. On the 2-core VM, per MiB: 32-194
- * us for ranges whose page tables move whole (2 MiB-aligned), 976 us a
- * page at a time, against 1.1-1.5 ms for MADV_POPULATE_WRITE of fresh
- * pages and 2.9 ms for faults. */
-static bool _ta_os_move(void *from, void *to, size_t size) {
+ * ranges of our mappings: the page tables move (no copy, no fault), what
+ * was at to is dropped, and from stays mapped, reading as zero as if
+ * purged. 0, or the error: nothing moved. EINVAL: the kernel cannot
+ * (MREMAP_DONTUNMAP is Linux 5.7 and later); EFAULT: from crosses two
+ * mappings (before Linux 6.17: the arena's and one a move made). On the
+ * 2-core VM, per MiB: 32-194 us for ranges whose page tables move whole
+ * (2 MiB-aligned), 976 us a page at a time, against 1.1-1.5 ms for
+ * MADV_POPULATE_WRITE of fresh pages and 2.9 ms for faults. */
+static int _ta_os_move(void *from, void *to, size_t size) {
+  if (_ta_fault()) return ENOMEM;
   int e = errno;
   void *q = mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to);
+  int err = q == to ? 0 : q == MAP_FAILED ? errno : EFAULT;
   /* A failed MREMAP_FIXED may have unmapped the destination already: map
    * it again (fresh, zero; nothing of the new block is there yet), so the
    * arena has no hole. */
-  if (q != to) (void)mmap(to, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  if (err) (void)mmap(to, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   errno = e;
-  return q == to;
+  return err;
+}
+
+/* Purge [p, p+size) by mapping it afresh (p and size page-aligned, in
+ * an arena), named name as the arena is: a range pages were moved into
+ * (_ta_os_move) is a mapping of its own, and the fresh one joins the
+ * mappings around it again. The kernel may refuse (the process's
+ * mappings at their limit) after it took the old range away: it is
+ * mapped once more; a range still there is purged in place; one gone for
+ * good would be a hole in the heap, fatal. */
+static void _ta_os_renew(void *p, size_t size, const char *name) {
+  int e = errno;
+  for (int tries = 0; tries < 2; tries++) {
+    if (mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == p) {
+      _ta_os_name(p, size, name);
+      errno = e;
+      return;
+    }
+  }
+  if (madvise(p, size, MADV_DONTNEED) != 0) _ta_fatal("cannot map the heap at %p (%zu bytes) again (errno %d)", p, size, errno);
+  errno = e;
 }
 
 /* Resize a mapping, moving it if needed. NULL on failure (old one intact). */

@@ -382,12 +382,17 @@ typedef struct _ta_pageq_s {
 
 /* ---- arenas --------------------------------------------------------------- */
 
+#define TA_ARENA_NAME "tagalloc heap" /* its mapping's name in /proc/PID/maps */
+#define TA_PMD_SHIFT 21 /* 2 MiB: what one page-table page maps (x86-64, arm64 with 4 KiB pages) */
 typedef struct _ta_arena_s {
   uint8_t *base;      /* TA_PAGE_SIZE aligned */
   size_t size;        /* bytes reserved */
   size_t npages;      /* pages reserved */
   size_t top;         /* pages ever handed out; [top, npages) is fresh */
   _ta_page_t *pages;  /* npages descriptors (their own mapping) */
+  uint64_t *moved;    /* bit u: pages were moved into the 2 MiB unit u of the
+                         arena's range (arena.c, "units moved into"); after
+                         the descriptors, in their mapping */
 } _ta_arena_t;
 
 /* ---- tags and their books -------------------------------------------------- */

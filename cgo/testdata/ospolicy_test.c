@@ -8,6 +8,7 @@
 #include "tcheck.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -313,6 +314,57 @@ static void test_pages_moved(void) {
   free(wall);
 }
 
+/* The process's mappings (lines of /proc/self/maps; the arena's are not
+ * told apart by name: kernels without CONFIG_ANON_VMA_NAME show none), or
+ * -1. */
+static int mappings(void) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  int n = 0, c;
+  while ((c = getc(f)) != EOF) n += c == '\n';
+  fclose(f);
+  return n;
+}
+
+/* A range pages moved into is a mapping of its own (the pages keep the
+ * offset they came with) until a purge maps it afresh, joined to the
+ * arena's mapping again: moves go on round after round, and the arena's
+ * mappings do not grow with them (each round added two before). Rounds
+ * of test_pages_moved's layout, each purged; after it (dense). */
+static void test_moves_heal(void) {
+  if (!can_populate()) {
+    printf("skip moves_heal: no MADV_POPULATE_WRITE\n");
+    return;
+  }
+  enum { rounds = 16 };
+  char *walls[rounds] = {0};
+  t_purge();
+  int before = mappings(), moved = 0;
+  CHECK(before >= 1, "cannot read /proc/self/maps");
+  for (int r = 0; r < rounds; r++) {
+    /* the walls stay: each round's blocks lie past the last round's */
+    char *a = malloc(6 * MiB);
+    walls[r] = malloc(3 * MiB);
+    CHECK(a != NULL && walls[r] != NULL, "malloc");
+    if (!a || !walls[r]) break;
+    touch(a, 6 * MiB);
+    touch(walls[r], 3 * MiB);
+    free(a);
+    char *b = malloc(16 * MiB);
+    CHECK(b != NULL, "malloc");
+    if (!b) break;
+    moved += resident_pct(a, 6 * MiB) <= 34;
+    touch(b, 16 * MiB);
+    free(b);
+    t_purge();
+  }
+  int after = mappings();
+  CHECK(moved >= rounds * 3 / 4, "pages moved in %d of %d rounds", moved, rounds);
+  CHECK(after <= before + 2, "the process's mappings went from %d to %d in %d rounds of moves", before, after, rounds);
+  for (int r = 0; r < rounds; r++) free(walls[r]);
+  t_check();
+}
+
 int main(void) {
   if (!t_tagalloc_active()) {
     fprintf(stderr, "tagalloc is not the allocator\n");
@@ -328,6 +380,7 @@ int main(void) {
   if (getenv("OSPOLICY_FIRST")) {
     RUN(test_dense_from_first);
     RUN(test_pages_moved);
+    RUN(test_moves_heal);
     return t_summary();
   }
   RUN(test_sparse_not_populated);
