@@ -701,3 +701,54 @@ func TestFreedBlocksBeforeCarving(t *testing.T) {
 	}
 	ReleaseSpans(c.TakeRelease())
 }
+
+// TestIdleSpansServeAPhase: a cache that needs a span of one class while
+// the arena holds no resident span gives back its empty current spans of
+// the others (alloc's Malloc: GiveIdle, then NewSmall), and the new span
+// is one of them.
+func TestIdleSpansServeAPhase(t *testing.T) {
+	c := NewCache(18)
+	const small, big = 0, 31 // 16 B and 1 KiB blocks
+	Purge()
+	var ps []unsafe.Pointer
+	for i := 0; i < 2000; i++ {
+		ps = append(ps, popOrNew(t, c, small, 3))
+	}
+	s := SpanOf(ps[0])
+	for _, p := range ps {
+		if SpanOf(p) != s {
+			t.Fatal("the 16-byte blocks are not in one span: the test's layout did not hold")
+		}
+		if !c.Free(s, p, Check(s, p, 1)) {
+			t.Fatal(TakeMisuse())
+		}
+	}
+	if c.Cur(small) != s {
+		t.Fatal("the emptied span is not kept as the class's current one")
+	}
+	if p, _ := c.Refill(big, 3); p != nil {
+		t.Fatal("a 1 KiB block without a span of its class")
+	}
+	if !NeedsFresh(big) {
+		t.Fatalf("the arena holds %d dirty bytes after a purge", a.dirtyBytes.Load())
+	}
+	c.GiveIdle(big)
+	if c.Cur(small) != &emptySpan {
+		t.Fatal("the empty 16-byte span was not given back")
+	}
+	ReleaseSpans(c.TakeRelease())
+	ns, err := NewSmall(big, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns.page != s.page {
+		t.Fatalf("the 1 KiB span is page %d, not the emptied span's %d", ns.page, s.page)
+	}
+	p, _ := c.Install(ns, 3)
+	if !c.Free(ns, p, Check(ns, p, 1)) {
+		t.Fatal(TakeMisuse())
+	}
+	c.GiveIdle(small)
+	ReleaseSpans(c.TakeRelease())
+	checkFreeSpans(t)
+}
