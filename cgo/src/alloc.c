@@ -271,6 +271,7 @@ static void _ta_free_local_other(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b);
  * Everything else goes the generic way, which names what p is. */
 TA_NOINLINE static void _ta_free_other(_ta_heap_t *h, void *p, _ta_page_t *pg) {
   if (ta_likely(pg != NULL && _ta_classify_in(p, pg) == TA_PTR_SMALL)) {
+    if (ta_unlikely(h == &_ta_heap_empty)) h = _ta_heap_for_free();
     _ta_free_small_remote(h, pg, p);
     return;
   }

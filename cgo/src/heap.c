@@ -510,6 +510,21 @@ static void *_ta_malloc_beside_arena(size_t size, size_t class_size); /* huge.c 
  * its frees of the heap's blocks are remote ones. */
 static __thread bool _ta_tls_heapless;
 
+/* The calling thread's heap for its free of another thread's block, made
+ * now if it has none: a thread that only frees (a consumer of another
+ * thread's blocks) then holds its frees in chains and pushes each chain
+ * with one compare-and-swap (page.c), and counts them inline, where
+ * without a heap it pushed each block alone. mimalloc-bench's
+ * xmalloc-test (2 threads allocating batches of 4,096 blocks of 64 B, 2
+ * freeing them): 28% of the time in those pushes. &_ta_heap_empty if the
+ * thread is without one on purpose (starting the purger, or inside arena
+ * work: a signal handler), or without memory. */
+TA_NOINLINE static _ta_heap_t *_ta_heap_for_free(void) {
+  if (_ta_tls_heapless || _ta_tls_arena) return &_ta_heap_empty;
+  _ta_heap_t *h = _ta_heap_init_thread();
+  return h ? h : &_ta_heap_empty;
+}
+
 TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size) {
   if (ta_unlikely(h == &_ta_heap_empty)) {
     if (_ta_tls_heapless) return _ta_malloc_beside_arena(size, _ta_classes[c].size);
