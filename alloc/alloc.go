@@ -197,9 +197,6 @@ func (t *Tag) allocSmall(n int) (unsafe.Pointer, bool) {
 		if p == nil {
 			p, zero = s.cache.Refill(c, t.id)
 		}
-		if p == nil && arena.NeedsFresh(c) {
-			s.cache.GiveIdle(c) // released below: the new span can be one of them
-		}
 		if p != nil {
 			books.Add(&ctr.AllocBytes, uint64(sizeclass.Classes[c].Size))
 			books.Add(&ctr.AllocBlocks, 1)

@@ -396,24 +396,6 @@ func (c *Cache) Free(s *Span, p unsafe.Pointer, off uint32) bool {
 	return true
 }
 
-// GiveIdle puts the cache's empty current spans of every class but class
-// on the release list. A cache keeps them so that a goroutine allocating
-// and freeing one block in a loop never reaches the arena; when it needs
-// a new span the arena has no resident span for (NeedsFresh), they serve
-// it instead, as arena.c's heaps give theirs (_ta_heap_give_idle): a
-// program in phases does not hold a span of each phase it passed.
-func (c *Cache) GiveIdle(class int) {
-	for k := range c.bins {
-		b := &c.bins[k]
-		if k == class || b.cur == &emptySpan || b.cur.used != 0 {
-			continue
-		}
-		s := b.cur
-		b.cur = &emptySpan
-		c.toRelease(s)
-	}
-}
-
 func (c *Cache) toRelease(s *Span) {
 	s.state, s.owner = stateNone, -1
 	s.next = c.release

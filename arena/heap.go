@@ -474,13 +474,6 @@ func learnLocked(n uint64) {
 	a.bonus = min(a.bonus+n, a.hwm/2)
 }
 
-// NeedsFresh reports whether a new span of class would come from memory
-// the process does not hold: the arena's free resident spans are fewer
-// bytes than it (read without the lock: a hint).
-func NeedsFresh(class int) bool {
-	return a.dirtyBytes.Load() < uint64(sizeclass.Classes[class].Pages)<<sizeclass.PageShift
-}
-
 // Purge gives every free span's memory back to the OS now.
 func Purge() {
 	a.mu.Lock()

@@ -387,34 +387,13 @@ static void _ta_heaps_reclaim_abandoned(void) {
 
 /* ---- the slow path ------------------------------------------------------------- */
 
-/* Give back h's empty direct pages of the dense classes but c. A heap
- * keeps them so that a thread allocating and freeing one block in a loop
- * never reaches the arena; when it needs a span of class c that the arena
- * has no resident span for (its RSS would grow), they serve it instead. A
- * program in phases (glibc's bench-malloc-simple: batches of 16 B, then
- * 64, 256 and 1 KiB blocks) held the pages of every phase it had passed:
- * peak RSS 3.86 MiB, glibc's 2.95; 3.38 now. A thread that blocks keeps
- * its own (releasing them in pthread_create saved that program 0.02 MiB
- * more and cost larson 0.3 MiB). */
-static void _ta_heap_give_idle(_ta_heap_t *h, unsigned c) {
-  for (unsigned k = 0; k < TA_DENSE_CLASSES; k++) {
-    _ta_page_t *d = h->direct[k];
-    if (k == c || d == &_ta_page_empty || d->used != 0) continue;
-    _ta_page_release(h, d);
-  }
-}
-
 static _ta_page_t *_ta_page_new(_ta_heap_t *h, unsigned c) {
   _ta_page_t *pg = _ta_adopt(h, c);
   if (!pg && !_ta_class_sparse(c) && (pg = _ta_stash_take(c)) != NULL) {
     atomic_store_explicit(&pg->heap, h, memory_order_release); /* its tag is set at the first take (_ta_page_retag) */
   } else if (!pg) {
     /* none of this class: the other classes' go back first, so the arena
-     * serves this span from them rather than from memory not yet used,
-     * and this heap's empty pages too if the arena holds no resident
-     * span to serve it */
-    if (atomic_load_explicit(&_ta_arena_dirty_bytes, memory_order_relaxed) < ((size_t)_ta_classes[c].pages << TA_PAGE_SHIFT))
-      _ta_heap_give_idle(h, c);
+     * serves this span from them rather than from memory not yet used */
     _ta_stash_drain();
     size_t n = _ta_classes[c].objects;
     size_t slop = _ta_opt.requested ? n * (_ta_classes[c].size < 65536 ? sizeof(uint16_t) : sizeof(uint32_t)) : 0;

@@ -314,26 +314,6 @@ static void test_pages_moved(void) {
   free(wall);
 }
 
-/* A thread that moves on to blocks of another class while the arena has
- * no resident span gives back the pages of the classes it left, empty,
- * and the new class's first span is one of them: a program in phases
- * does not hold a span of each phase it passed. */
-static void test_phase_pages_reused(void) {
-  enum { n16 = 2000 };
-  static void *small[n16];
-  t_purge(); /* every span clean, none kept by the heap */
-  for (int i = 0; i < n16; i++) small[i] = malloc(16);
-  uintptr_t span = (uintptr_t)small[0] & ~(uintptr_t)0xffff; /* 64 KiB pages */
-  for (int i = 0; i < n16; i++) {
-    CHECK(small[i] != NULL && ((uintptr_t)small[i] & ~(uintptr_t)0xffff) == span, "the 16-byte blocks are not on one page: the test's layout did not hold");
-    free(small[i]);
-  }
-  char *k = malloc(1024);
-  CHECK(k != NULL, "malloc");
-  CHECK(((uintptr_t)k & ~(uintptr_t)0xffff) == span, "the first 1 KiB block is not on the emptied 16-byte page (%p, page %p)", (void *)k, (void *)span);
-  free(k);
-}
-
 /* The process's mappings (lines of /proc/self/maps; the arena's are not
  * told apart by name: kernels without CONFIG_ANON_VMA_NAME show none), or
  * -1. */
@@ -408,6 +388,5 @@ int main(void) {
   RUN(test_kept_by_what_is_resident);
   RUN(test_huge_cache_parts);
   RUN(test_huge_growing_takes_part);
-  RUN(test_phase_pages_reused);
   return t_summary();
 }
