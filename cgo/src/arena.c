@@ -65,6 +65,8 @@ static size_t _ta_dirty_unsure;       /* their pages not counted: all but the gu
 #define TA_OS_PER_PAGE (TA_PAGE_SIZE / TA_OS_PAGE)
 static size_t _ta_used_pages;         /* pages in spans in use */
 static size_t _ta_side_carved;        /* bytes of side arrays carved from their chunks (below) */
+static size_t _ta_moved_maps;         /* bytes of the maps of units moved into that a bit was ever set in (units moved into, below) */
+static bool _ta_moved_used[TA_MAX_ARENAS]; /* arena i's map counted in _ta_moved_maps */
 static size_t _ta_used_hwm;           /* high-water mark of _ta_used_pages, decaying */
 static size_t _ta_recent_big;         /* the largest span allocated in the last TA_RECENT_MS */
 static uint64_t _ta_recent_big_ms;    /* when it was */
@@ -76,6 +78,11 @@ static inline size_t _ta_page_index(const _ta_arena_t *a, const _ta_page_t *pg) 
 
 /* ---- arenas ------------------------------------------------------------- */
 
+/* The map of units moved into of an arena of size bytes (arena.c, units
+ * moved into): a bit a 2 MiB unit, and one more at each end (the arena's
+ * base is 64 KiB-aligned). */
+static inline size_t _ta_moved_map_bytes(size_t size) { return ((size >> TA_PMD_SHIFT) + 2 + 63) / 64 * sizeof(uint64_t); }
+
 static bool _ta_arena_add_locked(size_t want) {
   size_t n = atomic_load_explicit(&_ta_narenas, memory_order_relaxed);
   if (n >= TA_MAX_ARENAS) return false;
@@ -83,7 +90,7 @@ static bool _ta_arena_add_locked(size_t want) {
   for (size_t size = want; size >= min; size /= 2) {
     size_t npages = size >> TA_PAGE_SHIFT;
     size_t dbytes = _ta_align_up(npages * sizeof(_ta_page_t), TA_OS_PAGE);
-    size_t mbytes = ((size >> TA_PMD_SHIFT) + 2 + 63) / 64 * sizeof(uint64_t); /* a bit a unit: one more at each end */
+    size_t mbytes = _ta_moved_map_bytes(size);
     void *d = _ta_os_reserve(dbytes + mbytes, TA_OS_PAGE);
     if (!d) continue;
     void *base = _ta_os_reserve(size, TA_PAGE_SIZE);
@@ -473,7 +480,7 @@ static void _ta_books_publish_arena_locked(void) {
                         ((uint64_t)_ta_dirty_bound() * TA_OS_PAGE) + ((uint64_t)_ta_purging_pages << TA_PAGE_SHIFT),
                         memory_order_relaxed);
   atomic_store_explicit(&_ta_books->arena_touched, (uint64_t)top << TA_PAGE_SHIFT, memory_order_relaxed);
-  atomic_store_explicit(&_ta_books->descriptors, (uint64_t)top * sizeof(_ta_page_t) + _ta_side_carved, memory_order_relaxed);
+  atomic_store_explicit(&_ta_books->descriptors, (uint64_t)top * sizeof(_ta_page_t) + _ta_side_carved + _ta_moved_maps, memory_order_relaxed);
 }
 
 /* ---- units moved into ---------------------------------------------------------- */
@@ -776,6 +783,10 @@ static void _ta_moves_run_locked(_ta_moves_t *mv, _ta_page_t *h, uint64_t now) {
       continue;
     }
     _ta_moved_units += _ta_moved_flip_locked(&_ta_arenas[h->arena], h->start + (mv->m[i].to << TA_PAGE_SHIFT), len, true);
+    if (!_ta_moved_used[h->arena]) {
+      _ta_moved_used[h->arena] = true;
+      _ta_moved_maps += _ta_moved_map_bytes(_ta_arenas[h->arena].size);
+    }
     got += len;
     if (from) _ta_free_range_locked(ai, idx, from, flags, _ta_share_res(&flags, res, np, from), now);
     _ta_free_range_locked(ai, idx + from, len, TA_PF_ZERO, 0, now);
