@@ -496,10 +496,11 @@ static __thread bool _ta_tls_heapless;
  * without a heap it pushed each block alone. mimalloc-bench's
  * xmalloc-test (2 threads allocating batches of 4,096 blocks of 64 B, 2
  * freeing them): 28% of the time in those pushes. &_ta_heap_empty if the
- * thread is without one on purpose (starting the purger, or inside arena
- * work: a signal handler), or without memory. */
+ * thread is without one on purpose (starting the purger, inside arena
+ * work: a signal handler, or exiting: its heap given up), or without
+ * memory. */
 TA_NOINLINE static _ta_heap_t *_ta_heap_for_free(void) {
-  if (_ta_tls_heapless || _ta_tls_arena) return &_ta_heap_empty;
+  if (_ta_tls_heapless || _ta_tls_arena || _ta_tls_exited) return &_ta_heap_empty;
   _ta_heap_t *h = _ta_heap_init_thread();
   return h ? h : &_ta_heap_empty;
 }
@@ -642,6 +643,7 @@ static void _ta_thread_done(void *arg) {
   if (!th) return;
   _ta_tls_heap = &_ta_heap_empty;
   _ta_tls_thread = NULL;
+  _ta_tls_exited = true;
   /* The heap leaves the record before it is given up, under the heaps
    * lock (which fork holds): a child forked meanwhile never finds a heap
    * that is already on the reuse list in a record a new thread of its may

@@ -14,6 +14,7 @@
 #include "../include/tagalloc.h"
 
 __thread _ta_thread_t *_ta_tls_thread;
+__thread bool _ta_tls_exited;
 
 /* ---- the registry ---------------------------------------------------------- */
 
@@ -418,7 +419,10 @@ static inline __attribute__((always_inline)) void _ta_ctr_count_free(_ta_ctr_t *
  * constant decides, so neither tests it). False if a budget refused the
  * allocation: nothing is counted, and the caller gives the block back. */
 static inline __attribute__((always_inline)) bool _ta_count(uint32_t tag, size_t bytes, size_t req, bool alloc) {
-  _ta_ctr_t *c = _ta_ctr_self(tag);
+  /* a free on an exiting thread whose record is given up counts in the
+   * shared table: a record made for it would stay live for good (no key
+   * destructor runs after the C library's own frees) */
+  _ta_ctr_t *c = !alloc && ta_unlikely(_ta_tls_exited && _ta_tls_thread == NULL) ? NULL : _ta_ctr_self(tag);
   if (ta_unlikely(c == NULL)) { /* no record: the shared atomic table */
     _ta_ctr_t *f = &_ta_ctr_fallback[tag];
     if (alloc) {

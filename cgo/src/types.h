@@ -542,6 +542,10 @@ typedef struct {
 extern __thread _ta_tls_t _ta_tls;
 #define _ta_tls_heap (_ta_tls.heap)
 extern __thread _ta_thread_t *_ta_tls_thread;
+/* Set when the thread's record and heap were given up (_ta_thread_done,
+ * a pthread key destructor): a free after that (the C library frees its
+ * thread buffers after every key destructor ran) makes neither again. */
+extern __thread bool _ta_tls_exited;
 
 /* Add to a counter only this thread writes. On x86-64 one add instruction
  * to memory, so a signal handler on this thread that allocates cannot slip
