@@ -764,9 +764,13 @@ static void _ta_moves_run_locked(_ta_moves_t *mv, _ta_page_t *h, uint64_t now) {
   int err[TA_MOVES];
   _ta_mutex_unlock(&_ta_arena_lock);
   _ta_tls_arena = 0;
-  for (int i = 0; i < mv->n; i++)
-    err[i] = _ta_os_move(mv->m[i].span->start + (mv->m[i].from << TA_PAGE_SHIFT), h->start + (mv->m[i].to << TA_PAGE_SHIFT),
-                           mv->m[i].len << TA_PAGE_SHIFT);
+  for (int i = 0; i < mv->n; i++) {
+    uint8_t *to = h->start + (mv->m[i].to << TA_PAGE_SHIFT);
+    err[i] = _ta_os_move(mv->m[i].span->start + (mv->m[i].from << TA_PAGE_SHIFT), to, mv->m[i].len << TA_PAGE_SHIFT);
+    /* the destination may be gone: mapped afresh as a purge would (nothing
+     * of the new block is there yet), named, and no hole left */
+    if (err[i]) _ta_os_renew(to, mv->m[i].len << TA_PAGE_SHIFT, TA_ARENA_NAME);
+  }
   _ta_tls_arena = 1;
   _ta_mutex_lock(&_ta_arena_lock);
   size_t got = 0; /* pages moved into h */

@@ -139,9 +139,11 @@ static void *_ta_os_map(size_t size, size_t align) {
 /* Move the pages of [from, from+size) to [to, to+size), both page-aligned
  * ranges of our mappings: the page tables move (no copy, no fault), what
  * was at to is dropped, and from stays mapped, reading as zero as if
- * purged. 0, or the error: nothing moved. EINVAL: the kernel cannot
- * (MREMAP_DONTUNMAP is Linux 5.7 and later); EFAULT: from crosses two
- * mappings (before Linux 6.17: the arena's and one a move made). On the
+ * purged. 0, or the error: nothing moved, though a failed MREMAP_FIXED
+ * may have unmapped to already (the caller maps it afresh: _ta_os_renew).
+ * EINVAL: the kernel cannot (MREMAP_DONTUNMAP is Linux 5.7 and later);
+ * EFAULT: from crosses two mappings (before Linux 6.17: the arena's and
+ * one a move made). On the
  * 2-core VM, per MiB: 32-194 us for ranges whose page tables move whole
  * (2 MiB-aligned), 976 us a page at a time, against 1.1-1.5 ms for
  * MADV_POPULATE_WRITE of fresh pages and 2.9 ms for faults. */
@@ -150,10 +152,6 @@ static int _ta_os_move(void *from, void *to, size_t size) {
   int e = errno;
   void *q = mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to);
   int err = q == to ? 0 : q == MAP_FAILED ? errno : EFAULT;
-  /* A failed MREMAP_FIXED may have unmapped the destination already: map
-   * it again (fresh, zero; nothing of the new block is there yet), so the
-   * arena has no hole. */
-  if (err) (void)mmap(to, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   errno = e;
   return err;
 }
