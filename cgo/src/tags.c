@@ -486,7 +486,7 @@ static void _ta_ctr_add(_Atomic(uint64_t) *mine, _Atomic(uint64_t) *shared, size
 /* A block resized in place: its growth counts as allocated bytes, its
  * shrinking as freed bytes (usable and requested alike); blocks are
  * unchanged. */
-static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes, size_t old_req, size_t new_req) {
+TA_NOINLINE static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes, size_t old_req, size_t new_req) {
   _ta_ctr_t *c = _ta_ctr_self(tag), *f = &_ta_ctr_fallback[tag];
   if (c && ta_unlikely(atomic_load_explicit(&c->holder, memory_order_relaxed) == TA_HOLDER_NONE)) _ta_ctr_register(c);
   if (new_bytes > old_bytes) {
@@ -502,6 +502,20 @@ static void _ta_count_resize(uint32_t tag, size_t old_bytes, size_t new_bytes, s
   }
   if (new_req >= old_req) _ta_ctr_add(c ? &c->alloc_req : NULL, &f->alloc_req, new_req - old_req);
   else _ta_ctr_add(c ? &c->free_req : NULL, &f->free_req, old_req - new_req);
+}
+
+/* A block of tag that keeps its usable bytes, asked again for new_req
+ * bytes instead of old_req, counted in the calling thread's counters of
+ * its current tag if it is tag's (registered): the common case of
+ * _ta_count_resize, inline (as _ta_count_free_here). False: counted
+ * nothing, the caller calls _ta_count_resize. A buffer grown a few bytes
+ * at a time by realloc comes here at every call. */
+static inline __attribute__((always_inline)) bool _ta_count_req_here(uint32_t tag, size_t old_req, size_t new_req) {
+  _ta_ctr_t *c = _ta_tls_heap->ctr;
+  if (ta_unlikely(c->tag != tag || atomic_load_explicit(&c->holder, memory_order_relaxed) == TA_HOLDER_NONE)) return false;
+  if (new_req >= old_req) TA_CTR_ADD(c->alloc_req, new_req - old_req);
+  else TA_CTR_ADD(c->free_req, old_req - new_req);
+  return true;
 }
 
 static _ta_thread_t *_ta_threads_free_record(void) {

@@ -339,6 +339,18 @@ static void test_requested(void) {
   gn -= 1000;
   CHECK(tagalloc_tag_stats("req", &s) == 0 && s.live_requested_bytes == req_live, "after growing in place: %zu, want %zu",
         s.live_requested_bytes, req_live);
+  /* the same by a thread whose current tag is the block's (realloc's
+   * inline count) */
+  SetHeapBlockTagForThread("req");
+  for (int k = 0; k < 100; k++) {
+    char *q = realloc(g, k % 2 ? gn - 100 : gn + 164);
+    CHECK(q == g, "a large block resized within its pages stays (%zu bytes)", gn);
+    gn += k % 2 ? -(size_t)100 : 164;
+    req_live += k % 2 ? -(size_t)100 : 164;
+  }
+  ClearHeapBlockTagForThread();
+  CHECK(tagalloc_tag_stats("req", &s) == 0 && s.live_requested_bytes == req_live, "after resizing in place under its tag: %zu, want %zu",
+        s.live_requested_bytes, req_live);
   free(g);
   req_live -= gn;
   /* frees from another thread */
