@@ -161,6 +161,39 @@ static void test_realloc_room_large(void) {
   free(after);
 }
 
+static void test_realloc_room_small(void) {
+  /* A small block of 1 KiB or more that grows out of its class moves with
+   * a quarter more room (a class that holds it), never past the small
+   * classes (512 KiB); a smaller one moves to the class it asks for. */
+  const size_t sizes[] = {2000, 5000, 70000, 430000};
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+    uint8_t *p = malloc(sizes[i]);
+    CHECK(p != NULL, "malloc %zu", sizes[i]);
+    if (!p) return;
+    for (size_t k = 0; k < sizes[i]; k++) p[k] = (uint8_t)(k * 7 + 3);
+    size_t was = malloc_usable_size(p), want = was + was / 4 > 524288 ? 524288 : was + was / 4;
+    uint8_t *q = realloc(p, was + 1);
+    CHECK(q != NULL, "realloc %zu -> %zu", was, was + 1);
+    if (!q) return;
+    size_t bad = 0;
+    for (size_t k = 0; k < sizes[i]; k++) bad += q[k] != (uint8_t)(k * 7 + 3);
+    CHECK(bad == 0, "realloc %zu -> %zu lost data (%zu bytes differ)", was, was + 1, bad);
+    size_t room = malloc_usable_size(q);
+    CHECK(room >= want && room < want + want / 8, "grown from %zu: %zu usable, want %zu (a class within an eighth)", was,
+          room, want);
+    CHECK(realloc(q, room) == q, "growing into the room moved it");
+    free(q);
+  }
+  uint8_t *p = malloc(500), *q;
+  CHECK(p != NULL, "malloc 500");
+  if (!p) return;
+  size_t was = malloc_usable_size(p);
+  q = realloc(p, was + 1);
+  CHECK(q != NULL && malloc_usable_size(q) <= was + was / 8, "grown from %zu: %zu usable, want the next class", was,
+        q ? malloc_usable_size(q) : 0);
+  free(q);
+}
+
 /* A huge block resized in place, freed, and its address given to a new,
  * smaller block (part of the freed mapping, from the cache): a realloc of
  * the new block must see its own mapping, not the one the address had
@@ -330,6 +363,7 @@ int main(void) {
   RUN(test_realloc_keeps_data);
   RUN(test_realloc_inplace_large);
   RUN(test_realloc_room_large);
+  RUN(test_realloc_room_small);
   RUN(test_realloc_huge_reused_address);
   RUN(test_aligned_entry_points);
   RUN(test_aligned_errors);
