@@ -172,10 +172,10 @@ static void *_ta_malloc_aligned(size_t align, size_t size) {
  * paging-and-realloc.md). */
 #define TA_REALLOC_MAP (8 * TA_MiB)
 /* Small blocks from this size on move with room when realloc grows them
- * (_ta_realloc_rest). Below it copies are short, and the room would be a
- * quarter more for every small string a program grows once and keeps;
- * with the room from 1 or 256 bytes realloc_chain took 10.8-15.8k faults
- * against 9.6k from 1 KiB (and 10.1k without it). */
+ * (_ta_realloc_rest). Below it copies are short, and the room would be
+ * kept by every small string a program grows once; with a quarter more
+ * room from 1 or 256 bytes realloc_chain took 10.8-15.8k faults against
+ * 9.6k from 1 KiB (and 10.1k without room). */
 #define TA_REALLOC_ROOM_MIN 1024
 
 /* What an address is, for free, realloc and malloc_usable_size. */
@@ -502,21 +502,22 @@ TA_NOINLINE static void *_ta_realloc_rest(void *p, size_t size, _ta_realloc_did_
     if (room > TA_REALLOC_MAP) room = size; /* its next move is to a mapping (below), which has room */
   }
   /* A small block of TA_REALLOC_ROOM_MIN or more that grows out of its
-   * class moves with a quarter more room too, within the small classes:
-   * they are eight a doubling from 256 bytes, so a buffer grown a little
-   * at a time moved eight times a doubling (mimalloc's and jemalloc's
-   * classes are four a doubling), copying 11 times its final size.
-   * realloc_chain 8 2 copied 164M instructions' worth against mimalloc's
-   * 86M; python_bench.py's realloc moves copied 231 MB against glibc's
-   * 21 MB (glibc grows chunks in place), 112 MB with the room. The room
-   * never takes a block past TA_MAX_SMALL: a large block's pages may be
-   * populated (the density), and the room's would be touched for
-   * nothing. */
-  if (k == TA_PTR_SMALL && size > usable && size <= TA_MAX_SMALL && usable >= TA_REALLOC_ROOM_MIN) {
-    room = usable + usable / 4;
-    if (room > TA_MAX_SMALL) room = TA_MAX_SMALL;
-    if (room < size) room = size;
-  }
+   * class moves on a grid of four classes a doubling (1, 1.25, 1.5 and
+   * 1.75 times a power of two: the odd classes, mimalloc's and
+   * jemalloc's steps). The small classes are eight a doubling from 256
+   * bytes, so a buffer grown a little at a time moved eight times a
+   * doubling, copying 11 times its final size: realloc_chain 8 2 copied
+   * 152M instructions' worth against mimalloc's 86M, 96M on the grid;
+   * python_bench.py's realloc moves copied 231 MB (glibc 21 MB: it grows
+   * chunks in place). A quarter more room (tcmalloc's rule) copied a
+   * little less (85M) but overshoots the limits programs set at powers
+   * of two: redis's 8 KiB list nodes grew from 7680 to 10240 bytes, and
+   * redis-server's peak RSS rose 61.5 -> 68.9 MiB (tcmalloc 68.9, glibc
+   * 62.4); on the grid a node stops at 8192. The grid's classes exist up
+   * to TA_MAX_SMALL (the last class is odd), so the room never takes a
+   * block past the small classes. */
+  if (k == TA_PTR_SMALL && size > usable && size <= TA_MAX_SMALL && usable >= TA_REALLOC_ROOM_MIN)
+    room = _ta_classes[_ta_class_of(size) | 1].size;
   if (size > usable && size >= TA_REALLOC_MAP && k != TA_PTR_HUGE) {
     /* A buffer grown by realloc past TA_REALLOC_MAP that cannot grow in
      * place gets its own mapping: from then on it grows with mremap, which

@@ -161,26 +161,35 @@ static void test_realloc_room_large(void) {
   free(after);
 }
 
+/* The smallest of 1, 1.25, 1.5 and 1.75 times a power of two that is n or more. */
+static size_t grid_at_least(size_t n) {
+  for (size_t p = 1024;; p *= 2)
+    for (size_t m = 4; m < 8; m++)
+      if ((m * p) / 4 >= n) return (m * p) / 4;
+}
+
 static void test_realloc_room_small(void) {
-  /* A small block of 1 KiB or more that grows out of its class moves with
-   * a quarter more room (a class that holds it), never past the small
-   * classes (512 KiB); a smaller one moves to the class it asks for. */
-  const size_t sizes[] = {2000, 5000, 70000, 430000};
+  /* A small block of 1 KiB or more that grows out of its class moves to
+   * the class on the grid of four a doubling that holds its new size,
+   * never past the small classes (512 KiB); a smaller one moves to the
+   * class it asks for. 7732 bytes stop at 8192 (a quarter more room
+   * than 7680 bytes would be 9600 or more: redis's 8 KiB list nodes). */
+  const size_t sizes[] = {2000, 5000, 7680, 70000, 430000};
+  const size_t grow[] = {1, 1, 52, 1, 1};
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
     uint8_t *p = malloc(sizes[i]);
     CHECK(p != NULL, "malloc %zu", sizes[i]);
     if (!p) return;
     for (size_t k = 0; k < sizes[i]; k++) p[k] = (uint8_t)(k * 7 + 3);
-    size_t was = malloc_usable_size(p), want = was + was / 4 > 524288 ? 524288 : was + was / 4;
-    uint8_t *q = realloc(p, was + 1);
-    CHECK(q != NULL, "realloc %zu -> %zu", was, was + 1);
+    size_t was = malloc_usable_size(p), to = was + grow[i], want = grid_at_least(to);
+    uint8_t *q = realloc(p, to);
+    CHECK(q != NULL, "realloc %zu -> %zu", was, to);
     if (!q) return;
     size_t bad = 0;
     for (size_t k = 0; k < sizes[i]; k++) bad += q[k] != (uint8_t)(k * 7 + 3);
-    CHECK(bad == 0, "realloc %zu -> %zu lost data (%zu bytes differ)", was, was + 1, bad);
+    CHECK(bad == 0, "realloc %zu -> %zu lost data (%zu bytes differ)", was, to, bad);
     size_t room = malloc_usable_size(q);
-    CHECK(room >= want && room < want + want / 8, "grown from %zu: %zu usable, want %zu (a class within an eighth)", was,
-          room, want);
+    CHECK(room == want && want <= 524288, "grown from %zu to %zu: %zu usable, want %zu", was, to, room, want);
     CHECK(realloc(q, room) == q, "growing into the room moved it");
     free(q);
   }
