@@ -42,6 +42,50 @@ func (m *model) alloc(n int) {
 	m.liveReq += uint64(n)
 }
 func (m *model) free(n int) { m.liveB -= usable(n); m.liveN--; m.liveReq -= uint64(n) }
+
+// realloc is Realloc from old to n bytes of a block of was usable bytes;
+// it returns the block's usable bytes after. A move is a new block.
+func (m *model) realloc(was uint64, old, n int) uint64 {
+	now, moved := reallocUsable(was, n)
+	m.liveB += now - was
+	m.liveReq += uint64(n) - uint64(old)
+	if moved {
+		m.allocB += now
+		m.allocN++
+	}
+	return now
+}
+
+// reallocUsable is the usable size of the block Realloc leaves for n > 0
+// bytes of a block of was usable bytes, and whether it moved (Realloc's
+// rules). A small block stays if n fits and is at least half of it; one
+// of 1 KiB or more growing within the small classes moves on the grid.
+// Large and huge blocks stay when n needs the same pages.
+func reallocUsable(was uint64, n int) (uint64, bool) {
+	if was <= sizeclass.MaxSmall {
+		switch {
+		case uint64(n) <= was && uint64(n) >= was/2:
+			return was, false
+		case uint64(n) > was && n <= sizeclass.MaxSmall && was >= 1024:
+			return gridAtLeast(n), true
+		}
+		return usable(n), true
+	}
+	return usable(n), usable(n) != was
+}
+
+// gridAtLeast is the smallest of 1, 1.25, 1.5 and 1.75 times a power of
+// two that is n or more (1024 < n <= MaxSmall), apart from the class
+// table (the native api_test's grid_at_least).
+func gridAtLeast(n int) uint64 {
+	for p := uint64(1024); ; p *= 2 {
+		for m := uint64(4); m < 8; m++ {
+			if m*p/4 >= uint64(n) {
+				return m * p / 4
+			}
+		}
+	}
+}
 func statOf(t *testing.T, name string) TagStat {
 	t.Helper()
 	for _, s := range TagStats() {
@@ -175,19 +219,22 @@ func TestCallocZeroes(t *testing.T) {
 }
 
 func TestReallocKeepsDataAndTag(t *testing.T) {
-	steps := []int{10, 16, 17, 100, 5000, 5000, 4000, sizeclass.MaxSmall, sizeclass.MaxSmall + 1, 2 << 20, 2<<20 + 10,
-		40 << 20, 40<<20 + 100, 3 << 20, 1000, 1}
+	// 5000 -> 4000 stays (at least half of 5120), 5121 moves on the grid
+	// to 6144 and grows into it, 3072 is half of it, 3071 moves.
+	steps := []int{10, 16, 17, 100, 5000, 5000, 4000, 5121, 6144, 3072, 3071, sizeclass.MaxSmall, sizeclass.MaxSmall + 1,
+		2 << 20, 2<<20 + 10, 40 << 20, 40<<20 + 100, 3 << 20, 1000, 1}
+	before := statOf(t, "realloc")
 	b := Malloc(steps[0], "realloc")
 	for i := range b {
 		b[i] = byte(i*7 + 1)
 	}
 	var m model
 	m.alloc(steps[0])
+	u := usable(steps[0])
 	for _, n := range steps[1:] {
 		old := len(b)
 		b = Realloc(b, n)
-		m.free(old)
-		m.alloc(n)
+		u = m.realloc(u, old, n)
 		if len(b) != n || cap(b) != n {
 			t.Fatalf("Realloc to %d: len %d cap %d", n, len(b), cap(b))
 		}
@@ -200,8 +247,10 @@ func TestReallocKeepsDataAndTag(t *testing.T) {
 			b[i] = byte(i*7 + 1)
 		}
 		st := statOf(t, "realloc")
-		if st.LiveBytes != m.liveB || st.LiveBlocks != 1 || st.LiveRequestedBytes != uint64(n) {
-			t.Fatalf("after Realloc to %d: %+v, want live %d in 1 block, requested %d", n, st, m.liveB, n)
+		if st.LiveBytes != m.liveB || st.LiveBlocks != 1 || st.LiveRequestedBytes != uint64(n) ||
+			st.AllocBytes-before.AllocBytes != m.allocB || st.AllocBlocks-before.AllocBlocks != m.allocN {
+			t.Fatalf("after Realloc to %d: %+v, want live %d in 1 block, requested %d, %d bytes in %d blocks allocated",
+				n, st, m.liveB, n, m.allocB, m.allocN)
 		}
 	}
 	Free(b)
@@ -212,6 +261,146 @@ func TestReallocKeepsDataAndTag(t *testing.T) {
 		t.Fatal("Realloc(nil, 10)")
 	} else if e := Realloc(r, 0); len(e) != 0 || cap(e) != 0 {
 		t.Fatal("Realloc(b, 0) should free b and return an empty slice")
+	}
+}
+
+// blockSize is the usable size of the small block b starts.
+func blockSize(t *testing.T, b []byte) uint64 {
+	t.Helper()
+	sp := arena.SpanOf(unsafe.Pointer(unsafe.SliceData(b)))
+	if sp == nil || sp.Large() {
+		t.Fatalf("a block of %d bytes is not small", cap(b))
+	}
+	return uint64(sp.BlockSize())
+}
+
+// fillAt writes a pattern into b; checkAt checks its first n bytes.
+func fillAt(b []byte) {
+	for i := range b {
+		b[i] = byte(i*7 + 3)
+	}
+}
+
+func checkAt(t *testing.T, b []byte, n int) {
+	t.Helper()
+	for i := range n {
+		if b[i] != byte(i*7+3) {
+			t.Fatalf("a block of %d bytes lost data: byte %d is %d", len(b), i, b[i])
+		}
+	}
+}
+
+// The grid is the odd classes from 1 KiB: sizeclass.ClassOf(n)|1 is the
+// smallest of 1, 1.25, 1.5 and 1.75 times a power of two that holds n
+// (the native realloc's _ta_classes[_ta_class_of(n) | 1]: the cgo
+// package's TestClassesAgreeWithGo checks the two number the classes
+// alike).
+func TestReallocGridIsOddClasses(t *testing.T) {
+	for n := 1025; n <= sizeclass.MaxSmall; n++ {
+		if got, want := uint64(sizeclass.Classes[sizeclass.ClassOf(uint32(n))|1].Size), gridAtLeast(n); got != want {
+			t.Fatalf("%d bytes: class %d (%d bytes), the grid's %d", n, sizeclass.ClassOf(uint32(n))|1, got, want)
+		}
+	}
+}
+
+// A small block of 1 KiB or more grown out of its block moves to the
+// grid's class that holds the new size, charged as that class with the
+// size asked; grown into it, it stays. 7680 -> 7732 bytes stops at 8192
+// (redis's list nodes; n's class would be 8192 too, a quarter more room
+// 9600 or more).
+func TestReallocGrowsOnTheGrid(t *testing.T) {
+	for _, tc := range []struct{ size, grow int }{
+		{1000, 1}, {2000, 1}, {5000, 1}, {7680, 52}, {70000, 1}, {430000, 1},
+	} {
+		b := Malloc(tc.size, "realloc-grid")
+		fillAt(b)
+		was := blockSize(t, b)
+		to := int(was) + tc.grow
+		want := gridAtLeast(to)
+		before := statOf(t, "realloc-grid")
+		b = Realloc(b, to)
+		checkAt(t, b, tc.size)
+		if got := blockSize(t, b); got != want {
+			t.Fatalf("grown from %d to %d: %d usable, want the grid's %d", was, to, got, want)
+		}
+		st := statOf(t, "realloc-grid")
+		if st.LiveBytes-before.LiveBytes != want-was || st.AllocBytes-before.AllocBytes != want ||
+			st.AllocBlocks-before.AllocBlocks != 1 || st.LiveRequestedBytes-before.LiveRequestedBytes != uint64(to-tc.size) {
+			t.Fatalf("grown from %d to %d: books %+v, before %+v, want a block of %d bytes, %d asked", was, to, st, before, want, to)
+		}
+		fillAt(b)
+		p := unsafe.SliceData(b)
+		for _, n := range []int{to + 1, int(want)} {
+			if b = Realloc(b, n); unsafe.SliceData(b) != p {
+				t.Fatalf("grown from %d to %d into its %d bytes: it moved", to, n, want)
+			}
+			checkAt(t, b, to)
+		}
+		if st := statOf(t, "realloc-grid"); st.LiveBytes-before.LiveBytes != want-was || st.AllocBlocks-before.AllocBlocks != 1 ||
+			st.LiveRequestedBytes-before.LiveRequestedBytes != want-uint64(tc.size) {
+			t.Fatalf("grown into its room: books %+v, before %+v", st, before)
+		}
+		Free(b)
+	}
+	if st := statOf(t, "realloc-grid"); st.LiveBytes != 0 || st.LiveBlocks != 0 || st.LiveRequestedBytes != 0 {
+		t.Fatalf("after Free: %+v", st)
+	}
+}
+
+// Below 1 KiB a block grown out of its block moves to the class of the
+// new size, without room (the grid's class would be larger in each case).
+func TestReallocNoRoomBelow1KiB(t *testing.T) {
+	for _, tc := range []struct{ size, to int }{{300, 321}, {512, 513}, {600, 641}, {960, 1100}} {
+		b := Malloc(tc.size, "realloc-noroom")
+		fillAt(b)
+		was := blockSize(t, b)
+		want := uint64(sizeclass.Classes[sizeclass.ClassOf(uint32(tc.to))].Size)
+		if grid := uint64(sizeclass.Classes[sizeclass.ClassOf(uint32(tc.to))|1].Size); was >= 1024 || uint64(tc.to) <= was || grid == want {
+			t.Fatalf("bad case %+v: a block of %d bytes, the grid's class %d bytes", tc, was, grid)
+		}
+		before := statOf(t, "realloc-noroom")
+		b = Realloc(b, tc.to)
+		checkAt(t, b, tc.size)
+		if got := blockSize(t, b); got != want {
+			t.Fatalf("grown from %d to %d: %d usable, want %d", was, tc.to, got, want)
+		}
+		if st := statOf(t, "realloc-noroom"); st.LiveBytes-before.LiveBytes != want-was || st.AllocBytes-before.AllocBytes != want {
+			t.Fatalf("grown from %d to %d: books %+v, before %+v", was, tc.to, st, before)
+		}
+		Free(b)
+	}
+}
+
+// A small block shrunk to at least half of it stays where it is, still
+// charged its usable bytes; below half it moves to the new size's class.
+func TestReallocShrinksInPlaceToHalf(t *testing.T) {
+	for _, size := range []int{32, 200, 1024, 5000, 100000, sizeclass.MaxSmall} {
+		b := Malloc(size, "realloc-shrink")
+		fillAt(b)
+		was := blockSize(t, b)
+		p := unsafe.SliceData(b)
+		before := statOf(t, "realloc-shrink")
+		half := int(was / 2)
+		if b = Realloc(b, half); unsafe.SliceData(b) != p {
+			t.Fatalf("%d bytes shrunk to %d, half of its block: it moved", size, half)
+		}
+		checkAt(t, b, half)
+		st := statOf(t, "realloc-shrink")
+		if st.LiveBytes != before.LiveBytes || st.AllocBlocks != before.AllocBlocks ||
+			before.LiveRequestedBytes-st.LiveRequestedBytes != uint64(size-half) {
+			t.Fatalf("%d bytes shrunk to %d in place: books %+v, before %+v", size, half, st, before)
+		}
+		if b = Realloc(b, half-1); unsafe.SliceData(b) == p {
+			t.Fatalf("%d bytes shrunk to %d, below half of its block: it stayed", size, half-1)
+		}
+		checkAt(t, b, half-1)
+		if got, want := blockSize(t, b), usable(half-1); got != want {
+			t.Fatalf("%d bytes shrunk to %d: %d usable, want %d", size, half-1, got, want)
+		}
+		Free(b)
+	}
+	if st := statOf(t, "realloc-shrink"); st.LiveBytes != 0 || st.LiveBlocks != 0 || st.LiveRequestedBytes != 0 {
+		t.Fatalf("after Free: %+v", st)
 	}
 }
 

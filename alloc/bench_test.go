@@ -275,3 +275,33 @@ func BenchmarkManyTagsRSS(b *testing.B) {
 		b.ReportMetric(float64(a)/float64(m), fmt.Sprintf("alloc/make-%dP", p))
 	}
 }
+
+// BenchmarkReallocChain: one op grows a buffer from 1 KiB to 256 KiB, 64
+// bytes a Realloc, then frees it (the native realloc_chain's pattern),
+// beside Go's own append growing a slice the same way (the peer: the Go
+// runtime's growth rule, garbage collected).
+func BenchmarkReallocChain(b *testing.B) {
+	const from, to, step = 1 << 10, 256 << 10, 64
+	b.Run("alloc", func(b *testing.B) {
+		t := MustTag("bench-realloc")
+		for i := 0; i < b.N; i++ {
+			buf := t.Malloc(from)
+			for n := from + step; n <= to; n += step {
+				buf = Realloc(buf, n)
+				buf[n-1] = 1
+			}
+			Free(buf)
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		chunk := make([]byte, step)
+		for i := 0; i < b.N; i++ {
+			buf := make([]byte, from)
+			for len(buf)+step <= to {
+				buf = append(buf, chunk...)
+				buf[len(buf)-1] = 1
+			}
+			sink = buf
+		}
+	})
+}

@@ -590,16 +590,20 @@ func freedBudgeted(id uint32, usable uint64) {
 }
 
 // reallocBudgeted is Realloc's move of the block at p (cap old, usable
-// bytes) to a new block of n bytes, for a tag with budgets l: they are
-// charged the growth of the usable bytes only (refused: nil, the block
-// untouched), the old block's charge passing to the new one, and given
-// back a shrink's. (Malloc then Free would charge both blocks for a
-// moment, and refuse a growth that fits.)
-func (t *Tag) reallocBudgeted(l []*budget, p unsafe.Pointer, old, usable uintptr, n int) []byte {
+// bytes) to a new block of n bytes (of small class c if c >= 0: the
+// grid's, Realloc), for a tag with budgets l: they are charged the
+// growth of the usable bytes only (refused: nil, the block untouched),
+// the old block's charge passing to the new one, and given back a
+// shrink's. (Malloc then Free would charge both blocks for a moment, and
+// refuse a growth that fits.)
+func (t *Tag) reallocBudgeted(l []*budget, p unsafe.Pointer, old, usable uintptr, n, c int) []byte {
 	if n > maxRequest {
 		panic(fmt.Sprintf("alloc: size %d is too large", n))
 	}
 	nu, ou := usableOf(n), uint64(usable)
+	if c >= 0 {
+		nu = uint64(sizeclass.Classes[c].Size) // the grid's room is live bytes too: charged as Free will debit it
+	}
 	var fired []crossing
 	if nu > ou {
 		var ok bool
@@ -614,7 +618,12 @@ func (t *Tag) reallocBudgeted(l []*budget, p unsafe.Pointer, old, usable uintptr
 			uncharge(l, nu-ou)
 		}
 	}()
-	q, _ := t.alloc(n) // the slow path (Malloc would check and charge again)
+	var q unsafe.Pointer // the slow path (Malloc would check and charge again)
+	if c >= 0 {
+		q, _ = t.allocSmall(c, n)
+	} else {
+		q, _ = t.alloc(n)
+	}
 	made = true
 	nb := unsafe.Slice((*byte)(q), n)
 	copy(nb, unsafe.Slice((*byte)(p), min(old, uintptr(n))))

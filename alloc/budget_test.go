@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -292,7 +293,9 @@ func TestBudgetMax(t *testing.T) {
 }
 
 // Realloc charges the growth only; a refused growth returns nil and
-// leaves the block as it was, still charged and in the books.
+// leaves the block as it was, still charged and in the books. (The 1 KiB
+// block grows on the grid, Realloc: to 3072 and 2048 bytes, the classes
+// of 3000 and 2048 bytes too, so the charges are n's classes'.)
 func TestBudgetRealloc(t *testing.T) {
 	setBudget(t, "bt-realloc", 2048, BudgetFail)
 	b := Malloc(1000, "bt-realloc") // 1 KiB usable
@@ -323,7 +326,7 @@ func TestBudgetRealloc(t *testing.T) {
 	b = Realloc(b, 100) // shrinks: the budget gets the difference back
 	require.Equal(t, usable(100), budgetOf(t, "bt-realloc").Charged)
 	require.Equal(t, usable(100), statOf(t, "bt-realloc").LiveBytes)
-	b = Realloc(b, 112) // in place (the same class): nothing moves
+	b = Realloc(b, 112) // in place (it fits, and wastes less than half): nothing moves
 	require.Equal(t, usable(100), budgetOf(t, "bt-realloc").Charged)
 	require.Equal(t, usable(100), statOf(t, "bt-realloc").LiveBytes)
 	require.Nil(t, Realloc(b, 1<<20), "large")
@@ -331,6 +334,36 @@ func TestBudgetRealloc(t *testing.T) {
 	Free(Realloc(b, 0))
 	require.Zero(t, budgetOf(t, "bt-realloc").Charged)
 	require.Zero(t, statOf(t, "bt-realloc").LiveBytes)
+}
+
+// A block grown onto the grid is charged the grid class's bytes, as Free
+// will debit them, and a growth whose grid class would pass a fail limit
+// is refused though n's class would fit; resizes in place charge nothing.
+func TestBudgetReallocGrid(t *testing.T) {
+	setBudget(t, "bt-realloc-grid", 2400, BudgetFail)
+	b := Malloc(2000, "bt-realloc-grid") // 2048 usable
+	require.NotNil(t, b)
+	require.Equal(t, uint64(2304), usable(2049))
+	require.True(t, Realloc(b, 2049) == nil, "its grid class, 2560 bytes, passes 2400")
+	require.Equal(t, uint64(2048), budgetOf(t, "bt-realloc-grid").Charged)
+	require.NoError(t, SetBudget("bt-realloc-grid", 4096, BudgetFail))
+	b = Realloc(b, 2049)
+	require.NotNil(t, b)
+	require.Equal(t, uint64(2560), budgetOf(t, "bt-realloc-grid").Charged)
+	require.Equal(t, uint64(2560), statOf(t, "bt-realloc-grid").LiveBytes)
+	p := unsafe.SliceData(b)
+	b = Realloc(b, 2560) // into its room
+	require.True(t, p == unsafe.SliceData(b), "grown into its room: moved")
+	b = Realloc(b, 1280) // half of it
+	require.True(t, p == unsafe.SliceData(b), "shrunk to half: moved")
+	require.Equal(t, uint64(2560), budgetOf(t, "bt-realloc-grid").Charged)
+	b = Realloc(b, 1279) // below half: moves, and the budget gets the difference back
+	require.True(t, p != unsafe.SliceData(b), "shrunk below half: stayed")
+	require.Equal(t, usable(1279), budgetOf(t, "bt-realloc-grid").Charged)
+	require.Equal(t, usable(1279), statOf(t, "bt-realloc-grid").LiveBytes)
+	Free(b)
+	require.Zero(t, budgetOf(t, "bt-realloc-grid").Charged)
+	require.Zero(t, statOf(t, "bt-realloc-grid").LiveBytes)
 }
 
 // Realloc under notify crosses as Malloc does, with the growth only.
