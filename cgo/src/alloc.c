@@ -34,9 +34,10 @@ TA_NOINLINE static void *_ta_took_rising(_ta_heap_t *h, void *b) {
   return _ta_take_refused(h, _ta_page_of(b), b); /* a budget's: its page is the direct one */
 }
 
-static inline void *_ta_malloc_class_unsampled(unsigned c, size_t size) {
-  _ta_heap_t *h = _ta_tls_heap;
-  _ta_page_t *pg = h->direct[c];
+/* malloc's fast path from pg, h's page of class c (direct[c], or the
+ * small[] slot of size): c is used only off the fast path, so for a size
+ * found by its slot the class formula runs only there. */
+static inline __attribute__((always_inline)) void *_ta_malloc_unsampled_from(_ta_heap_t *h, _ta_page_t *pg, unsigned c, size_t size) {
   _ta_block_t *b = pg->free;
   /* a page keeping requested sizes is mixed: the tag compare fails */
   if (ta_likely(b != NULL && pg->ctr == h->ctr)) {
@@ -44,6 +45,11 @@ static inline void *_ta_malloc_class_unsampled(unsigned c, size_t size) {
     return b;
   }
   return _ta_malloc_class_rest(h, c, size);
+}
+
+static inline void *_ta_malloc_class_unsampled(unsigned c, size_t size) {
+  _ta_heap_t *h = _ta_tls_heap;
+  return _ta_malloc_unsampled_from(h, h->direct[c], c, size);
 }
 
 #if TA_SAMPLING
@@ -54,13 +60,12 @@ TA_NOINLINE static void *_ta_malloc_class_sampling(unsigned c, size_t size) {
   return _ta_sample_alloc(p, size, _ta_tls_heap->ctr->tag);
 }
 
-/* A small block of class c, counted down (sample.c). The common case (a
- * free block at hand, no requested sizes kept, the countdown not crossing
- * zero) is the unsampled fast path and one subtraction more. */
-static inline void *_ta_malloc_class(unsigned c, size_t size) {
+/* A small block of class c from h's page pg (as above), counted down
+ * (sample.c). The common case (a free block at hand, no requested sizes
+ * kept, the countdown not crossing zero) is the unsampled fast path and
+ * one subtraction more. */
+static inline __attribute__((always_inline)) void *_ta_malloc_from(_ta_heap_t *h, _ta_page_t *pg, unsigned c, size_t size) {
   int64_t left = _ta_sample_left - _ta_counted(size);
-  _ta_heap_t *h = _ta_tls_heap;
-  _ta_page_t *pg = h->direct[c];
   _ta_block_t *b = pg->free;
   if (ta_likely(b != NULL && left >= 0 && pg->ctr == h->ctr)) {
     _ta_sample_left = left;
@@ -70,8 +75,20 @@ static inline void *_ta_malloc_class(unsigned c, size_t size) {
   return _ta_malloc_class_sampling(c, size);
 }
 #else
-#define _ta_malloc_class _ta_malloc_class_unsampled
+#define _ta_malloc_from _ta_malloc_unsampled_from
 #endif
+
+/* A small block of class c. */
+static inline void *_ta_malloc_class(unsigned c, size_t size) {
+  _ta_heap_t *h = _ta_tls_heap;
+  return _ta_malloc_from(h, h->direct[c], c, size);
+}
+
+/* A small block for size <= TA_SMALL_MAX: its page by size (types.h). */
+static inline void *_ta_malloc_small(size_t size) {
+  _ta_heap_t *h = _ta_tls_heap;
+  return _ta_malloc_from(h, h->small[_ta_small_slot(size)], _ta_class_of(size), size);
+}
 
 /* Bring [from, from+bytes) of large span pg in with one system call: it
  * is primed, and resident throughout as the arena counts it when freed
@@ -138,6 +155,7 @@ static void *_ta_malloc_big(size_t size, size_t room, size_t align, bool zero) {
 }
 
 static inline void *_ta_malloc(size_t size) {
+  if (ta_likely(size <= TA_SMALL_MAX)) return _ta_malloc_small(size);
   if (ta_likely(size <= TA_MAX_SMALL)) return _ta_malloc_class(_ta_class_of(size), size);
   if (ta_unlikely(size > TA_MAX_REQUEST)) {
     errno = ENOMEM;
@@ -635,7 +653,7 @@ TA_API_DECL void *TA_API(calloc)(size_t n, size_t size) {
     return NULL;
   }
   if (total > TA_MAX_SMALL) return _ta_malloc_big(total, total, TA_OS_PAGE, true);
-  void *p = _ta_malloc_class(_ta_class_of(total), total);
+  void *p = total <= TA_SMALL_MAX ? _ta_malloc_small(total) : _ta_malloc_class(_ta_class_of(total), total);
   if (p) memset(p, 0, total);
   return p;
 }

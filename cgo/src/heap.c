@@ -6,7 +6,20 @@
 /* Counters no thread counts into: the empty heap's (its direct pages are
  * all empty, so no block is ever counted through it). */
 static _ta_ctr_t _ta_ctr_none;
-_ta_heap_t _ta_heap_empty = {.ctr = &_ta_ctr_none, .direct = {[0 ... TA_NUM_CLASSES - 1] = &_ta_page_empty}};
+_ta_heap_t _ta_heap_empty = {.ctr = &_ta_ctr_none,
+                             .direct = {[0 ... TA_NUM_CLASSES - 1] = &_ta_page_empty},
+                             .small = {[0 ... TA_SMALL_SLOTS - 1] = &_ta_page_empty}};
+
+/* Make pg class c's page of h, in direct[] and, for a class of at most
+ * TA_SMALL_MAX bytes, in the slots of small[] its sizes map to (1 to 4:
+ * the classes are 16, 32 and 64 bytes apart below 1 KiB). Slot by slot:
+ * a signal handler's malloc meanwhile finds either page, both h's. */
+static inline void _ta_direct_set(_ta_heap_t *h, unsigned c, _ta_page_t *pg) {
+  h->direct[c] = pg;
+  if (c > _ta_class_of(TA_SMALL_MAX)) return;
+  size_t lo = c ? _ta_small_slot(_ta_classes[c - 1].size) + 1 : 0, hi = _ta_small_slot(_ta_classes[c].size);
+  for (size_t i = lo; i <= hi; i++) h->small[i] = pg;
+}
 __thread _ta_tls_t _ta_tls = {.heap = &_ta_heap_empty};
 
 static pthread_mutex_t TA_LOCK _ta_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -88,7 +101,7 @@ static void _ta_page_unlink(_ta_heap_t *h, _ta_page_t *pg) {
   } else {
     _ta_q_remove(&h->queue[c], pg);
   }
-  if (h->direct[c] == pg) h->direct[c] = &_ta_page_empty;
+  if (h->direct[c] == pg) _ta_direct_set(h, c, &_ta_page_empty);
 }
 
 /* Release an empty small span back to the arena. */
@@ -514,7 +527,7 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
       return NULL;
     }
   }
-  h->direct[c] = &_ta_page_empty; /* until a page is found (a signal handler's malloc may look meanwhile) */
+  _ta_direct_set(h, c, &_ta_page_empty); /* until a page is found (a signal handler's malloc may look meanwhile) */
   if (h->rchains) _ta_rchain_flush_all(h); /* remote frees held (page.c) */
   if (ta_unlikely((++h->slow_count & 255) == 0)) {
     uint64_t now = _ta_now_ms();
@@ -538,7 +551,7 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
       return NULL;
     }
   }
-  h->direct[c] = pg;
+  _ta_direct_set(h, c, pg);
   _ta_block_t *b = pg->free;
   if (ta_unlikely(!_ta_take_retag(h, pg, c, b))) return _ta_take_refused(h, pg, b);
   if (pg->slop) _ta_take_requested(h, pg, c, b, size);
@@ -566,7 +579,7 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
   if (!h) h = _ta_meta_alloc_in(sizeof(_ta_heap_t), false);
   if (!h) return NULL;
   memset(h, 0, sizeof(*h));
-  for (unsigned c = 0; c < TA_NUM_CLASSES; c++) h->direct[c] = &_ta_page_empty;
+  for (unsigned c = 0; c < TA_NUM_CLASSES; c++) _ta_direct_set(h, c, &_ta_page_empty);
   h->last_gc_ms = _ta_now_ms();
   h->ctr = ctr;
   h->thread = th;
@@ -586,7 +599,7 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
 static void _ta_heap_abandon(_ta_heap_t *h) {
   _ta_rchain_flush_all(h);
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
-    h->direct[c] = &_ta_page_empty;
+    _ta_direct_set(h, c, &_ta_page_empty);
     _ta_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};
     for (int i = 0; i < 2; i++) {
       while (qs[i]->first) {

@@ -37,7 +37,8 @@
  *             the sum is exact (as per-CPU counters).
  *
  * The malloc path
- *   1. class c = _ta_class_of(size); page = heap->direct[c]    (TLS heap)
+ *   1. page = heap->small[(size + 15) / 16] up to 1 KiB, else
+ *      heap->direct[_ta_class_of(size)]                    (TLS heap)
  *   2. if page->ctr is heap->ctr (the thread's counters of its current
  *      tag, so the page is the thread's and of that tag): pop
  *      page->free (prefetching the next free block for writing);
@@ -482,10 +483,21 @@ typedef struct {
   _ta_block_t *head, *tail; /* linked by next, each with the free key */
   uint32_t n;               /* how many */
 } _ta_rchain_t;
+/* Sizes up to TA_SMALL_MAX find their page by size, not class (mimalloc's
+ * pages_free_direct): one shift instead of the class formula's seven
+ * instructions, on malloc's critical path (size -> class -> page -> block).
+ * The classes up to 1 KiB are multiples of 16 bytes, so a size and the size
+ * rounded up to 16 bytes share a class. */
+#define TA_SMALL_MAX 1024
+#define TA_SMALL_SLOTS (TA_SMALL_MAX / 16 + 1)
+static inline size_t _ta_small_slot(size_t size) { return (size + 15) >> 4; }
 typedef struct _ta_heap_s {
   _ta_ctr_t *ctr;           /* the thread's counters of its current tag, never
                                NULL; ctr->tag is the tag its mallocs get */
   _ta_page_t *direct[TA_NUM_CLASSES]; /* never NULL: &_ta_page_empty at worst */
+  _ta_page_t *small[TA_SMALL_SLOTS];  /* direct[] by size: slot (size + 15) / 16
+                               holds direct[_ta_class_of(size)] for sizes up to
+                               TA_SMALL_MAX (_ta_direct_set keeps them equal) */
   _ta_pageq_t queue[TA_NUM_CLASSES];  /* pages with free blocks (or maybe) */
   _ta_pageq_t full[TA_NUM_CLASSES];   /* pages with none, at last look */
   _Atomic(uint8_t) xfull[TA_NUM_CLASSES]; /* a remote free hit a full page */

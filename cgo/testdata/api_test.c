@@ -5,6 +5,8 @@
 #include "tcheck.h"
 
 #include <sys/resource.h>
+
+#include "../src/sizeclasses.h"
 #include <unistd.h>
 
 static const size_t sizes[] = {0, 1, 7, 8, 15, 16, 17, 24, 31, 32, 33, 48, 63, 64, 65, 100, 127, 128, 129,
@@ -305,6 +307,48 @@ static void test_usable_size_classes(void) {
   }
 }
 
+/* Sizes up to 1 KiB find their page by size (heap->small[], one slot a
+ * 16 bytes), the rest by class: every size gets a block of exactly its
+ * class, whether the size's page is new or one that sizes sharing its class
+ * set up, with blocks of every size live at once and taken in a shuffled
+ * order (each slot must follow its class's page as it changes). */
+static void test_usable_size_exact_class(void) {
+  enum { MAXN = 1100, K = 3 };
+  static void *ps[(MAXN + 1) * K];
+  static size_t order[(MAXN + 1) * K];
+  size_t n_all = 0;
+  for (size_t n = 0; n <= MAXN; n++) {
+    void *p = malloc(n);
+    size_t want = _ta_classes[_ta_class_of(n)].size;
+    CHECK(p && malloc_usable_size(p) == want, "malloc(%zu): usable %zu, its class %zu", n, p ? malloc_usable_size(p) : 0, want);
+    free(p);
+    for (int k = 0; k < K; k++) order[n_all++] = n;
+  }
+  uint64_t r = 88172645463325252ull;
+  for (size_t i = n_all - 1; i > 0; i--) { /* xorshift, Fisher-Yates */
+    r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+    size_t j = r % (i + 1), t = order[i];
+    order[i] = order[j], order[j] = t;
+  }
+  for (size_t i = 0; i < n_all; i++) {
+    size_t n = order[i];
+    ps[i] = malloc(n);
+    size_t want = _ta_classes[_ta_class_of(n)].size;
+    CHECK(ps[i] && malloc_usable_size(ps[i]) == want, "malloc(%zu) among others: usable %zu, its class %zu", n,
+          ps[i] ? malloc_usable_size(ps[i]) : 0, want);
+    if (ps[i]) memset(ps[i], (int)(n & 0xff), n);
+  }
+  for (size_t i = 0; i < n_all; i++) {
+    const uint8_t *q = ps[i];
+    for (size_t b = 0; q && b < order[i]; b++)
+      if (q[b] != (uint8_t)(order[i] & 0xff)) {
+        CHECK(0, "block of %zu bytes overwritten at %zu", order[i], b);
+        break;
+      }
+    free(ps[i]);
+  }
+}
+
 static void test_many_small(void) {
   /* Fill several spans of a class, free out of order, refill: blocks are
    * distinct and keep their contents. */
@@ -377,6 +421,7 @@ int main(void) {
   RUN(test_aligned_entry_points);
   RUN(test_aligned_errors);
   RUN(test_usable_size_classes);
+  RUN(test_usable_size_exact_class);
   RUN(test_many_small);
   RUN(test_enomem_rlimit);
   RUN(test_trim);
