@@ -550,7 +550,6 @@ static _ta_thread_t *_ta_thread_self_slow(void) {
   }
   th->tag = TA_TAG_UNTAGGED;
   th->depth = 0;
-  th->last_name = NULL;
   _ta_tls_thread = th;
   /* May allocate (keys >= 32); the record is already in place for that. */
   pthread_setspecific(_ta_key, th);
@@ -600,22 +599,46 @@ TA_COLD static void _ta_bad_tag(const char *fn, const char *name) {
              name ? "\"" : "", name ? name : "NULL", name ? "\"" : "", (unsigned)TA_TAG_NAME_MAX);
 }
 
-/* The id of name (valid, n bytes, of hash) for thread th, through its
- * one-entry cache: a caller that sets the same string again costs a
- * memcmp. */
+/* The slot of the heap's tag_names for a name at address name (types.h):
+ * the address's top bits after a multiply, so names laid out at any
+ * stride spread over the slots. */
+static inline size_t _ta_name_slot(const char *name) {
+  return (size_t)(((uintptr_t)name * 0x9e3779b97f4a7c15ull) >> (64 - 10)) & (TA_TAG_NAME_SLOTS - 1);
+}
+_Static_assert(TA_TAG_NAME_SLOTS == 1 << 10, "_ta_name_slot takes 10 bits");
+
+/* Does name hold the string interned (a registered tag's name)? Stops at
+ * the first byte that differs, so it never reads past the end of name,
+ * whatever the string there now is (a reused buffer). */
+static inline bool _ta_name_is(const char *interned, const char *name) {
+  for (size_t i = 0;; i++) {
+    if (interned[i] != name[i]) return false;
+    if (interned[i] == 0) return true;
+  }
+}
+
+/* The id of name (valid, n bytes, of hash) for thread th, noted in its
+ * heap's tag_names: a caller that sets the same string again skips the
+ * scan, the hash and the registry (tagalloc_set_tag). The overflow tag
+ * is not noted: its name is not the caller's. */
 static uint32_t _ta_tag_id_cached(_ta_thread_t *th, const char *name, size_t n, uint32_t hash) {
   uint32_t id = _ta_tag_intern(name, n, hash);
-  th->last_name = name;
-  th->last_id = id;
-  th->last_len = (uint32_t)n;
+  _ta_heap_t *h = th->heap;
+  if (h && id != TA_TAG_OVERFLOW) h->tag_names[_ta_name_slot(name)] = (uint16_t)(id + 1);
   return id;
 }
 
 TA_EXPORT int tagalloc_set_tag(const char *name) {
+  /* &_ta_heap_empty (no slot filled) until the thread's first malloc */
+  _ta_heap_t *h = _ta_tls_heap;
+  if (ta_likely(name != NULL)) {
+    uint32_t e = h->tag_names[_ta_name_slot(name)];
+    if (e != 0 && _ta_name_is(_ta_tag_names[e - 1].name, name)) {
+      ta_assert(h->thread == _ta_tls_thread);
+      return _ta_use_tag(h->thread, e - 1) ? 0 : ENOMEM;
+    }
+  }
   _ta_thread_t *th = _ta_tls_thread;
-  if (ta_likely(th != NULL && name != NULL && name == th->last_name &&
-                memcmp(_ta_tag_names[th->last_id].name, name, th->last_len + 1) == 0 && th->last_id != TA_TAG_OVERFLOW))
-    return _ta_use_tag(th, th->last_id) ? 0 : ENOMEM;
   uint32_t hash;
   size_t n = _ta_tag_scan(name, &hash);
   if (!n) {

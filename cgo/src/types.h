@@ -459,10 +459,6 @@ typedef struct _ta_thread_s {
   uint32_t stack[TA_TAG_STACK];
   struct _ta_thread_s *next;  /* every record (append-only list) */
   _Atomic(bool) live;
-  /* the name last set, to skip the registry when a caller sets the same
-   * string again (its bytes are compared, so a reused buffer is safe) */
-  const char *last_name;
-  uint32_t last_id, last_len;
 } _ta_thread_t;
 
 /* ---- heaps ---------------------------------------------------------------- */
@@ -491,6 +487,11 @@ typedef struct {
 #define TA_SMALL_MAX 1024
 #define TA_SMALL_SLOTS (TA_SMALL_MAX / 16 + 1)
 static inline size_t _ta_small_slot(size_t size) { return (size + 15) >> 4; }
+/* A tag switch by a name the thread set lately: its id by the name's
+ * address (a slot each, direct-mapped), the name's bytes compared with the
+ * interned ones. 1,024 slots: a thread cycling through 256 names (many_tags)
+ * finds about 4 in 5 of them there. */
+#define TA_TAG_NAME_SLOTS 1024
 typedef struct _ta_heap_s {
   _ta_ctr_t *ctr;           /* the thread's counters of its current tag, never
                                NULL; ctr->tag is the tag its mallocs get */
@@ -513,6 +514,9 @@ typedef struct _ta_heap_s {
   uint64_t rchains;          /* bit c: rchain[c] holds blocks */
   _ta_rchain_t rchain[TA_DENSE_CLASSES]; /* per class: blocks of one page of
                                another heap this thread freed, not yet pushed */
+  uint16_t tag_names[TA_TAG_NAME_SLOTS]; /* tags.c: id + 1 of a tag set
+                               lately by the name at an address, in slot
+                               _ta_name_slot(address); 0: none */
 } _ta_heap_t;
 
 /* ---- options (one table, parsed once: options.c) -------------------------- */

@@ -256,6 +256,39 @@ static void test_bad_names(void) {
 }
 
 /* Past 4096 tags, blocks go to "overflow". Runs last: it fills the table. */
+/* A name set again from the same address is found by its address first
+ * (the heap's tag_names, tags.c): the bytes there decide, so a buffer
+ * reused for another name (longer, shorter, one byte apart) switches to
+ * that name's tag, and a literal and a buffer holding the same name are
+ * one tag. */
+static void test_reused_name_buffer(void) {
+  static const char *names[] = {"reuse-a", "reuse-b", "reuse", "reuse-a/longer"};
+  static const int order[] = {0, 1, 2, 3, 0, 2, 1, 3, 3, 0, 0, 1};
+  want_t w[4] = {{0}};
+  void *ps[3][12];
+  char buf[32];
+  for (int round = 0; round < 3; round++)
+    for (int i = 0; i < 12; i++) {
+      int k = order[i];
+      if (round == 1) {
+        CHECK(tagalloc_set_tag(names[k]) == 0, "set %s", names[k]); /* the literal's address */
+      } else {
+        strcpy(buf, names[k]);
+        CHECK(tagalloc_set_tag(buf) == 0, "set %s from the buffer", names[k]);
+      }
+      ps[round][i] = malloc((size_t)(40 + 16 * k));
+      add(&w[k], ps[round][i]);
+    }
+  ClearHeapBlockTagForThread();
+  for (int k = 0; k < 4; k++) expect(names[k], w[k]);
+  for (int round = 0; round < 3; round++)
+    for (int i = 0; i < 12; i++) {
+      sub(&w[order[i]], ps[round][i]);
+      free(ps[round][i]);
+    }
+  for (int k = 0; k < 4; k++) expect(names[k], w[k]);
+}
+
 static void test_overflow(void) {
   tagalloc_tag_stats_t before, after;
   int had = tagalloc_tag_stats("overflow", &before) == 0;
@@ -534,6 +567,7 @@ int main(void) {
   RUN(test_nesting);
   RUN(test_many_tags);
   RUN(test_bad_names);
+  RUN(test_reused_name_buffer);
   RUN(test_overflow);
   RUN(test_books_equal_heap);
   return t_summary();
