@@ -638,14 +638,13 @@ TA_EXPORT int tagalloc_set_tag(const char *name) {
       return _ta_use_tag(h->thread, e - 1) ? 0 : ENOMEM;
     }
   }
-  _ta_thread_t *th = _ta_tls_thread;
   uint32_t hash;
   size_t n = _ta_tag_scan(name, &hash);
   if (!n) {
     _ta_bad_tag("tagalloc_set_tag", name);
     return EINVAL;
   }
-  if (!th) th = _ta_thread_self();
+  _ta_thread_t *th = _ta_thread_self();
   if (!th) return ENOMEM;
   return _ta_use_tag(th, _ta_tag_id_cached(th, name, n, hash)) ? 0 : ENOMEM;
 }
