@@ -468,8 +468,21 @@ TA_NOINLINE static void _ta_count_free(uint32_t tag, size_t bytes, size_t req) {
  * chunk. */
 static inline __attribute__((always_inline)) void _ta_count_free_here(_ta_heap_t *h, uint32_t tag, size_t bytes, size_t req) {
   _ta_ctr_t *c = h->ctr;
+  if (ta_unlikely(c->tag != tag)) {
+    /* A block of another tag (a program that tags its work and frees
+     * outside it, or frees another thread's blocks: many_tags, every
+     * free): that tag's counters in the heap's thread record, which is
+     * the calling thread's (the empty heap has none), if they exist. */
+    _ta_thread_t *th = h->thread;
+    _ta_ctr_t *chunk = th ? atomic_load_explicit(&th->ctr[tag / TA_CTR_CHUNK], memory_order_relaxed) : NULL;
+    if (ta_unlikely(chunk == NULL)) {
+      _ta_count_free(tag, bytes, req);
+      return;
+    }
+    c = &chunk[tag % TA_CTR_CHUNK];
+  }
   uint32_t st = atomic_load_explicit(&c->holder, memory_order_relaxed);
-  if (ta_unlikely(c->tag != tag || st == TA_HOLDER_NONE)) {
+  if (ta_unlikely(st == TA_HOLDER_NONE)) {
     _ta_count_free(tag, bytes, req);
     return;
   }
