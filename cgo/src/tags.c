@@ -641,16 +641,22 @@ static uint32_t _ta_tag_id_cached(_ta_thread_t *th, const char *name, size_t n, 
   return id;
 }
 
+/* The id + 1 of the tag called name if the calling thread's heap h noted
+ * it for name's address (_ta_tag_id_cached) and the bytes there are still
+ * that tag's name; else 0. h is &_ta_heap_empty (no slot filled) until
+ * the thread's first malloc. */
+static inline uint32_t _ta_tag_id_noted(const _ta_heap_t *h, const char *name) {
+  if (ta_unlikely(name == NULL)) return 0;
+  uint32_t e = h->tag_names[_ta_name_slot(name)];
+  if (e == 0 || !_ta_name_is(_ta_tag_names[e - 1].name, name)) return 0;
+  ta_assert(h->thread == _ta_tls_thread);
+  return e;
+}
+
 TA_EXPORT int tagalloc_set_tag(const char *name) {
-  /* &_ta_heap_empty (no slot filled) until the thread's first malloc */
   _ta_heap_t *h = _ta_tls_heap;
-  if (ta_likely(name != NULL)) {
-    uint32_t e = h->tag_names[_ta_name_slot(name)];
-    if (e != 0 && _ta_name_is(_ta_tag_names[e - 1].name, name)) {
-      ta_assert(h->thread == _ta_tls_thread);
-      return _ta_use_tag(h->thread, e - 1) ? 0 : ENOMEM;
-    }
-  }
+  uint32_t e = _ta_tag_id_noted(h, name);
+  if (ta_likely(e != 0)) return _ta_use_tag(h->thread, e - 1) ? 0 : ENOMEM;
   uint32_t hash;
   size_t n = _ta_tag_scan(name, &hash);
   if (!n) {
@@ -670,6 +676,15 @@ TA_EXPORT void ClearHeapBlockTagForThread(void) {
 }
 
 TA_EXPORT int tagalloc_push_tag(const char *name) {
+  _ta_heap_t *h = _ta_tls_heap;
+  uint32_t e = _ta_tag_id_noted(h, name);
+  if (ta_likely(e != 0 && h->thread->depth < TA_TAG_STACK)) { /* else as below, which names the error */
+    _ta_thread_t *th = h->thread;
+    uint32_t prev = th->tag;
+    if (!_ta_use_tag(th, e - 1)) return ENOMEM;
+    th->stack[th->depth++] = prev;
+    return 0;
+  }
   uint32_t hash;
   size_t n = _ta_tag_scan(name, &hash);
   if (!n) {

@@ -280,7 +280,43 @@ static void test_reused_name_buffer(void) {
       add(&w[k], ps[round][i]);
     }
   ClearHeapBlockTagForThread();
+  /* pushed from the buffer too, nested as deep as the stack allows (the
+   * names are noted now: the push that finds its name by address) */
+  void *pushed[40];
+  int npushed = 0, refused = 0;
+  for (int i = 0; i < 40; i++) {
+    int k = order[i % 12];
+    strcpy(buf, names[k]);
+    int rc = tagalloc_push_tag(buf);
+    if (rc == EOVERFLOW) {
+      refused++;
+      continue;
+    }
+    CHECK(rc == 0, "push %s: %d", names[k], rc);
+    pushed[npushed] = malloc((size_t)(40 + 16 * k));
+    add(&w[k], pushed[npushed++]);
+  }
+  CHECK(npushed == 32 && refused == 8, "pushed %d, refused %d: the stack holds 32", npushed, refused);
+  /* each pop restores the tag pushed before: a block after the pop of
+   * push j is charged to push j-1's name */
+  void *popped[32];
+  for (int j = npushed - 1; j >= 1; j--) {
+    tagalloc_pop_tag();
+    popped[j] = malloc(100);
+    add(&w[order[(j - 1) % 12]], popped[j]);
+  }
+  tagalloc_pop_tag();
+  void *outside = malloc(1000);
   for (int k = 0; k < 4; k++) expect(names[k], w[k]);
+  free(outside);
+  for (int j = npushed - 1; j >= 1; j--) {
+    sub(&w[order[(j - 1) % 12]], popped[j]);
+    free(popped[j]);
+  }
+  for (int i = 0; i < npushed; i++) {
+    sub(&w[order[i % 12]], pushed[i]);
+    free(pushed[i]);
+  }
   for (int round = 0; round < 3; round++)
     for (int i = 0; i < 12; i++) {
       sub(&w[order[i]], ps[round][i]);
