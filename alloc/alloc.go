@@ -343,13 +343,16 @@ func freeBig(sp *arena.Span, p unsafe.Pointer, req uint64, budgets bool) {
 // min(cap(b), n) bytes; the result has len and cap n. A small block (of
 // at most 512 KiB, sizeclass.MaxSmall) stays in place when n fits it and
 // is at least half of it (usable/2 <= n <= usable, usable its class's
-// size), a large or huge one when n needs the same pages; the books go
-// on counting the block's usable size, with n requested. Otherwise the
-// block moves and b must not be used again: to a block for n bytes,
+// size), a large or huge one when n needs the same pages, and a large
+// one also when n grows into its room (cap(b) <= n <= usable); the books
+// go on counting the block's usable size, with n requested. Otherwise
+// the block moves and b must not be used again: to a block for n bytes,
 // except that a small block of 1 KiB or more growing past its usable
 // size (to at most 512 KiB) moves to the smallest class of 1, 1.25, 1.5
-// or 1.75 times a power of two that holds n, which it then grows into in
-// place (the books count that class's size, n requested). Realloc of a
+// or 1.75 times a power of two that holds n, and a large block growing
+// past its pages moves to pages for a quarter more than it had (unless
+// that is less than n, or would make it huge), which they then grow into
+// in place (the books count the new block's usable size, n requested). Realloc of a
 // cap 0 slice is Malloc(n, ""); Realloc(b, 0) frees b and returns an
 // empty slice. Misuse panics as in Free. When a fail budget covering the
 // tag refuses the growth (SetBudget), Realloc returns nil and b is
@@ -369,7 +372,7 @@ func Realloc(b []byte, n int) []byte {
 	old := uintptr(cap(b))
 	var usable uintptr
 	var id uint32
-	inPlace, small := false, false
+	inPlace, small, large := false, false, false
 	if sp := arena.SpanOf(p); sp == nil {
 		u, tag, ok := arena.HugeOf(p)
 		if !ok {
@@ -379,9 +382,12 @@ func Realloc(b []byte, n int) []byte {
 		inPlace = uintptr(n) >= arena.HugeMin() && (uintptr(n)+4095)&^4095 == usable
 	} else if sp.Large() {
 		arena.CheckLarge(sp, p)
-		usable, id = sp.Bytes(), sp.Tag()
+		usable, id, large = sp.Bytes(), sp.Tag(), true
+		// Stay when n needs the same pages, or grows into the room a move
+		// gave the block (below; cap(b) is the size last asked): the
+		// native realloc's _ta_large_stays.
 		inPlace = n > sizeclass.MaxSmall && uintptr(n) < arena.HugeMin() &&
-			(uintptr(n)+sizeclass.PageSize-1)&^(sizeclass.PageSize-1) == usable
+			((uintptr(n)+sizeclass.PageSize-1)&^(sizeclass.PageSize-1) == usable || (uintptr(n) >= old && uintptr(n) <= usable))
 	} else {
 		arena.Validate(sp, p, old)
 		usable, id, small = sp.BlockSize(), sp.TagOf(p), true
@@ -405,19 +411,56 @@ func Realloc(b []byte, n int) []byte {
 	if small && uintptr(n) > usable && n <= sizeclass.MaxSmall && usable >= reallocGridMin {
 		c = sizeclass.ClassOf(uint32(n)) | 1
 	}
+	room := uintptr(n) // the bytes the new block's pages hold
+	if large && uintptr(n) > usable {
+		room = reallocRoom(usable, n)
+	}
 	if l := t.budgets.Load(); l != nil { // the budgets are charged the growth only (budget.go)
-		return t.reallocBudgeted(*l, p, old, usable, n, c)
+		return t.reallocBudgeted(*l, p, old, usable, n, c, room)
 	}
 	var nb []byte
-	if c >= 0 {
-		q, _ := t.allocSmall(c, n)
-		nb = unsafe.Slice((*byte)(q), n)
+	if c >= 0 || room > uintptr(n) {
+		nb = unsafe.Slice((*byte)(t.reallocBlock(n, c, room)), n)
 	} else {
 		nb = t.Malloc(n)
 	}
 	copy(nb, unsafe.Slice((*byte)(p), min(old, uintptr(n))))
 	Free(unsafe.Slice((*byte)(p), old))
 	return nb
+}
+
+// reallocRoom is the bytes a large block of usable bytes growing to n
+// moves into: a quarter more than it had (tcmalloc's rule, and the native
+// realloc's), so a buffer grown a page at a time moves every quarter and
+// not at every page; n itself if that is more, or if the room would make
+// the block huge (HugeMin or more: a mapping of its own, exact).
+func reallocRoom(usable uintptr, n int) uintptr {
+	room := max(usable+usable/4, uintptr(n))
+	if room >= arena.HugeMin() {
+		return uintptr(n)
+	}
+	return room
+}
+
+// reallocBlock is the slow path of Realloc's new block for n bytes (no
+// budget checked or charged): of small class c if c >= 0 (the grid), a
+// large block in the pages of room bytes if room > n, else n's own.
+func (t *Tag) reallocBlock(n, c int, room uintptr) unsafe.Pointer {
+	switch {
+	case c >= 0:
+		q, _ := t.allocSmall(c, n)
+		return q
+	case room > uintptr(n):
+		sp, err := arena.AllocLarge(room, t.id)
+		if err != nil {
+			panic(err)
+		}
+		t.count(uint64(sp.Bytes()), uint64(n))
+		return sp.Start()
+	default:
+		q, _ := t.alloc(n)
+		return q
+	}
 }
 
 // reallocGridMin is the usable size from which a small block Realloc

@@ -46,7 +46,7 @@ func (m *model) free(n int) { m.liveB -= usable(n); m.liveN--; m.liveReq -= uint
 // realloc is Realloc from old to n bytes of a block of was usable bytes;
 // it returns the block's usable bytes after. A move is a new block.
 func (m *model) realloc(was uint64, old, n int) uint64 {
-	now, moved := reallocUsable(was, n)
+	now, moved := reallocUsable(was, old, n)
 	m.liveB += now - was
 	m.liveReq += uint64(n) - uint64(old)
 	if moved {
@@ -57,11 +57,14 @@ func (m *model) realloc(was uint64, old, n int) uint64 {
 }
 
 // reallocUsable is the usable size of the block Realloc leaves for n > 0
-// bytes of a block of was usable bytes, and whether it moved (Realloc's
-// rules). A small block stays if n fits and is at least half of it; one
-// of 1 KiB or more growing within the small classes moves on the grid.
-// Large and huge blocks stay when n needs the same pages.
-func reallocUsable(was uint64, n int) (uint64, bool) {
+// bytes of a block of was usable bytes last asked for old, and whether it
+// moved (Realloc's rules). A small block stays if n fits and is at least
+// half of it; one of 1 KiB or more growing within the small classes moves
+// on the grid. Large and huge blocks stay when n needs the same pages; a
+// large one also when n grows within its pages (old <= n <= was), and one
+// growing past them moves to the pages of a quarter more than was (n if
+// more; n's own if that room is huge).
+func reallocUsable(was uint64, old, n int) (uint64, bool) {
 	if was <= sizeclass.MaxSmall {
 		switch {
 		case uint64(n) <= was && uint64(n) >= was/2:
@@ -70,6 +73,17 @@ func reallocUsable(was uint64, n int) (uint64, bool) {
 			return gridAtLeast(n), true
 		}
 		return usable(n), true
+	}
+	huge := func(x uint64) bool { return uintptr(x) >= arena.HugeMin() }
+	if !huge(was) && n > sizeclass.MaxSmall && !huge(uint64(n)) {
+		if usable(n) == was || (n >= old && uint64(n) <= was) {
+			return was, false
+		}
+		if uint64(n) > was {
+			if room := max(was+was/4, uint64(n)); !huge(room) {
+				return usable(int(room)), true
+			}
+		}
 	}
 	return usable(n), usable(n) != was
 }
@@ -344,6 +358,48 @@ func TestReallocGrowsOnTheGrid(t *testing.T) {
 	}
 	if st := statOf(t, "realloc-grid"); st.LiveBytes != 0 || st.LiveBlocks != 0 || st.LiveRequestedBytes != 0 {
 		t.Fatalf("after Free: %+v", st)
+	}
+}
+
+// A large block grown past its pages moves to the pages of a quarter more
+// than it had, and grows into them in place: a buffer grown 64 KiB at a
+// time from 600 KiB to 4 MiB moves 8 times in 54 steps (every step moved
+// before), and the books count each block's pages, the sizes asked.
+func TestReallocLargeGrowsIntoRoom(t *testing.T) {
+	const from, to, step = 600 << 10, 4 << 20, 64 << 10
+	before := statOf(t, "realloc-room")
+	b := Malloc(from, "realloc-room")
+	fillAt(b)
+	u := usable(from)
+	moves, steps := 0, 0
+	for n := from + step; n <= to; n += step {
+		p, old := unsafe.SliceData(b), len(b)
+		b = Realloc(b, n)
+		checkAt(t, b, old)
+		fillAt(b)
+		var moved bool
+		if u, moved = reallocUsable(u, old, n); moved != (unsafe.SliceData(b) != p) {
+			t.Fatalf("%d -> %d: moved %v, want %v", old, n, unsafe.SliceData(b) != p, moved)
+		}
+		if moved {
+			moves++
+			if sp := arena.SpanOf(unsafe.Pointer(unsafe.SliceData(b))); sp == nil || uint64(sp.Bytes()) != u {
+				t.Fatalf("%d -> %d: the new block is not large of %d bytes", old, n, u)
+			}
+		}
+		steps++
+	}
+	if moves != 8 || steps != 54 {
+		t.Fatalf("%d moves in %d steps, want 8 in 54", moves, steps)
+	}
+	st := statOf(t, "realloc-room")
+	if st.LiveBytes-before.LiveBytes != u || st.LiveBlocks-before.LiveBlocks != 1 ||
+		st.AllocBlocks-before.AllocBlocks != uint64(1+moves) || st.LiveRequestedBytes-before.LiveRequestedBytes != uint64(len(b)) {
+		t.Fatalf("books %+v, before %+v: want one live block of %d bytes, %d asked, %d made", st, before, u, len(b), 1+moves)
+	}
+	Free(b)
+	if st := statOf(t, "realloc-room"); st.LiveBytes != before.LiveBytes || st.LiveRequestedBytes != before.LiveRequestedBytes {
+		t.Fatalf("after Free: %+v, before %+v", st, before)
 	}
 }
 

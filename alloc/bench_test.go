@@ -276,12 +276,17 @@ func BenchmarkManyTagsRSS(b *testing.B) {
 	}
 }
 
-// BenchmarkReallocChain: one op grows a buffer from 1 KiB to 256 KiB, 64
-// bytes a Realloc, then frees it (the native realloc_chain's pattern),
-// beside Go's own append growing a slice the same way (the peer: the Go
-// runtime's growth rule, garbage collected).
+// BenchmarkReallocChain: one op grows a buffer 64 bytes a Realloc, then
+// frees it (the native realloc_chain's pattern): small, from 1 KiB to 256
+// KiB, and large, from 1 MiB to 4 MiB 4 KiB a step. Beside each, Go's own
+// append growing a slice the same way (the peer: the Go runtime's growth
+// rule, garbage collected).
 func BenchmarkReallocChain(b *testing.B) {
-	const from, to, step = 1 << 10, 256 << 10, 64
+	b.Run("small", func(b *testing.B) { benchReallocChain(b, 1<<10, 256<<10, 64) })
+	b.Run("large", func(b *testing.B) { benchReallocChain(b, 1<<20, 4<<20, 4<<10) })
+}
+
+func benchReallocChain(b *testing.B, from, to, step int) {
 	b.Run("alloc", func(b *testing.B) {
 		t := MustTag("bench-realloc")
 		for i := 0; i < b.N; i++ {

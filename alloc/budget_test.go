@@ -366,6 +366,31 @@ func TestBudgetReallocGrid(t *testing.T) {
 	require.Zero(t, statOf(t, "bt-realloc-grid").LiveBytes)
 }
 
+// A large block's move with room (Realloc) charges the room's pages, its
+// growth into them nothing more, and a budget the room passes refuses
+// the move even where n alone would fit.
+func TestBudgetReallocLargeRoom(t *testing.T) {
+	setBudget(t, "bt-realloc-room", 1<<20, BudgetFail)
+	b := Malloc(600<<10, "bt-realloc-room") // 10 pages of 64 KiB
+	require.NotNil(t, b)
+	require.Equal(t, uint64(640<<10), budgetOf(t, "bt-realloc-room").Charged)
+	b = Realloc(b, 700<<10) // a quarter more than 640 KiB: 800 KiB, 13 pages
+	require.NotNil(t, b)
+	require.Equal(t, uint64(832<<10), budgetOf(t, "bt-realloc-room").Charged)
+	require.Equal(t, uint64(832<<10), statOf(t, "bt-realloc-room").LiveBytes)
+	p := unsafe.SliceData(b)
+	b = Realloc(b, 832<<10) // into its room
+	require.True(t, p == unsafe.SliceData(b), "grown into its room: moved")
+	require.Equal(t, uint64(832<<10), budgetOf(t, "bt-realloc-room").Charged)
+	require.NoError(t, SetBudget("bt-realloc-room", 900<<10, BudgetFail))
+	require.Less(t, usable(832<<10+1), uint64(900<<10), "n alone would fit")
+	require.True(t, Realloc(b, 832<<10+1) == nil, "its room, 1040 KiB in 17 pages, passes 900 KiB")
+	require.Equal(t, uint64(832<<10), budgetOf(t, "bt-realloc-room").Charged)
+	Free(b)
+	require.Zero(t, budgetOf(t, "bt-realloc-room").Charged)
+	require.Zero(t, statOf(t, "bt-realloc-room").LiveBytes)
+}
+
 // Realloc under notify crosses as Malloc does, with the growth only.
 func TestBudgetReallocNotify(t *testing.T) {
 	calls := onBudget(t)
