@@ -352,9 +352,9 @@ func freeBig(sp *arena.Span, p unsafe.Pointer, req uint64, budgets bool) {
 // or 1.75 times a power of two that holds n, and a large block growing
 // past its pages moves to pages for a quarter more than it had (unless
 // that is less than n, or would make it huge), which they then grow into
-// in place (the books count the new block's usable size, n requested). Realloc of a
-// cap 0 slice is Malloc(n, ""); Realloc(b, 0) frees b and returns an
-// empty slice. Misuse panics as in Free. When a fail budget covering the
+// in place (the books count the new block's usable size, n requested).
+// Realloc of a cap 0 slice is Malloc(n, ""); Realloc(b, 0) frees b and
+// returns an empty slice. Misuse panics as in Free. When a fail budget covering the
 // tag refuses the growth (SetBudget), Realloc returns nil and b is
 // untouched, still allocated and charged.
 func Realloc(b []byte, n int) []byte {
@@ -387,7 +387,7 @@ func Realloc(b []byte, n int) []byte {
 		// gave the block (below; cap(b) is the size last asked): the
 		// native realloc's _ta_large_stays.
 		inPlace = n > sizeclass.MaxSmall && uintptr(n) < arena.HugeMin() &&
-			((uintptr(n)+sizeclass.PageSize-1)&^(sizeclass.PageSize-1) == usable || (uintptr(n) >= old && uintptr(n) <= usable))
+			(usableOf(n) == uint64(usable) || (uintptr(n) >= old && uintptr(n) <= usable))
 	} else {
 		arena.Validate(sp, p, old)
 		usable, id, small = sp.BlockSize(), sp.TagOf(p), true
@@ -407,20 +407,19 @@ func Realloc(b []byte, n int) []byte {
 		return unsafe.Slice((*byte)(p), n)
 	}
 	t := state.byID[id].Load()
-	c := -1 // the grid's class, for a small block growing onto it; else n's block
-	if small && uintptr(n) > usable && n <= sizeclass.MaxSmall && usable >= reallocGridMin {
-		c = sizeclass.ClassOf(uint32(n)) | 1
-	}
-	room := uintptr(n) // the bytes the new block's pages hold
-	if large && uintptr(n) > usable {
+	room := uintptr(n) // what the new block holds: n, or more to grow into
+	switch {
+	case small && uintptr(n) > usable && n <= sizeclass.MaxSmall && usable >= reallocGridMin:
+		room = uintptr(sizeclass.Classes[sizeclass.ClassOf(uint32(n))|1].Size) // the grid's class
+	case large && uintptr(n) > usable:
 		room = reallocRoom(usable, n)
 	}
 	if l := t.budgets.Load(); l != nil { // the budgets are charged the growth only (budget.go)
-		return t.reallocBudgeted(*l, p, old, usable, n, c, room)
+		return t.reallocBudgeted(*l, p, old, usable, n, room)
 	}
 	var nb []byte
-	if c >= 0 || room > uintptr(n) {
-		nb = unsafe.Slice((*byte)(t.reallocBlock(n, c, room)), n)
+	if room > uintptr(n) {
+		nb = unsafe.Slice((*byte)(t.reallocBlock(n, room)), n)
 	} else {
 		nb = t.Malloc(n)
 	}
@@ -442,13 +441,13 @@ func reallocRoom(usable uintptr, n int) uintptr {
 	return room
 }
 
-// reallocBlock is the slow path of Realloc's new block for n bytes (no
-// budget checked or charged): of small class c if c >= 0 (the grid), a
-// large block in the pages of room bytes if room > n, else n's own.
-func (t *Tag) reallocBlock(n, c int, room uintptr) unsafe.Pointer {
+// reallocBlock is the slow path of Realloc's new block for n bytes that
+// holds room bytes (room >= n; no budget checked or charged): room's
+// small class, the pages of room, or n's huge block.
+func (t *Tag) reallocBlock(n int, room uintptr) unsafe.Pointer {
 	switch {
-	case c >= 0:
-		q, _ := t.allocSmall(c, n)
+	case room <= sizeclass.MaxSmall:
+		q, _ := t.allocSmall(sizeclass.ClassOf(uint32(room)), n)
 		return q
 	case room > uintptr(n):
 		sp, err := arena.AllocLarge(room, t.id)

@@ -590,24 +590,18 @@ func freedBudgeted(id uint32, usable uint64) {
 }
 
 // reallocBudgeted is Realloc's move of the block at p (cap old, usable
-// bytes) to a new block of n bytes (of small class c if c >= 0: the
-// grid's; in the pages of room bytes if room > n; Realloc), for a tag
-// with budgets l: they are charged the
-// growth of the usable bytes only (refused: nil, the block untouched),
-// the old block's charge passing to the new one, and given back a
-// shrink's. (Malloc then Free would charge both blocks for a moment, and
-// refuse a growth that fits.)
-func (t *Tag) reallocBudgeted(l []*budget, p unsafe.Pointer, old, usable uintptr, n, c int, room uintptr) []byte {
+// bytes) to a new block of n bytes that holds room bytes (room >= n:
+// Realloc's room to grow), for a tag with budgets l: they are charged
+// the growth of the usable bytes only (refused: nil, the block
+// untouched), the old block's charge passing to the new one, and given
+// back a shrink's. (Malloc then Free would charge both blocks for a
+// moment, and refuse a growth that fits.)
+func (t *Tag) reallocBudgeted(l []*budget, p unsafe.Pointer, old, usable uintptr, n int, room uintptr) []byte {
 	if n > maxRequest {
 		panic(fmt.Sprintf("alloc: size %d is too large", n))
 	}
-	nu, ou := usableOf(n), uint64(usable)
-	switch { // the room is live bytes too: charged as Free will debit it
-	case c >= 0:
-		nu = uint64(sizeclass.Classes[c].Size)
-	case room > uintptr(n):
-		nu = usableOf(int(room))
-	}
+	// the room is live bytes too: charged as Free will debit it
+	nu, ou := usableOf(int(room)), uint64(usable)
 	var fired []crossing
 	if nu > ou {
 		var ok bool
@@ -622,7 +616,7 @@ func (t *Tag) reallocBudgeted(l []*budget, p unsafe.Pointer, old, usable uintptr
 			uncharge(l, nu-ou)
 		}
 	}()
-	q := t.reallocBlock(n, c, room) // the slow path (Malloc would check and charge again)
+	q := t.reallocBlock(n, room) // the slow path (Malloc would check and charge again)
 	made = true
 	nb := unsafe.Slice((*byte)(q), n)
 	copy(nb, unsafe.Slice((*byte)(p), min(old, uintptr(n))))
