@@ -13,33 +13,26 @@ static inline size_t _ta_slop_req(const _ta_page_t *pg, const void *b) {
   return pg->block_size - _ta_slop_get(pg, _ta_block_index(pg, b));
 }
 
-/* Everything but the common case of the fast path below: a page that
- * keeps requested sizes or holds another tag's blocks, or no free block
- * at hand. Out of line, so the fast path needs neither size nor class
- * once it has its page. */
-static inline __attribute__((always_inline)) void *_ta_malloc_rest_at(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b, size_t size) {
+/* malloc's class argument for a size whose page was found by the size
+ * (heap->small[]): its class is the page's when the page has a free
+ * block, else the size's, computed then (the slow path). */
+#define TA_CLASS_BY_SIZE UINT32_MAX
+
+/* Everything but the common case of the fast path below, for h's page pg
+ * of class c (or TA_CLASS_BY_SIZE): a page that keeps requested sizes or
+ * holds another tag's blocks, or no free block at hand. Out of line, so
+ * the fast path needs neither size nor class once it has its page. A
+ * thread that switches tags comes here on every malloc after a switch:
+ * for a size found by its slot, the class formula runs only when there
+ * is no free block (many_tags: 13 instructions less a malloc). */
+TA_NOINLINE static void *_ta_malloc_rest(_ta_heap_t *h, _ta_page_t *pg, unsigned c, size_t size) {
+  _ta_block_t *b = pg->free;
+  if (b == NULL) return _ta_malloc_slow(h, c == TA_CLASS_BY_SIZE ? _ta_class_of(size) : c, size);
+  ta_assert(c == TA_CLASS_BY_SIZE || c == pg->sclass);
+  c = pg->sclass; /* a page with a free block: its class, on a line at hand */
   if (ta_unlikely(!_ta_take_retag(h, pg, c, b))) return _ta_take_refused(h, pg, b);
   if (pg->slop) _ta_take_requested(h, pg, c, b, size);
   return b;
-}
-
-TA_NOINLINE static void *_ta_malloc_class_rest(_ta_heap_t *h, unsigned c, size_t size) {
-  _ta_page_t *pg = h->direct[c];
-  _ta_block_t *b = pg->free;
-  if (b == NULL) return _ta_malloc_slow(h, c, size);
-  return _ta_malloc_rest_at(h, pg, c, b, size);
-}
-
-/* The same for a size of at most TA_SMALL_MAX found by its slot (pg):
- * a page with a free block knows its class, so the class formula runs
- * only when there is none (the slow path). A thread that switches tags
- * comes here on every malloc after a switch (many_tags: 13 instructions
- * less each). */
-TA_NOINLINE __attribute__((unused)) static void *_ta_malloc_small_rest(_ta_heap_t *h, _ta_page_t *pg, size_t size) {
-  _ta_block_t *b = pg->free;
-  if (b == NULL) return _ta_malloc_slow(h, _ta_class_of(size), size);
-  ta_assert(pg->sclass == _ta_class_of(size));
-  return _ta_malloc_rest_at(h, pg, pg->sclass, b, size);
 }
 
 /* A block just taken took its counters past their high-water mark: the
@@ -50,46 +43,43 @@ TA_NOINLINE static void *_ta_took_rising(_ta_heap_t *h, void *b) {
   return _ta_take_refused(h, _ta_page_of(b), b); /* a budget's: its page is the direct one */
 }
 
-/* malloc's fast path from pg, h's page of class c: direct[c], or (by_size)
- * the small[] slot of size, where c is used only off the fast path (in
- * debug builds' checks), so the class formula runs only on the slow path. */
-static inline __attribute__((always_inline)) void *_ta_malloc_unsampled_from(_ta_heap_t *h, _ta_page_t *pg, unsigned c, size_t size, bool by_size) {
+/* malloc's fast path from pg, h's page of class c (direct[c]) or of the
+ * size (its small[] slot, c TA_CLASS_BY_SIZE). */
+static inline __attribute__((always_inline)) void *_ta_malloc_unsampled_from(_ta_heap_t *h, _ta_page_t *pg, unsigned c, size_t size) {
   _ta_block_t *b = pg->free;
   /* a page keeping requested sizes is mixed: the tag compare fails */
   if (ta_likely(b != NULL && pg->ctr == h->ctr)) {
-    if (_ta_take(h, pg, c, b)) return _ta_took_rising(h, b); /* a tail call: the fast path stays a leaf */
+    if (_ta_take(h, pg, b)) return _ta_took_rising(h, b); /* a tail call: the fast path stays a leaf */
     return b;
   }
-  return by_size ? _ta_malloc_small_rest(h, pg, size) : _ta_malloc_class_rest(h, c, size);
+  return _ta_malloc_rest(h, pg, c, size);
 }
 
 static inline void *_ta_malloc_class_unsampled(unsigned c, size_t size) {
   _ta_heap_t *h = _ta_tls_heap;
-  return _ta_malloc_unsampled_from(h, h->direct[c], c, size, false);
+  return _ta_malloc_unsampled_from(h, h->direct[c], c, size);
 }
 
 #if TA_SAMPLING
-/* Everything but the common case of _ta_malloc_class below: out of line,
+/* Everything but the common case of _ta_malloc_from below: out of line,
  * so that case stays a leaf without a frame. */
 TA_NOINLINE static void *_ta_malloc_class_sampling(unsigned c, size_t size) {
   void *p = _ta_malloc_class_unsampled(c, size);
   return _ta_sample_alloc(p, size, _ta_tls_heap->ctr->tag);
 }
 
-/* A small block of class c from h's page pg (as above), counted down
- * (sample.c). The common case (a free block at hand, no requested sizes
- * kept, the countdown not crossing zero) is the unsampled fast path and
- * one subtraction more. */
-static inline __attribute__((always_inline)) void *_ta_malloc_from(_ta_heap_t *h, _ta_page_t *pg, unsigned c, size_t size, bool by_size) {
-  (void)by_size;
+/* The same fast path, counted down (sample.c). The common case (a free
+ * block at hand, no requested sizes kept, the countdown not crossing
+ * zero) is the unsampled fast path and one subtraction more. */
+static inline __attribute__((always_inline)) void *_ta_malloc_from(_ta_heap_t *h, _ta_page_t *pg, unsigned c, size_t size) {
   int64_t left = _ta_sample_left - _ta_counted(size);
   _ta_block_t *b = pg->free;
   if (ta_likely(b != NULL && left >= 0 && pg->ctr == h->ctr)) {
     _ta_sample_left = left;
-    if (_ta_take(h, pg, c, b)) return _ta_took_rising(h, b);
+    if (_ta_take(h, pg, b)) return _ta_took_rising(h, b);
     return b;
   }
-  return _ta_malloc_class_sampling(c, size);
+  return _ta_malloc_class_sampling(c == TA_CLASS_BY_SIZE ? _ta_class_of(size) : c, size);
 }
 #else
 #define _ta_malloc_from _ta_malloc_unsampled_from
@@ -98,13 +88,13 @@ static inline __attribute__((always_inline)) void *_ta_malloc_from(_ta_heap_t *h
 /* A small block of class c. */
 static inline void *_ta_malloc_class(unsigned c, size_t size) {
   _ta_heap_t *h = _ta_tls_heap;
-  return _ta_malloc_from(h, h->direct[c], c, size, false);
+  return _ta_malloc_from(h, h->direct[c], c, size);
 }
 
-/* A small block for size <= TA_SMALL_MAX: its page by size (types.h). */
-static inline void *_ta_malloc_small(size_t size) {
+/* A small block for size <= TA_SMALL_MAX: its page by the size (types.h). */
+static inline void *_ta_malloc_by_size(size_t size) {
   _ta_heap_t *h = _ta_tls_heap;
-  return _ta_malloc_from(h, h->small[_ta_small_slot(size)], _ta_class_of(size), size, true);
+  return _ta_malloc_from(h, h->small[_ta_small_slot(size)], TA_CLASS_BY_SIZE, size);
 }
 
 /* Bring [from, from+bytes) of large span pg in with one system call: it
@@ -172,7 +162,7 @@ static void *_ta_malloc_big(size_t size, size_t room, size_t align, bool zero) {
 }
 
 static inline void *_ta_malloc(size_t size) {
-  if (ta_likely(size <= TA_SMALL_MAX)) return _ta_malloc_small(size);
+  if (ta_likely(size <= TA_SMALL_MAX)) return _ta_malloc_by_size(size);
   if (ta_likely(size <= TA_MAX_SMALL)) return _ta_malloc_class(_ta_class_of(size), size);
   if (ta_unlikely(size > TA_MAX_REQUEST)) {
     errno = ENOMEM;
@@ -670,7 +660,7 @@ TA_API_DECL void *TA_API(calloc)(size_t n, size_t size) {
     return NULL;
   }
   if (total > TA_MAX_SMALL) return _ta_malloc_big(total, total, TA_OS_PAGE, true);
-  void *p = total <= TA_SMALL_MAX ? _ta_malloc_small(total) : _ta_malloc_class(_ta_class_of(total), total);
+  void *p = total <= TA_SMALL_MAX ? _ta_malloc_by_size(total) : _ta_malloc_class(_ta_class_of(total), total);
   if (p) memset(p, 0, total);
   return p;
 }

@@ -45,23 +45,22 @@ static inline __attribute__((always_inline)) void _ta_prefetch_w(const void *p) 
 #endif
 }
 
-/* Hand out b, the first free block of pg, a page of class c of h whose
+/* Hand out b, the first free block of pg, a page of h whose
  * tag is the thread's current one (pg->ctr is h->ctr, or b's entry on a
  * mixed page: _ta_page_retag), and count it in that tag's counters
  * (h->ctr: a tag switch is one store of that pointer). True if the
  * counters passed their high-water mark: the caller then calls
  * _ta_ctr_rise (after the block is out, so the fast path can make it a
  * tail call). */
-static inline __attribute__((always_inline)) bool _ta_take(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b) {
+static inline __attribute__((always_inline)) bool _ta_take(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b) {
   _ta_ctr_t *ct = h->ctr;
   _ta_block_t *next = b->next;
   pg->free = next;
   _ta_prefetch_w(next);
   b->key = 0;
   pg->used++;
-  uint64_t bsize = pg->block_size; /* _ta_classes[c].size, on a line at hand */
-  ta_assert(bsize == _ta_classes[c].size);
-  (void)c;
+  uint64_t bsize = pg->block_size; /* its class's size, on a line at hand */
+  ta_assert(bsize == _ta_classes[pg->sclass].size);
   TA_BOOK_ADD(ct->alloc_blocks, 1);
   TA_BOOK_ADD(ct->alloc_bytes, bsize);
   return ta_unlikely(TA_BOOK_SUB_NEG(ct->headroom, bsize));
@@ -108,7 +107,7 @@ static inline __attribute__((always_inline)) void _ta_page_retag(_ta_page_t *pg,
  * a budget refused the block (_ta_take_refused undoes the take). */
 static inline __attribute__((always_inline)) bool _ta_take_retag(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_block_t *b) {
   _ta_page_retag(pg, c, b, h->ctr);
-  return !_ta_take(h, pg, c, b) || _ta_ctr_rise(h->ctr);
+  return !_ta_take(h, pg, b) || _ta_ctr_rise(h->ctr);
 }
 
 /* A budget refused b, just taken from pg of h's heap (budget.c): b goes

@@ -491,7 +491,8 @@ static inline size_t _ta_small_slot(size_t size) { return (size + 15) >> 4; }
  * address (a slot each, direct-mapped), the name's bytes compared with the
  * interned ones. 1,024 slots: a thread cycling through 256 names (many_tags)
  * finds about 4 in 5 of them there. */
-#define TA_TAG_NAME_SLOTS 1024
+#define TA_TAG_NAME_BITS 10
+#define TA_TAG_NAME_SLOTS (1 << TA_TAG_NAME_BITS)
 typedef struct _ta_heap_s {
   _ta_ctr_t *ctr;           /* the thread's counters of its current tag, never
                                NULL; ctr->tag is the tag its mallocs get */
