@@ -176,10 +176,17 @@ TA_NOINLINE static _ta_ctr_t *_ta_ctr_chunk_new(_ta_thread_t *th, uint32_t tag) 
 
 /* th's counters for tag, or NULL (no record, or no memory for its chunk):
  * the caller then counts in the shared atomic table. */
+/* th's counters of tag if their chunk exists, else NULL (no allocation:
+ * a free path's look-up, _ta_count_free_here). */
+static inline _ta_ctr_t *_ta_ctr_find(_ta_thread_t *th, uint32_t tag) {
+  _ta_ctr_t *chunk = atomic_load_explicit(&th->ctr[tag / TA_CTR_CHUNK], memory_order_relaxed);
+  return chunk ? &chunk[tag % TA_CTR_CHUNK] : NULL;
+}
+
 static inline _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag) {
   if (!th) return NULL;
-  _ta_ctr_t *chunk = atomic_load_explicit(&th->ctr[tag / TA_CTR_CHUNK], memory_order_relaxed);
-  if (ta_likely(chunk != NULL)) return &chunk[tag % TA_CTR_CHUNK];
+  _ta_ctr_t *c = _ta_ctr_find(th, tag);
+  if (ta_likely(c != NULL)) return c;
   return _ta_ctr_chunk_new(th, tag); /* the first count of a tag in its chunk */
 }
 
@@ -472,14 +479,13 @@ static inline __attribute__((always_inline)) void _ta_count_free_here(_ta_heap_t
     /* A block of another tag (a program that tags its work and frees
      * outside it, or frees another thread's blocks: many_tags, every
      * free): that tag's counters in the heap's thread record, which is
-     * the calling thread's (the empty heap has none), if they exist. */
-    _ta_thread_t *th = h->thread;
-    _ta_ctr_t *chunk = th ? atomic_load_explicit(&th->ctr[tag / TA_CTR_CHUNK], memory_order_relaxed) : NULL;
-    if (ta_unlikely(chunk == NULL)) {
+     * the calling thread's (the empty heap has none), if they exist;
+     * else the way that makes them, or checks for an exiting thread. */
+    c = h->thread ? _ta_ctr_find(h->thread, tag) : NULL;
+    if (ta_unlikely(c == NULL)) {
       _ta_count_free(tag, bytes, req);
       return;
     }
-    c = &chunk[tag % TA_CTR_CHUNK];
   }
   uint32_t st = atomic_load_explicit(&c->holder, memory_order_relaxed);
   if (ta_unlikely(st == TA_HOLDER_NONE)) {
@@ -616,9 +622,8 @@ TA_COLD static void _ta_bad_tag(const char *fn, const char *name) {
  * the address's top bits after a multiply, so names laid out at any
  * stride spread over the slots. */
 static inline size_t _ta_name_slot(const char *name) {
-  return (size_t)(((uintptr_t)name * 0x9e3779b97f4a7c15ull) >> (64 - 10)) & (TA_TAG_NAME_SLOTS - 1);
+  return (size_t)(((uintptr_t)name * 0x9e3779b97f4a7c15ull) >> (64 - TA_TAG_NAME_BITS));
 }
-_Static_assert(TA_TAG_NAME_SLOTS == 1 << 10, "_ta_name_slot takes 10 bits");
 
 /* Does name hold the string interned (a registered tag's name)? Stops at
  * the first byte that differs, so it never reads past the end of name,
@@ -675,16 +680,19 @@ TA_EXPORT void ClearHeapBlockTagForThread(void) {
   if (th) (void)_ta_use_tag(th, TA_TAG_UNTAGGED); /* chunk 0 exists: the record's first */
 }
 
+/* Push tag on thread th's stack (it has room): 0, or ENOMEM with the
+ * tag unchanged (_ta_use_tag). */
+static int _ta_push(_ta_thread_t *th, uint32_t tag) {
+  uint32_t prev = th->tag;
+  if (!_ta_use_tag(th, tag)) return ENOMEM;
+  th->stack[th->depth++] = prev;
+  return 0;
+}
+
 TA_EXPORT int tagalloc_push_tag(const char *name) {
   _ta_heap_t *h = _ta_tls_heap;
   uint32_t e = _ta_tag_id_noted(h, name);
-  if (ta_likely(e != 0 && h->thread->depth < TA_TAG_STACK)) { /* else as below, which names the error */
-    _ta_thread_t *th = h->thread;
-    uint32_t prev = th->tag;
-    if (!_ta_use_tag(th, e - 1)) return ENOMEM;
-    th->stack[th->depth++] = prev;
-    return 0;
-  }
+  if (ta_likely(e != 0 && h->thread->depth < TA_TAG_STACK)) return _ta_push(h->thread, e - 1); /* else below, which names the error */
   uint32_t hash;
   size_t n = _ta_tag_scan(name, &hash);
   if (!n) {
@@ -697,10 +705,7 @@ TA_EXPORT int tagalloc_push_tag(const char *name) {
     _ta_warn("tagalloc_push_tag(\"%s\"): tags nested deeper than %u", name, (unsigned)TA_TAG_STACK);
     return EOVERFLOW;
   }
-  uint32_t prev = th->tag;
-  if (!_ta_use_tag(th, _ta_tag_id_cached(th, name, n, hash))) return ENOMEM;
-  th->stack[th->depth++] = prev;
-  return 0;
+  return _ta_push(th, _ta_tag_id_cached(th, name, n, hash));
 }
 
 TA_EXPORT void tagalloc_pop_tag(void) {
