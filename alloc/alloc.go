@@ -153,12 +153,7 @@ func (t *Tag) alloc(n int) (unsafe.Pointer, bool) {
 	case n <= sizeclass.MaxSmall:
 		return t.allocSmall(sizeclass.ClassOf(uint32(n)), n)
 	case uintptr(n) >= arena.HugeMin():
-		p, usable, err := arena.AllocHuge(uintptr(n), t.id)
-		if err != nil {
-			panic(err)
-		}
-		t.count(uint64(usable), uint64(n))
-		return p, true
+		return t.allocHuge(n), true
 	default:
 		sp, err := arena.AllocLarge(uintptr(n), t.id)
 		if err != nil {
@@ -167,6 +162,16 @@ func (t *Tag) alloc(n int) (unsafe.Pointer, bool) {
 		t.count(uint64(sp.Bytes()), uint64(n))
 		return sp.Start(), sp.Zero()
 	}
+}
+
+// allocHuge maps a huge block of n bytes, zeroed, charged to the tag.
+func (t *Tag) allocHuge(n int) unsafe.Pointer {
+	p, usable, err := arena.AllocHuge(uintptr(n), t.id)
+	if err != nil {
+		panic(err)
+	}
+	t.count(uint64(usable), uint64(n))
+	return p
 }
 
 // count charges a block from the slow path to the tag, samples its peak
@@ -340,23 +345,35 @@ func freeBig(sp *arena.Span, p unsafe.Pointer, req uint64, budgets bool) {
 }
 
 // Realloc resizes a block to n bytes, keeping its tag and its first
-// min(cap(b), n) bytes; the result has len and cap n. A small block (of
-// at most 512 KiB, sizeclass.MaxSmall) stays in place when n fits it and
-// is at least half of it (usable/2 <= n <= usable, usable its class's
-// size), a large or huge one when n needs the same pages, and a large
-// one also when n grows into its room (cap(b) <= n <= usable); the books
-// go on counting the block's usable size, with n requested. Otherwise
-// the block moves and b must not be used again: to a block for n bytes,
-// except that a small block of 1 KiB or more growing past its usable
-// size (to at most 512 KiB) moves to the smallest class of 1, 1.25, 1.5
-// or 1.75 times a power of two that holds n, and a large block growing
-// past its pages moves to pages for a quarter more than it had (unless
-// that is less than n, or would make it huge), which they then grow into
-// in place (the books count the new block's usable size, n requested).
-// Realloc of a cap 0 slice is Malloc(n, ""); Realloc(b, 0) frees b and
-// returns an empty slice. Misuse panics as in Free. When a fail budget covering the
-// tag refuses the growth (SetBudget), Realloc returns nil and b is
-// untouched, still allocated and charged.
+// min(cap(b), n) bytes; the result has len and cap n (the bytes past
+// cap(b) are not cleared). It follows the native realloc's rules:
+//
+//   - A small block (at most 512 KiB, sizeclass.MaxSmall) stays when n
+//     fits it and is at least half of it (usable/2 <= n <= usable, usable
+//     its class's size).
+//   - A large block (more than 512 KiB: whole 64 KiB pages) stays when n
+//     needs the same pages or grows into its room (cap(b) <= n <=
+//     usable); else, for n over 512 KiB and under HugeMin, it is resized where it
+//     lies: shrunk to n's pages, the rest freed, or grown over the free
+//     pages right after it.
+//   - A huge block (a mapping of its own) stays when n fits it and is at
+//     least half of it or grows into it (n >= cap(b)); else, for n over
+//     512 KiB, it is remapped (mremap: its bytes are not copied) to n's
+//     OS pages, an eighth more if it grows.
+//
+// A block kept or resized where it lies is counted its new usable size,
+// n requested. Otherwise the block moves and b must not be used again:
+// to a block for n bytes, except that a small block of 1 KiB or more
+// growing past its usable size (to at most 512 KiB) moves to the
+// smallest class of 1, 1.25, 1.5 or 1.75 times a power of two that holds
+// n; a large block growing past its pages moves to pages for a quarter
+// more than it had (unless that is less than n, or passes 8 MiB or
+// HugeMin), which it then grows into in place; and a block growing to 8
+// MiB or more moves to a mapping of its own (a huge block), which later
+// growth remaps. Realloc of a cap 0 slice is Malloc(n, ""); Realloc(b, 0)
+// frees b and returns an empty slice. Misuse panics as in Free. When a
+// fail budget covering the tag refuses the growth (SetBudget), Realloc
+// returns nil and b is untouched, still allocated and charged.
 func Realloc(b []byte, n int) []byte {
 	if cap(b) == 0 {
 		return Malloc(n, "")
@@ -373,13 +390,17 @@ func Realloc(b []byte, n int) []byte {
 	var usable uintptr
 	var id uint32
 	inPlace, small, large := false, false, false
-	if sp := arena.SpanOf(p); sp == nil {
+	sp := arena.SpanOf(p)
+	if sp == nil {
 		u, tag, ok := arena.HugeOf(p)
 		if !ok {
 			panic(fmt.Sprintf("alloc: Realloc of %#x: not a block alloc handed out (foreign memory, a sub-slice, or freed)", uintptr(p)))
 		}
 		usable, id = u, tag
-		inPlace = uintptr(n) >= arena.HugeMin() && (uintptr(n)+4095)&^4095 == usable
+		// Stay when n fits and wastes less than half, or grows into the
+		// room a remap gave the block (below): huge.c's _ta_huge_stays.
+		need := (uintptr(n) + 4095) &^ 4095
+		inPlace = n > sizeclass.MaxSmall && need <= usable && (need >= usable/2 || uintptr(n) >= old)
 	} else if sp.Large() {
 		arena.CheckLarge(sp, p)
 		usable, id, large = sp.Bytes(), sp.Tag(), true
@@ -400,13 +421,20 @@ func Realloc(b []byte, n int) []byte {
 		panic(fmt.Sprintf("alloc: Realloc of %#x: cap %d exceeds its block (not a slice alloc handed out)", uintptr(p), old))
 	}
 	if inPlace {
-		s, ctr := acquireFor(id)
-		books.Add(&ctr.AllocReq, uint64(n))
-		books.Add(&ctr.FreeReq, uint64(old))
-		s.release()
+		countResize(id, uint64(usable), uint64(usable), old, n)
 		return unsafe.Slice((*byte)(p), n)
 	}
 	t := state.byID[id].Load()
+	l := t.budgets.Load() // the budgets are charged the growth only (budget.go)
+	if !small && n > sizeclass.MaxSmall && (!large || uintptr(n) < arena.HugeMin()) {
+		// A large block resized where it lies (its pages cut, or joined
+		// by the free ones after it), a huge one remapped.
+		if q, refused := resizeBig(sp, p, id, l, old, usable, n); q != nil {
+			return unsafe.Slice((*byte)(q), n)
+		} else if refused {
+			return nil
+		}
+	}
 	room := uintptr(n) // what the new block holds: n, or more to grow into
 	switch {
 	case small && uintptr(n) > usable && n <= sizeclass.MaxSmall && usable >= reallocGridMin:
@@ -414,11 +442,11 @@ func Realloc(b []byte, n int) []byte {
 	case large && uintptr(n) > usable:
 		room = reallocRoom(usable, n)
 	}
-	if l := t.budgets.Load(); l != nil { // the budgets are charged the growth only (budget.go)
+	if l != nil {
 		return t.reallocBudgeted(*l, p, old, usable, n, room)
 	}
 	var nb []byte
-	if room > uintptr(n) {
+	if room > uintptr(n) || uintptr(n) >= reallocMap {
 		nb = unsafe.Slice((*byte)(t.reallocBlock(n, room)), n)
 	} else {
 		nb = t.Malloc(n)
@@ -428,17 +456,105 @@ func Realloc(b []byte, n int) []byte {
 	return nb
 }
 
+// resizeBig resizes the large block sp (or, sp nil, the huge one) at p,
+// of tag id, cap old and usable bytes, for n bytes where it lies, as the
+// native realloc does: a large block's pages past n's go back to the
+// arena, or the free pages after it join it (arena.ResizeLarge); a huge
+// block moves to a mapping of n's OS pages with mremap, an eighth more
+// if it grows (arena.ResizeHuge: page tables move, bytes are not copied;
+// the room makes a buffer grown a page at a time remap every eighth).
+// The budgets l, if any, are asked for the growth first; refused: nil
+// and refused true, the block untouched. nil and refused false: it
+// cannot (the caller moves it). The books count the block's new usable
+// bytes, n requested.
+func resizeBig(sp *arena.Span, p unsafe.Pointer, id uint32, l *[]*budget, old, usable uintptr, n int) (q unsafe.Pointer, refused bool) {
+	var fired []crossing
+	var admit func(extra uintptr) bool
+	if l != nil {
+		admit = func(extra uintptr) bool {
+			var ok bool
+			ok, fired = charge(*l, uint64(extra))
+			refused = !ok
+			return ok
+		}
+	}
+	nu := uintptr(0)
+	if sp != nil {
+		if nu = arena.ResizeLarge(sp, p, uintptr(n), admit); nu != 0 {
+			q = p
+		}
+	} else {
+		need := (uintptr(n) + 4095) &^ 4095
+		nu = need
+		if need > usable {
+			nu = (need + need/8 + 4095) &^ 4095
+		}
+		q = arena.ResizeHuge(p, nu, admit)
+	}
+	notify(fired)
+	if q == nil {
+		return nil, refused
+	}
+	if l != nil && nu < usable {
+		uncharge(*l, uint64(usable-nu))
+	}
+	countResize(id, uint64(usable), uint64(nu), old, n)
+	return q, false
+}
+
+// countResize counts a block of tag id resized where it lies, from ou
+// usable bytes to nu, asked for n bytes instead of old: a growth is
+// allocated bytes, a shrink freed ones, and the request is counted as
+// freed and asked again (the native _ta_count_resize).
+func countResize(id uint32, ou, nu uint64, old uintptr, n int) {
+	s, ctr := acquireFor(id)
+	if nu > ou {
+		books.Add(&ctr.AllocBytes, nu-ou)
+	} else if nu < ou {
+		books.Add(&ctr.FreeBytes, ou-nu)
+	}
+	books.Add(&ctr.AllocReq, uint64(n))
+	books.Add(&ctr.FreeReq, uint64(old))
+	s.release()
+	if nu != ou {
+		if nu > ou {
+			samplePeak(id)
+		}
+		publish()
+	}
+}
+
+// reallocMap is the size from which a block Realloc grows and cannot grow
+// where it lies moves to a mapping of its own, a huge block, whatever
+// HugeMin says: from then on it grows by remapping (resizeBig). Below it
+// a growing block is copied into arena spans with a quarter more room,
+// which come back resident (the native TA_REALLOC_MAP, cgo/src/alloc.c,
+// and its reasons: a page mremap moves costs about a copy at its next
+// touch on a VM whose page tables the hypervisor shadows).
+const reallocMap = 8 << 20
+
 // reallocRoom is the bytes a large block of usable bytes growing to n
 // moves into: a quarter more than it had (tcmalloc's rule, and the native
 // realloc's), so a buffer grown a page at a time moves every quarter and
-// not at every page; n itself if that is more, or if the room would make
-// the block huge (HugeMin or more: a mapping of its own, exact).
+// not at every page; n itself if that is more, or if the room would reach
+// past reallocMap or make the block huge (a mapping of its own, which
+// has its own room).
 func reallocRoom(usable uintptr, n int) uintptr {
 	room := max(usable+usable/4, uintptr(n))
-	if room >= arena.HugeMin() {
+	if room > reallocMap || room >= arena.HugeMin() {
 		return uintptr(n)
 	}
 	return room
+}
+
+// movedUsable is the usable size of the block Realloc moves a block to
+// for n bytes holding room (reallocBlock's, or Malloc's for room n):
+// room's, but a huge block's own OS pages from reallocMap.
+func movedUsable(n int, room uintptr) uint64 {
+	if uintptr(n) >= reallocMap {
+		return (uint64(n) + 4095) &^ 4095
+	}
+	return usableOf(int(room))
 }
 
 // reallocBlock is the slow path of Realloc's new block for n bytes that
@@ -449,6 +565,8 @@ func (t *Tag) reallocBlock(n int, room uintptr) unsafe.Pointer {
 	case room <= sizeclass.MaxSmall:
 		q, _ := t.allocSmall(sizeclass.ClassOf(uint32(room)), n)
 		return q
+	case uintptr(n) >= reallocMap:
+		return t.allocHuge(n)
 	case room > uintptr(n):
 		sp, err := arena.AllocLarge(room, t.id)
 		if err != nil {

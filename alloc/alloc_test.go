@@ -43,49 +43,76 @@ func (m *model) alloc(n int) {
 }
 func (m *model) free(n int) { m.liveB -= usable(n); m.liveN--; m.liveReq -= uint64(n) }
 
-// realloc is Realloc from old to n bytes of a block of was usable bytes;
-// it returns the block's usable bytes after. A move is a new block.
-func (m *model) realloc(was uint64, old, n int) uint64 {
-	now, moved := reallocUsable(was, old, n)
+// realloc is Realloc from old to n bytes of a block of was usable bytes
+// (huge: a mapping of its own), whose start after is at the same address
+// or not (same); it returns the block's usable bytes after and whether it
+// is huge. A move is a new block; a block resized where it lies is
+// counted its growth (allocated) or its shrink (freed).
+func (m *model) realloc(was uint64, huge bool, old, n int, same bool) (uint64, bool) {
+	now, nowHuge, moved := reallocUsable(was, huge, old, n, same)
 	m.liveB += now - was
 	m.liveReq += uint64(n) - uint64(old)
 	if moved {
 		m.allocB += now
 		m.allocN++
+	} else if now > was {
+		m.allocB += now - was
 	}
-	return now
+	return now, nowHuge
 }
 
 // reallocUsable is the usable size of the block Realloc leaves for n > 0
-// bytes of a block of was usable bytes last asked for old, and whether it
-// moved (Realloc's rules). A small block stays if n fits and is at least
-// half of it; one of 1 KiB or more growing within the small classes moves
-// on the grid. Large and huge blocks stay when n needs the same pages; a
-// large one also when n grows within its pages (old <= n <= was), and one
-// growing past them moves to the pages of a quarter more than was (n if
-// more; n's own if that room is huge).
-func reallocUsable(was uint64, old, n int) (uint64, bool) {
-	if was <= sizeclass.MaxSmall {
+// bytes of a block of was usable bytes (huge: a mapping of its own) last
+// asked for old, whether it is huge, and whether it moved to a new block
+// (Realloc's rules). same says whether the block's start stayed, the
+// one thing the rules leave to the arena: whether the free pages after a
+// large block let it grow there.
+//
+// A small block stays if n fits and is at least half of it; one of 1 KiB
+// or more growing within the small classes moves on the grid. A large
+// block stays when n needs the same pages or grows within them (old <= n
+// <= was), shrinks where it lies to n's pages, and grows where it lies
+// (same) or moves to the pages of a quarter more than was (n's if more,
+// or if that room is past reallocMap or huge). A huge block stays when n
+// fits and is at least half of it, or grows into it (n >= old), and is
+// otherwise remapped to n's OS pages, an eighth more if it grows. Any
+// move growing to reallocMap or more makes a huge block, of n's OS pages.
+func reallocUsable(was uint64, huge bool, old, n int, same bool) (now uint64, nowHuge, moved bool) {
+	pages4K := func(x uint64) uint64 { return (x + 4095) &^ 4095 }
+	big := n > sizeclass.MaxSmall
+	switch {
+	case huge && big:
+		need := pages4K(uint64(n))
 		switch {
-		case uint64(n) <= was && uint64(n) >= was/2:
-			return was, false
-		case uint64(n) > was && n <= sizeclass.MaxSmall && was >= 1024:
-			return gridAtLeast(n), true
+		case need <= was && (need >= was/2 || n >= old):
+			return was, true, false
+		case need > was:
+			return pages4K(need + need/8), true, false
 		}
-		return usable(n), true
-	}
-	huge := func(x uint64) bool { return uintptr(x) >= arena.HugeMin() }
-	if !huge(was) && n > sizeclass.MaxSmall && !huge(uint64(n)) {
-		if usable(n) == was || (n >= old && uint64(n) <= was) {
-			return was, false
-		}
-		if uint64(n) > was {
-			if room := max(was+was/4, uint64(n)); !huge(room) {
-				return usable(int(room)), true
+		return need, true, false
+	case !huge && was > sizeclass.MaxSmall && big && uintptr(n) < arena.HugeMin():
+		switch {
+		case usable(n) == was || (n >= old && uint64(n) <= was):
+			return was, false, false
+		case uint64(n) < was || same:
+			return usable(n), false, false
+		case n < reallocMap:
+			if room := max(was+was/4, uint64(n)); room <= reallocMap && uintptr(room) < arena.HugeMin() {
+				return usable(int(room)), false, true
 			}
 		}
+	case !huge && was <= sizeclass.MaxSmall:
+		switch {
+		case uint64(n) <= was && uint64(n) >= was/2:
+			return was, false, false
+		case uint64(n) > was && n <= sizeclass.MaxSmall && was >= 1024:
+			return gridAtLeast(n), false, true
+		}
 	}
-	return usable(n), usable(n) != was
+	if uint64(n) > was && n >= reallocMap || uintptr(n) >= arena.HugeMin() {
+		return pages4K(uint64(n)), true, true
+	}
+	return usable(n), false, true
 }
 
 // gridAtLeast is the smallest of 1, 1.25, 1.5 and 1.75 times a power of
@@ -244,11 +271,14 @@ func TestReallocKeepsDataAndTag(t *testing.T) {
 	}
 	var m model
 	m.alloc(steps[0])
-	u := usable(steps[0])
+	u, huge := usable(steps[0]), false
 	for _, n := range steps[1:] {
-		old := len(b)
+		old, p := len(b), unsafe.SliceData(b)
 		b = Realloc(b, n)
-		u = m.realloc(u, old, n)
+		u, huge = m.realloc(u, huge, old, n, unsafe.SliceData(b) == p)
+		if got := blockUsable(t, b); got != u {
+			t.Fatalf("Realloc %d -> %d: %d usable, want %d", old, n, got, u)
+		}
 		if len(b) != n || cap(b) != n {
 			t.Fatalf("Realloc to %d: len %d cap %d", n, len(b), cap(b))
 		}
@@ -276,6 +306,24 @@ func TestReallocKeepsDataAndTag(t *testing.T) {
 	} else if e := Realloc(r, 0); len(e) != 0 || cap(e) != 0 {
 		t.Fatal("Realloc(b, 0) should free b and return an empty slice")
 	}
+}
+
+// blockUsable is the usable size of the block b starts, of any kind.
+func blockUsable(t *testing.T, b []byte) uint64 {
+	t.Helper()
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	sp := arena.SpanOf(p)
+	switch {
+	case sp == nil:
+		u, _, ok := arena.HugeOf(p)
+		if !ok {
+			t.Fatalf("a block of %d bytes is not a block", cap(b))
+		}
+		return uint64(u)
+	case sp.Large():
+		return uint64(sp.Bytes())
+	}
+	return uint64(sp.BlockSize())
 }
 
 // blockSize is the usable size of the small block b starts.
@@ -361,14 +409,16 @@ func TestReallocGrowsOnTheGrid(t *testing.T) {
 	}
 }
 
-// A large block grown past its pages moves to the pages of a quarter more
-// than it had, and grows into them in place: a buffer grown 64 KiB at a
-// time from 600 KiB to 4 MiB moves 8 times in 54 steps (every step moved
-// before), and the books count each block's pages, the sizes asked.
+// A large block grown past its pages grows where it lies when the pages
+// after it are free, and otherwise moves to the pages of a quarter more
+// than it had, which it grows into in place: a buffer grown 64 KiB at a
+// time from 600 KiB to 4 MiB moves at most 8 times in 54 steps (every
+// step moved before), and the books count each block's pages, the sizes
+// asked.
 func TestReallocLargeGrowsIntoRoom(t *testing.T) {
 	const from, to, step = 600 << 10, 4 << 20, 64 << 10
-	before := statOf(t, "realloc-room")
-	b := Malloc(from, "realloc-room")
+	b, next := blockedLarge(t, from, "realloc-room")
+	before := statOf(t, "realloc-room") // b's block in it
 	fillAt(b)
 	u := usable(from)
 	moves, steps := 0, 0
@@ -377,28 +427,133 @@ func TestReallocLargeGrowsIntoRoom(t *testing.T) {
 		b = Realloc(b, n)
 		checkAt(t, b, old)
 		fillAt(b)
+		same := unsafe.SliceData(b) == p
 		var moved bool
-		if u, moved = reallocUsable(u, old, n); moved != (unsafe.SliceData(b) != p) {
-			t.Fatalf("%d -> %d: moved %v, want %v", old, n, unsafe.SliceData(b) != p, moved)
+		if u, _, moved = reallocUsable(u, false, old, n, same); moved == same {
+			t.Fatalf("%d -> %d: moved %v, want %v", old, n, !same, moved)
+		}
+		if got := blockUsable(t, b); got != u {
+			t.Fatalf("%d -> %d: %d usable, want %d", old, n, got, u)
 		}
 		if moved {
 			moves++
-			if sp := arena.SpanOf(unsafe.Pointer(unsafe.SliceData(b))); sp == nil || uint64(sp.Bytes()) != u {
-				t.Fatalf("%d -> %d: the new block is not large of %d bytes", old, n, u)
-			}
 		}
 		steps++
 	}
-	if moves != 8 || steps != 54 {
-		t.Fatalf("%d moves in %d steps, want 8 in 54", moves, steps)
+	if moves == 0 || moves > 8 || steps != 54 {
+		t.Fatalf("%d moves in %d steps, want 1 to 8 in 54 (the first step moves: a block in use lies after it)", moves, steps)
 	}
+	Free(next)
 	st := statOf(t, "realloc-room")
-	if st.LiveBytes-before.LiveBytes != u || st.LiveBlocks-before.LiveBlocks != 1 ||
-		st.AllocBlocks-before.AllocBlocks != uint64(1+moves) || st.LiveRequestedBytes-before.LiveRequestedBytes != uint64(len(b)) {
-		t.Fatalf("books %+v, before %+v: want one live block of %d bytes, %d asked, %d made", st, before, u, len(b), 1+moves)
+	if st.LiveBytes-before.LiveBytes != u-usable(from) || st.LiveBlocks != before.LiveBlocks ||
+		st.AllocBlocks-before.AllocBlocks != uint64(moves) || st.LiveRequestedBytes-before.LiveRequestedBytes != uint64(len(b)-from) {
+		t.Fatalf("books %+v, before %+v: want one live block of %d bytes, %d asked, %d made", st, before, u, len(b), moves)
 	}
 	Free(b)
-	if st := statOf(t, "realloc-room"); st.LiveBytes != before.LiveBytes || st.LiveRequestedBytes != before.LiveRequestedBytes {
+	if st := statOf(t, "realloc-room"); st.LiveBytes != before.LiveBytes-usable(from) || st.LiveRequestedBytes != before.LiveRequestedBytes-from {
+		t.Fatalf("after Free: %+v, before %+v", st, before)
+	}
+}
+
+// blockedLarge is a large block of n bytes of tag, and the large block
+// (untagged) in use right after it: Realloc cannot grow the first where
+// it lies. The arena hands out the best fitting free span, else pages
+// from its top, so the blocks it holds while it looks come from the top,
+// one after the other, once they have taken every free span that fits.
+func blockedLarge(t *testing.T, n int, tag string) (b, next []byte) {
+	t.Helper()
+	var held [][]byte
+	defer func() {
+		for _, h := range held {
+			Free(h)
+		}
+	}()
+	for range 100000 {
+		b, next = Malloc(n, tag), Malloc(sizeclass.MaxSmall+1, "")
+		if unsafe.Pointer(unsafe.SliceData(next)) == unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), usable(n)) {
+			return b, next
+		}
+		held = append(held, b, next)
+	}
+	t.Fatalf("no two large blocks one after the other in %d tries", len(held)/2)
+	return nil, nil
+}
+
+// A large block shrunk to fewer pages keeps its start and gives the rest
+// back; grown again, it takes the free pages after it where it lies. The
+// books count the pages it gives and takes (freed, allocated), no block
+// made.
+func TestReallocLargeResizesInPlace(t *testing.T) {
+	before := statOf(t, "realloc-inplace")
+	b := Malloc(2<<20, "realloc-inplace")
+	fillAt(b)
+	p := unsafe.SliceData(b)
+	for _, n := range []int{600 << 10, 1<<20 + 1, 2<<20 - 1, sizeclass.MaxSmall + 1, 3 << 20} {
+		old := len(b)
+		if b = Realloc(b, n); unsafe.SliceData(b) != p {
+			t.Fatalf("%d -> %d: moved (the pages after it are free)", old, n)
+		}
+		checkAt(t, b, min(old, n))
+		fillAt(b)
+		if got := blockUsable(t, b); got != usable(n) {
+			t.Fatalf("%d -> %d: %d usable, want %d", old, n, got, usable(n))
+		}
+		st := statOf(t, "realloc-inplace")
+		if st.LiveBytes-before.LiveBytes != usable(n) || st.LiveBlocks-before.LiveBlocks != 1 || st.AllocBlocks-before.AllocBlocks != 1 ||
+			st.LiveRequestedBytes-before.LiveRequestedBytes != uint64(n) {
+			t.Fatalf("%d -> %d: books %+v, before %+v", old, n, st, before)
+		}
+	}
+	// allocated: 2 MiB, then the growths 640 KiB -> 1088 KiB -> 2 MiB and 576 KiB -> 3 MiB
+	if st := statOf(t, "realloc-inplace"); st.AllocBytes-before.AllocBytes != (2<<20)+(2<<20-640<<10)+(3<<20-576<<10) {
+		t.Fatalf("allocated %d bytes", st.AllocBytes-before.AllocBytes)
+	}
+	Free(b)
+	if st := statOf(t, "realloc-inplace"); st.LiveBytes != before.LiveBytes || st.LiveRequestedBytes != before.LiveRequestedBytes {
+		t.Fatalf("after Free: %+v, before %+v", st, before)
+	}
+}
+
+// A block Realloc moves to reallocMap bytes or more gets a mapping of its
+// own (a huge block), which grows by remapping with an eighth more room
+// and shrinks to its OS pages when it would waste more than half: no
+// block is made after the move, and the bytes stay.
+func TestReallocHugeRemaps(t *testing.T) {
+	before := statOf(t, "realloc-huge")
+	b := Malloc(100<<10, "realloc-huge") // small: it cannot grow where it lies
+	fillAt(b)
+	var m model
+	m.alloc(len(b))
+	u, huge := usable(len(b)), false
+	remaps := 0
+	for _, n := range []int{reallocMap + 100, reallocMap + 4096, 12 << 20, 13 << 20, 20 << 20, 9 << 20, 9<<20 + 1, 5 << 20, 600 << 10, 200 << 10} {
+		old := len(b)
+		was, wasHuge := u, huge
+		b = Realloc(b, n)
+		checkAt(t, b, min(old, n))
+		fillAt(b)
+		u, huge = m.realloc(u, huge, old, n, false)
+		if got := blockUsable(t, b); got != u {
+			t.Fatalf("%d -> %d: %d usable, want %d", old, n, got, u)
+		}
+		_, _, isHuge := arena.HugeOf(unsafe.Pointer(unsafe.SliceData(b)))
+		if isHuge != huge {
+			t.Fatalf("%d -> %d: huge %v, want %v", old, n, isHuge, huge)
+		}
+		if wasHuge && huge && u != was {
+			remaps++
+		}
+		st := statOf(t, "realloc-huge")
+		if st.LiveBytes-before.LiveBytes != m.liveB || st.LiveBlocks-before.LiveBlocks != 1 ||
+			st.AllocBytes-before.AllocBytes != m.allocB || st.AllocBlocks-before.AllocBlocks != m.allocN {
+			t.Fatalf("%d -> %d: books %+v, before %+v; want %+v", old, n, st, before, m)
+		}
+	}
+	if m.allocN != 3 || remaps != 6 {
+		t.Fatalf("%d blocks made, %d remaps: want 3 (the first, the move past reallocMap, the one under 512 KiB) and 6", m.allocN, remaps)
+	}
+	Free(b)
+	if st := statOf(t, "realloc-huge"); st.LiveBytes != before.LiveBytes || st.LiveRequestedBytes != before.LiveRequestedBytes {
 		t.Fatalf("after Free: %+v, before %+v", st, before)
 	}
 }

@@ -278,12 +278,15 @@ func BenchmarkManyTagsRSS(b *testing.B) {
 
 // BenchmarkReallocChain: one op grows a buffer 64 bytes a Realloc, then
 // frees it (the native realloc_chain's pattern): small, from 1 KiB to 256
-// KiB, and large, from 1 MiB to 4 MiB 4 KiB a step. Beside each, Go's own
+// KiB, large, from 1 MiB to 4 MiB 4 KiB a step, and huge, from 1 MiB to
+// 64 MiB 64 KiB a step (past reallocMap: a mapping of its own, which
+// grows by mremap). Beside each, Go's own
 // append growing a slice the same way (the peer: the Go runtime's growth
 // rule, garbage collected).
 func BenchmarkReallocChain(b *testing.B) {
 	b.Run("small", func(b *testing.B) { benchReallocChain(b, 1<<10, 256<<10, 64) })
 	b.Run("large", func(b *testing.B) { benchReallocChain(b, 1<<20, 4<<20, 4<<10) })
+	b.Run("huge", func(b *testing.B) { benchReallocChain(b, 1<<20, 64<<20, 64<<10) })
 }
 
 func benchReallocChain(b *testing.B, from, to, step int) {

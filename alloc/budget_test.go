@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tagalloc/tagalloc/arena"
 
 	"github.com/tagalloc/tagalloc/books"
 )
@@ -368,27 +369,74 @@ func TestBudgetReallocGrid(t *testing.T) {
 
 // A large block's move with room (Realloc) charges the room's pages, its
 // growth into them nothing more, and a budget the room passes refuses
-// the move even where n alone would fit.
+// the move even where n alone would fit. (A block in use lies after each:
+// they cannot grow where they lie.)
 func TestBudgetReallocLargeRoom(t *testing.T) {
-	setBudget(t, "bt-realloc-room", 1<<20, BudgetFail)
-	b := Malloc(600<<10, "bt-realloc-room") // 10 pages of 64 KiB
-	require.NotNil(t, b)
-	require.Equal(t, uint64(640<<10), budgetOf(t, "bt-realloc-room").Charged)
+	b, next := blockedLarge(t, 600<<10, "bt-realloc-room") // 10 pages of 64 KiB
+	c, cnext := blockedLarge(t, 832<<10, "bt-realloc-room")
+	defer Free(next)
+	defer Free(cnext)
+	setBudget(t, "bt-realloc-room", 2<<20, BudgetFail)
+	require.Equal(t, uint64(1472<<10), budgetOf(t, "bt-realloc-room").Charged)
 	b = Realloc(b, 700<<10) // a quarter more than 640 KiB: 800 KiB, 13 pages
 	require.NotNil(t, b)
-	require.Equal(t, uint64(832<<10), budgetOf(t, "bt-realloc-room").Charged)
-	require.Equal(t, uint64(832<<10), statOf(t, "bt-realloc-room").LiveBytes)
+	require.Equal(t, uint64(1664<<10), budgetOf(t, "bt-realloc-room").Charged)
+	require.Equal(t, uint64(1664<<10), statOf(t, "bt-realloc-room").LiveBytes)
 	p := unsafe.SliceData(b)
 	b = Realloc(b, 832<<10) // into its room
 	require.True(t, p == unsafe.SliceData(b), "grown into its room: moved")
+	require.Equal(t, uint64(1664<<10), budgetOf(t, "bt-realloc-room").Charged)
+	Free(b)
 	require.Equal(t, uint64(832<<10), budgetOf(t, "bt-realloc-room").Charged)
 	require.NoError(t, SetBudget("bt-realloc-room", 900<<10, BudgetFail))
 	require.Less(t, usable(832<<10+1), uint64(900<<10), "n alone would fit")
-	require.True(t, Realloc(b, 832<<10+1) == nil, "its room, 1040 KiB in 17 pages, passes 900 KiB")
+	require.True(t, Realloc(c, 832<<10+1) == nil, "its room, 1040 KiB in 17 pages, passes 900 KiB")
 	require.Equal(t, uint64(832<<10), budgetOf(t, "bt-realloc-room").Charged)
-	Free(b)
+	Free(c)
 	require.Zero(t, budgetOf(t, "bt-realloc-room").Charged)
 	require.Zero(t, statOf(t, "bt-realloc-room").LiveBytes)
+}
+
+// A large block grown where it lies is charged its new pages, first: a
+// fail budget they pass refuses, and the block stays as it was, its
+// neighbours free; one shrunk where it lies gives its pages' charge back.
+// A huge block's remap is charged its new mapping, room included.
+func TestBudgetReallocInPlace(t *testing.T) {
+	setBudget(t, "bt-realloc-inplace", 4<<20, BudgetFail)
+	b := Malloc(2<<20, "bt-realloc-inplace")
+	require.NotNil(t, b)
+	fillAt(b)
+	p := unsafe.SliceData(b)
+	b = Realloc(b, 600<<10) // its tail goes back: the pages after it are free
+	require.True(t, p == unsafe.SliceData(b), "shrunk: moved")
+	require.Equal(t, uint64(640<<10), budgetOf(t, "bt-realloc-inplace").Charged)
+	require.NoError(t, SetBudget("bt-realloc-inplace", 1<<20, BudgetFail))
+	require.True(t, Realloc(b, 1<<20+1) == nil, "17 pages pass 1 MiB")
+	require.Equal(t, uint64(640<<10), budgetOf(t, "bt-realloc-inplace").Charged)
+	require.Equal(t, uint64(640<<10), statOf(t, "bt-realloc-inplace").LiveBytes)
+	checkAt(t, b, 600<<10)
+	require.NoError(t, SetBudget("bt-realloc-inplace", 4<<20, BudgetFail))
+	b = Realloc(b, 1<<20+1)
+	require.True(t, p == unsafe.SliceData(b), "grown into the free pages after it: moved")
+	checkAt(t, b, 600<<10)
+	require.Equal(t, uint64(1088<<10), budgetOf(t, "bt-realloc-inplace").Charged)
+
+	require.NoError(t, SetBudget("bt-realloc-inplace", 16<<20, BudgetFail))
+	h := Realloc(Malloc(100<<10, "bt-realloc-inplace"), reallocMap+100) // a mapping of its own, of OS pages
+	_, _, huge := arena.HugeOf(unsafe.Pointer(unsafe.SliceData(h)))
+	require.True(t, huge)
+	require.Equal(t, uint64(1088<<10+reallocMap+4096), budgetOf(t, "bt-realloc-inplace").Charged)
+	require.NoError(t, SetBudget("bt-realloc-inplace", 1088<<10+reallocMap+reallocMap/8, BudgetFail))
+	require.True(t, Realloc(h, reallocMap+8192) == nil, "its room passes the limit")
+	require.NoError(t, SetBudget("bt-realloc-inplace", 16<<20, BudgetFail))
+	h = Realloc(h, reallocMap+8192)
+	want := uint64(reallocMap+8192+(reallocMap+8192)/8+4095) &^ 4095 // an eighth more, in OS pages
+	require.Equal(t, want, blockUsable(t, h))
+	require.Equal(t, 1088<<10+want, budgetOf(t, "bt-realloc-inplace").Charged)
+	Free(h)
+	Free(b)
+	require.Zero(t, budgetOf(t, "bt-realloc-inplace").Charged)
+	require.Zero(t, statOf(t, "bt-realloc-inplace").LiveBytes)
 }
 
 // Realloc under notify crosses as Malloc does, with the growth only.

@@ -125,7 +125,7 @@ func TestManyTagsExact(t *testing.T) {
 				}
 				if k++; k%4 == 0 {
 					n := len(x.b)*3 + 100
-					u, _ := reallocUsable(usable(len(x.b)), len(x.b), n) // 1000 and 2048 bytes move on the grid
+					u, _, _ := reallocUsable(usable(len(x.b)), false, len(x.b), n, false) // 1000 and 2048 bytes move on the grid
 					x.b = Realloc(x.b, n)
 					extraBlocks[x.tag].Add(1)
 					extraBytes[x.tag].Add(u)

@@ -701,3 +701,88 @@ func TestFreedBlocksBeforeCarving(t *testing.T) {
 	}
 	ReleaseSpans(c.TakeRelease())
 }
+
+// ResizeLarge shrinks a large span where it lies, its tail filed free
+// and joined with the free span after it; grows it over the free pages
+// after it and the arena's top; and takes nothing where a span in use
+// lies in the way, or where admit refuses. Every page finds its span.
+func TestResizeLarge(t *testing.T) {
+	const page = sizeclass.PageSize
+	owns := func(s *Span) {
+		t.Helper()
+		for off := uintptr(0); off < s.Bytes(); off += page / 2 {
+			if got := SpanOf(unsafe.Add(s.Start(), off)); got != s {
+				t.Fatalf("SpanOf(start+%d) = %p, want %p", off, got, s)
+			}
+		}
+	}
+	// Two spans one after the other: the arena's best fit, else its top,
+	// so once the free spans that fit are taken they come from the top.
+	var held []*Span
+	var s, next *Span
+	for s == nil {
+		x, err := AllocLarge(20*page, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := AllocLarge(20*page, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if y.page == x.page+x.npages {
+			s, next = x, y
+		} else {
+			held = append(held, x, y)
+		}
+	}
+	for _, h := range held {
+		FreeLarge(h, h.Start())
+	}
+	free0 := checkFreeSpans(t)
+	inUse := a.inUse.Load()
+	if ResizeLarge(s, s.Start(), 20*page+1, nil) != 0 || s.npages != 20 {
+		t.Fatal("grown over a span in use")
+	}
+	if got := ResizeLarge(s, s.Start(), 8*page, nil); got != 8*page || s.npages != 8 {
+		t.Fatalf("shrunk to 8 pages: %d bytes, %d pages", got, s.npages)
+	}
+	if f := checkFreeSpans(t); f != free0+12 || a.inUse.Load() != inUse-12*page {
+		t.Fatalf("free pages %d, want %d; in use %d, want %d", f, free0+12, a.inUse.Load(), inUse-12*page)
+	}
+	if r := spanAt(s.page + 8); r.kind != kindFree || r.npages != 12 {
+		t.Fatalf("the tail: kind %d, %d pages", r.kind, r.npages)
+	}
+	owns(s)
+	var asked uintptr
+	if ResizeLarge(s, s.Start(), 15*page, func(extra uintptr) bool { asked = extra; return false }) != 0 || asked != 7*page {
+		t.Fatalf("admit refused, asked %d", asked)
+	}
+	if s.npages != 8 || checkFreeSpans(t) != free0+12 {
+		t.Fatal("a refused growth took pages")
+	}
+	if got := ResizeLarge(s, s.Start(), 15*page, func(uintptr) bool { return true }); got != 15*page || s.npages != 15 {
+		t.Fatalf("grown to 15 pages: %d bytes", got)
+	}
+	if r := spanAt(s.page + 15); r.kind != kindFree || r.npages != 5 || checkFreeSpans(t) != free0+5 {
+		t.Fatalf("the rest after it: kind %d, %d pages", r.kind, r.npages)
+	}
+	owns(s)
+	// Grown over the span after it once that is free, and on into the top
+	// if it lies there.
+	FreeLarge(next, next.Start())
+	if got := ResizeLarge(s, s.Start(), 40*page, nil); got != 40*page {
+		t.Fatalf("grown to 40 pages over the free ones: %d bytes", got)
+	}
+	owns(s)
+	top := a.top
+	if s.page+s.npages == top {
+		if got := ResizeLarge(s, s.Start(), 50*page, nil); got != 50*page || a.top != top+10 {
+			t.Fatalf("grown into the top: %d bytes, top %d -> %d", got, top, a.top)
+		}
+		owns(s)
+	}
+	mustPanic(t, func() { ResizeLarge(s, unsafe.Add(s.Start(), 16), 8*page, nil) })
+	FreeLarge(s, s.Start())
+	mustPanic(t, func() { ResizeLarge(s, s.Start(), 8*page, nil) })
+	checkFreeSpans(t)
+}

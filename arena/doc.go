@@ -22,8 +22,11 @@
 //	           line: 8 KiB per page reserved, touched only by mixed
 //	           spans, purged with their pages). A span that empties takes
 //	           the tag of its next block.
-//	large      512 KiB < size < 256 MiB (HugeMin): a span of whole pages.
-//	huge       256 MiB and up: its own mapping, found in a table.
+//	large      512 KiB < size < 256 MiB (HugeMin): a span of whole pages,
+//	           resized where it lies when it can (ResizeLarge).
+//	huge       256 MiB and up, or a block alloc.Realloc grew past 8 MiB:
+//	           its own mapping, found in a table, resized by mremap
+//	           (ResizeHuge).
 //	cache      one per shard of alloc (a P): per class, a current span
 //	           and a list of partial spans, whatever the tags (so a tag
 //	           costs no spans). The caller guarantees exclusivity (pinned

@@ -323,7 +323,15 @@ func freeSpanLocked(s *Span) {
 	for i := uint32(1); i < n; i++ {
 		spanAt(page + i).kind = kindNone
 	}
-	flags := flagDirty | s.flags&flagTags
+	s.kind = kindNone
+	fileFreeLocked(page, n, flagDirty|s.flags&flagTags)
+	purgeLocked(false)
+}
+
+// fileFreeLocked files pages [page, page+n), just freed (their
+// descriptors kindNone), as one free span with flags, joined with the
+// free spans on either side.
+func fileFreeLocked(page, n uint32, flags uint8) {
 	if page+n < a.top { // the neighbour after
 		if r := spanAt(page + n); r.kind == kindFree {
 			flags |= r.flags & flagTags
@@ -342,9 +350,7 @@ func freeSpanLocked(s *Span) {
 			page, n = l.page, n+l.npages
 		}
 	}
-	s.kind = kindNone
 	markFreeLocked(page, n, flags)
-	purgeLocked(false)
 }
 
 // purgeLocked gives dirty spans back to the OS (the policy of the
@@ -503,6 +509,94 @@ func FreeLarge(s *Span, p unsafe.Pointer) {
 	}
 	freeSpanLocked(s)
 	a.mu.Unlock()
+}
+
+// ResizeLarge resizes the large block s (p its start) where it lies to
+// the pages of size bytes (size > sizeclass.MaxSmall), as the native
+// realloc does (arena.c's _ta_span_grow_inplace and
+// _ta_span_shrink_inplace): the pages past them go back to the free
+// spans, or the free pages right after it (a free span, then the arena's
+// fresh top) join it. It returns the block's new usable bytes, or 0 if it
+// cannot grow there (the caller moves the block). Before it takes pages
+// it asks admit, if not nil, for the extra bytes (under the arena lock:
+// admit must not call the arena); a false answer takes nothing and
+// returns 0.
+func ResizeLarge(s *Span, p unsafe.Pointer, size uintptr, admit func(extra uintptr) bool) uintptr {
+	n := uint32((size + sizeclass.PageSize - 1) >> sizeclass.PageShift)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if s.kind != kindLarge || p != s.Start() {
+		panic(misuse("Realloc of %#x: not a block in use (double Free, or a sub-slice)", uintptr(p)))
+	}
+	have := s.npages
+	switch {
+	case n < have:
+		tail := have - n
+		s.npages = n
+		a.inUse.Add(-(uint64(tail) << sizeclass.PageShift))
+		a.lastFreed = uint64(tail) << sizeclass.PageShift
+		for i := n; i < have; i++ {
+			spanAt(s.page + i).kind = kindNone
+		}
+		fileFreeLocked(s.page+n, tail, flagDirty|s.flags&flagTags)
+		purgeLocked(false)
+	case n > have:
+		if !growLocked(s, n, admit) {
+			return 0
+		}
+	}
+	return s.Bytes()
+}
+
+// growLocked extends the large span s to n pages (n > s.npages) over the
+// free span right after it and, past that, the arena's fresh top; false,
+// and nothing taken, if they do not reach or admit refuses. Pages that
+// were not resident (purged or fresh) teach the retain limit, as a span
+// taken from them does (allocSpanLocked).
+func growLocked(s *Span, n uint32, admit func(extra uintptr) bool) bool {
+	have, end := s.npages, s.page+n
+	next := s.page + have
+	var r *Span // the free span after s
+	if next < a.top {
+		if r = spanAt(next); r.kind != kindFree {
+			return false
+		}
+		next += r.npages
+	}
+	if next < end && (next != a.top || uintptr(end) > uintptr(len(a.descs))) {
+		return false // a span in use, or the arena's end, before n pages
+	}
+	if admit != nil && !admit(uintptr(n-have)<<sizeclass.PageShift) {
+		return false
+	}
+	var clean uint32 // pages taken that fault in again
+	if r != nil {
+		unfileLocked(r)
+		s.flags |= r.flags & flagTags
+		if next > end { // the rest stays free, as it was
+			markFreeLocked(end, next-end, r.flags)
+		}
+		if r.flags&flagDirty == 0 {
+			clean = min(next, end) - r.page
+		}
+	}
+	if next < end { // the top's fresh pages
+		clean += end - next
+		a.top = end
+		a.touched.Store(uint64(a.top) << sizeclass.PageShift)
+	}
+	for i := have; i < n; i++ {
+		d := spanAt(s.page + i)
+		d.kind, d.headOff = kindInner, i
+	}
+	s.npages = n
+	s.flags &^= flagZero
+	a.inUse.Add(uint64(n-have) << sizeclass.PageShift)
+	noteAllocLocked(uint64(n) << sizeclass.PageShift)
+	if clean != 0 {
+		learnLocked(uint64(clean) << sizeclass.PageShift)
+	}
+	return true
 }
 
 // CheckLarge panics unless p is the start of the large block s (the check

@@ -56,6 +56,43 @@ func HugeOf(p unsafe.Pointer) (usable uintptr, tag uint32, ok bool) {
 	return uintptr(len(b.mem)), b.tag, ok
 }
 
+// ResizeHuge moves the huge block at p to a mapping of mapped bytes
+// (whole OS pages, at least 1) with mremap: the kernel moves its page
+// tables, not its bytes, so a block grown many times is copied never and
+// faults only in its new pages (glibc's mmapped chunks and the native
+// realloc grow the same way). It returns the block's address, perhaps
+// new, or nil if p is not a huge block, admit refused the extra bytes a
+// growth takes (asked, if admit is not nil, under the huge blocks' lock:
+// it must not call the arena), or the OS did (the block stays as it was;
+// the caller copies it elsewhere).
+func ResizeHuge(p unsafe.Pointer, mapped uintptr, admit func(extra uintptr) bool) unsafe.Pointer {
+	huge.mu.Lock()
+	b, ok := huge.blocks[uintptr(p)]
+	old := uintptr(len(b.mem))
+	if !ok || mapped == 0 || mapped&4095 != 0 || (mapped > old && admit != nil && !admit(mapped-old)) {
+		huge.mu.Unlock()
+		return nil
+	}
+	mem, err := osRemap(b.mem, mapped)
+	if err != nil {
+		huge.mu.Unlock()
+		return nil
+	}
+	q := unsafe.Pointer(&mem[0])
+	delete(huge.blocks, uintptr(p))
+	huge.blocks[uintptr(q)] = hugeBlock{mem: mem, tag: b.tag}
+	huge.mu.Unlock()
+	a.hugeLive.Add(uint64(mapped) - uint64(old))
+	a.mu.Lock()
+	if mapped > old {
+		noteAllocLocked(uint64(mapped))
+	} else { // the heap shrank: its free memory may now be over the limit
+		purgeLocked(false)
+	}
+	a.mu.Unlock()
+	return q
+}
+
 // FreeHuge unmaps the huge block at p, returning its usable size and tag
 // (ok false, and nothing done, if p is not one).
 func FreeHuge(p unsafe.Pointer) (usable uintptr, tag uint32, ok bool) {

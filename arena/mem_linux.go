@@ -1,5 +1,5 @@
-// OS memory, Linux: the only file of the Go side that calls mmap, madvise
-// and munmap. Memory states: reserved (mapped read-write with
+// OS memory, Linux: the only file of the Go side that calls mmap, mremap,
+// madvise and munmap. Memory states: reserved (mapped read-write with
 // MAP_NORESERVE, untouched: costs nothing) -> in use (touched: resident)
 // -> purged (MADV_DONTNEED: not resident, reads as zero) -> released
 // (munmap; huge blocks only).
@@ -35,6 +35,12 @@ func osMap(size uintptr) ([]byte, error) {
 	}
 	osName(b, "tagalloc-go huge")
 	return b, nil
+}
+
+// osRemap resizes a mapping from osMap, moving it if it must (mremap
+// with MREMAP_MAYMOVE); the old slice must not be used again.
+func osRemap(b []byte, size uintptr) ([]byte, error) {
+	return unix.Mremap(b, int(size), unix.MREMAP_MAYMOVE)
 }
 
 // osRelease unmaps a mapping from osMap.

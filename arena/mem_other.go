@@ -13,6 +13,13 @@ func osReserve(size uintptr, name string) ([]byte, error) { return make([]byte, 
 
 func osMap(size uintptr) ([]byte, error) { return make([]byte, size), nil }
 
+// osRemap copies: there is no mremap here.
+func osRemap(b []byte, size uintptr) ([]byte, error) {
+	n := make([]byte, size)
+	copy(n, b)
+	return n, nil
+}
+
 func osRelease(b []byte) error { return nil }
 
 // osPurge zeroes the range, keeping the "purged memory reads as zero"
