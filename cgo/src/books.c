@@ -89,16 +89,27 @@ static void _ta_books_format(_ta_books_t *b) {
 
 /* Say whose books b are: this process's (ppid its parent's), started now;
  * _ta_books_identify reads its command line too. */
-static void _ta_books_identify_process(_ta_books_t *b, uint32_t ppid) {
-  b->pid = (uint32_t)getpid();
-  b->ppid = ppid;
+static uint64_t _ta_realtime_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  b->start_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The clock when the process forked last, read by the fork's prepare
+ * handler: the start of the child it made. (A call of clock_gettime in
+ * the child faulted the vDSO's page in, in every child.) With the locks
+ * (TA_LOCK), which the prepare handler writes too: after a fork every
+ * page the parent writes again costs it a fault. */
+static uint64_t TA_LOCK _ta_books_fork_ns;
+
+static void _ta_books_identify_process(_ta_books_t *b, uint32_t ppid, uint64_t start_ns) {
+  b->pid = (uint32_t)getpid();
+  b->ppid = ppid;
+  b->start_ns = start_ns;
   atomic_store(&b->state, 0);
 }
 static void _ta_books_identify(_ta_books_t *b) {
-  _ta_books_identify_process(b, (uint32_t)getppid());
+  _ta_books_identify_process(b, (uint32_t)getppid(), _ta_realtime_ns());
   char *cmd = (char *)b + b->cmdline_off;
   int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
   ssize_t n = fd >= 0 ? read(fd, cmd, TA_BOOKS_CMDLINE - 1) : 0;
@@ -245,8 +256,10 @@ static const uint64_t _ta_zero_page[TA_OS_PAGE / 8];
 static bool _ta_books_snap_has(size_t i) { return _ta_books_snap_map[i / 64] >> (i % 64) & 1; }
 
 static void _ta_books_fork_prepare(void) {
-  _ta_books_snap = NULL;
-  if (!_ta_books || !_ta_books_shared) return;
+  if (_ta_books_snap) _ta_books_snap = NULL; /* a store only if needed: its page is no lock's (_ta_books_fork_ns) */
+  if (!_ta_books) return;
+  _ta_books_fork_ns = _ta_realtime_ns();
+  if (!_ta_books_shared) return;
   size_t used = (size_t)atomic_load(&_ta_books->used);
   size_t npages = (used + TA_OS_PAGE - 1) / TA_OS_PAGE;
   _ta_books_snap = _ta_os_reserve(npages * TA_OS_PAGE, TA_OS_PAGE); /* the worst case; untouched pages cost nothing */
@@ -268,8 +281,10 @@ static void _ta_books_fork_prepare(void) {
 }
 
 static void _ta_books_fork_parent(void) {
-  if (_ta_books_snap) _ta_os_release(_ta_books_snap, _ta_books_snap_pages * TA_OS_PAGE);
-  _ta_books_snap = NULL;
+  if (_ta_books_snap) { /* only then a store: one is a copy-on-write fault in the parent at every fork */
+    _ta_os_release(_ta_books_snap, _ta_books_snap_pages * TA_OS_PAGE);
+    _ta_books_snap = NULL;
+  }
 }
 
 /* Put the copy's pages in place: with pwrite into fd, each run of
@@ -320,7 +335,7 @@ static bool _ta_books_fork_child(void) {
    * command line the parent's, already in them (fork and exit cost 45 us
    * more than under glibc; the open and read of /proc/self/cmdline were
    * three system calls of it) */
-  _ta_books_identify_process(_ta_books, _ta_books->pid);
+  _ta_books_identify_process(_ta_books, _ta_books->pid, _ta_books_fork_ns);
   return resync;
 }
 

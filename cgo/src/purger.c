@@ -129,9 +129,13 @@ static void _ta_purger_kick(void) {
 /* A fork child: the purger stayed with the parent. */
 static void _ta_purger_fork_child(void) {
   _ta_mutex_reinit(&_ta_purger_lock);
-  pthread_cond_init(&_ta_purger_cond, NULL);
-  _ta_purger_work = false;
-  atomic_store(&_ta_purger_idle, false);
+  _ta_purger_cond = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
+  /* Stores only where a value changes: the state lies among data the
+   * child does not otherwise write, so each store is a copy-on-write
+   * fault (a page copied) in every child of a program whose purger never
+   * started. */
+  if (_ta_purger_work) _ta_purger_work = false;
+  if (atomic_load(&_ta_purger_idle)) atomic_store(&_ta_purger_idle, false);
   int st = atomic_load(&_ta_purger_state);
-  if (st != TA_PURGER_FAILED) atomic_store(&_ta_purger_state, TA_PURGER_NONE);
+  if (st != TA_PURGER_FAILED && st != TA_PURGER_NONE) atomic_store(&_ta_purger_state, TA_PURGER_NONE);
 }

@@ -844,9 +844,11 @@ static inline void _ta_mutex_unlock(pthread_mutex_t *m) {
   pthread_mutex_unlock(m);
   _ta_rank_drop(m);
 }
-/* A fork child makes a lock its parent held (through the fork) anew. */
+/* A fork child makes a lock its parent held (through the fork) anew: a
+ * store of the initializer, as the locks are made (a call of
+ * pthread_mutex_init faulted in a page of libc's text in every child). */
 static inline void _ta_mutex_reinit(pthread_mutex_t *m) {
-  pthread_mutex_init(m, NULL);
+  *m = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
   _ta_rank_drop(m);
 }
 
