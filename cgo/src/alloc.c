@@ -238,17 +238,19 @@ static inline size_t _ta_usable(_ta_ptr_kind_t k, _ta_page_t *pg, size_t huge_ma
   }
 }
 
-/* Free p, a small block of pg, a page the calling thread's heap does not
+/* Free p, block idx of pg, a page the calling thread's heap does not
  * own (another thread's, or an exited thread's: it is not taken over
- * here, heap.c, abandoned pages). */
-static inline __attribute__((always_inline)) void _ta_free_small_remote(_ta_heap_t *h, _ta_page_t *pg, void *p) {
+ * here, heap.c, abandoned pages). The caller found idx checking p: the
+ * tag's load (an acquire) would make the compiler compute it again for
+ * the tag entry, and once more for the requested size. */
+static inline __attribute__((always_inline)) void _ta_free_small_remote(_ta_heap_t *h, _ta_page_t *pg, void *p, size_t idx) {
 #if TA_CHECK
   _ta_check_poison_block(p, pg->block_size);
 #endif
   if (TA_SAMPLED_AT(pg, p)) _ta_sample_free(p); /* before another thread can reuse it */
   /* counted before the block is given back (then it may be reused, and
    * its tag entry rewritten) */
-  _ta_count_free_here(h, _ta_block_tag(pg, p), pg->block_size, pg->slop ? _ta_slop_req(pg, p) : 0);
+  _ta_count_free_here(h, _ta_block_tag_at(pg, idx), pg->block_size, pg->slop ? pg->block_size - _ta_slop_get(pg, idx) : 0);
   _ta_free_remote(h, pg, (_ta_block_t *)p);
 }
 
@@ -256,7 +258,7 @@ TA_NOINLINE static void _ta_free_generic(void *p, const char *fn) {
   _ta_page_t *pg;
   switch (_ta_classify(p, &pg, NULL)) {
   case TA_PTR_SMALL:
-    _ta_free_small_remote(_ta_tls_heap, pg, p);
+    _ta_free_small_remote(_ta_tls_heap, pg, p, _ta_block_index(pg, p));
     return;
   case TA_PTR_LARGE:
     if (TA_SAMPLED_AT(pg, p)) _ta_sample_free(p);
@@ -301,10 +303,13 @@ static void _ta_free_local_other(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b);
  * producer made), classified without looking the span up again.
  * Everything else goes the generic way, which names what p is. */
 TA_NOINLINE static void _ta_free_other(_ta_heap_t *h, void *p, _ta_page_t *pg) {
-  if (ta_likely(pg != NULL && _ta_classify_in(p, pg) == TA_PTR_SMALL)) {
-    if (ta_unlikely(h == &_ta_heap_empty)) h = _ta_heap_for_free();
-    _ta_free_small_remote(h, pg, p);
-    return;
+  if (ta_likely(pg != NULL && pg->head_off == 0 && pg->kind == TA_KIND_SMALL)) { /* _ta_classify_in's small case */
+    size_t idx = _ta_block_index(pg, p);
+    if (ta_likely(_ta_is_carved_at(pg, p, idx))) {
+      if (ta_unlikely(h == &_ta_heap_empty)) h = _ta_heap_for_free();
+      _ta_free_small_remote(h, pg, p, idx);
+      return;
+    }
   }
   _ta_free_generic(p, "free");
 }

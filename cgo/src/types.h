@@ -768,11 +768,12 @@ static inline size_t _ta_block_index(const _ta_page_t *pg, const void *p) { retu
  * below capacity lies inside the span, so the index's wrap for one that
  * is not cannot pass. Capacity is read atomically: its owner may be
  * carving. */
-static inline bool _ta_is_carved(const _ta_page_t *pg, const void *p) {
+static inline bool _ta_is_carved_at(const _ta_page_t *pg, const void *p, size_t idx) {
   const uint8_t *b = p;
-  size_t off = (size_t)(b - pg->start), idx = _ta_block_index(pg, p);
+  size_t off = (size_t)(b - pg->start);
   return b >= pg->start && idx < __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED) && idx * pg->block_size == off;
 }
+static inline bool _ta_is_carved(const _ta_page_t *pg, const void *p) { return _ta_is_carved_at(pg, p, _ta_block_index(pg, p)); }
 
 /* The tag of the live block idx of span pg (small or large: a large
  * span's tag is never TA_TAG_MIXED). Any thread: the acquire pairs with
