@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -312,4 +313,58 @@ func benchReallocChain(b *testing.B, from, to, step int) {
 			sink = buf
 		}
 	})
+}
+
+// BenchmarkLargeLoop: the native large_loop (bench/workloads) in Go: 64
+// slots of blocks of 64 KiB to 4 MiB replace each other at random, each
+// new block written at its first and last byte. b.N replacements with
+// alloc's blocks, then b.N with make's (the Go heap, which zeroes every
+// block and frees by collection), each timed and reported an op with its
+// minor page faults (the arena's retain limit and purge delay at work:
+// every fault is a page the OS hands in again), and make's time over
+// alloc's. Run with -benchtime=20000x for the native row's count.
+func BenchmarkLargeLoop(b *testing.B) {
+	const slots, lo, hi = 64, 64 << 10, 4 << 20
+	run := func(get func(n int) []byte, put func([]byte)) (ns, faults float64) {
+		var ring [slots][]byte
+		rng := uint64(1)
+		f0, start := minorFaults(), time.Now()
+		for i := 0; i < b.N; i++ {
+			rng ^= rng << 13
+			rng ^= rng >> 7
+			rng ^= rng << 17
+			k := rng % slots
+			if ring[k] != nil {
+				put(ring[k])
+			}
+			n := lo + int(rng>>8)%(hi-lo+1)
+			buf := get(n)
+			buf[0], buf[n-1] = byte(i), byte(i)
+			ring[k] = buf
+		}
+		ns = float64(time.Since(start).Nanoseconds()) / float64(b.N)
+		faults = float64(minorFaults()-f0) / float64(b.N)
+		for _, r := range ring {
+			if r != nil {
+				put(r)
+			}
+		}
+		return ns, faults
+	}
+	t := MustTag("bench-large-loop")
+	allocNs, allocFaults := run(t.Malloc, Free)
+	makeNs, makeFaults := run(func(n int) []byte { return make([]byte, n) }, func([]byte) {})
+	runtime.GC()
+	b.ReportMetric(allocNs, "alloc-ns/op")
+	b.ReportMetric(makeNs, "make-ns/op")
+	b.ReportMetric(makeNs/allocNs, "make/alloc")
+	b.ReportMetric(allocFaults, "alloc-faults/op")
+	b.ReportMetric(makeFaults, "make-faults/op")
+}
+
+// minorFaults is the process's minor page faults so far.
+func minorFaults() int64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Minflt
 }
