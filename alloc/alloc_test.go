@@ -14,6 +14,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tagalloc/tagalloc/arena"
 	"github.com/tagalloc/tagalloc/books"
 	"github.com/tagalloc/tagalloc/sizeclass"
@@ -73,10 +75,10 @@ func (m *model) realloc(was uint64, huge bool, old, n int, same bool) (uint64, b
 // block stays when n needs the same pages or grows within them (old <= n
 // <= was), shrinks where it lies to n's pages, and grows where it lies
 // (same) or moves to the pages of a quarter more than was (n's if more,
-// or if that room is past reallocMap or huge). A huge block stays when n
-// fits and is at least half of it, or grows into it (n >= old), and is
-// otherwise remapped to n's OS pages, an eighth more if it grows. Any
-// move growing to reallocMap or more makes a huge block, of n's OS pages.
+// or if that room is huge). A huge block stays when n fits and is at
+// least half of it, or grows into it (n >= old), and is otherwise
+// remapped to n's OS pages, an eighth more if it grows. A move to HugeMin
+// or more makes a huge block, of n's OS pages.
 func reallocUsable(was uint64, huge bool, old, n int, same bool) (now uint64, nowHuge, moved bool) {
 	pages4K := func(x uint64) uint64 { return (x + 4095) &^ 4095 }
 	big := n > sizeclass.MaxSmall
@@ -96,10 +98,9 @@ func reallocUsable(was uint64, huge bool, old, n int, same bool) (now uint64, no
 			return was, false, false
 		case uint64(n) < was || same:
 			return usable(n), false, false
-		case n < reallocMap:
-			if room := max(was+was/4, uint64(n)); room <= reallocMap && uintptr(room) < arena.HugeMin() {
-				return usable(int(room)), false, true
-			}
+		}
+		if room := max(was+was/4, uint64(n)); uintptr(room) < arena.HugeMin() {
+			return usable(int(room)), false, true
 		}
 	case !huge && was <= sizeclass.MaxSmall:
 		switch {
@@ -109,7 +110,7 @@ func reallocUsable(was uint64, huge bool, old, n int, same bool) (now uint64, no
 			return gridAtLeast(n), false, true
 		}
 	}
-	if uint64(n) > was && n >= reallocMap || uintptr(n) >= arena.HugeMin() {
+	if uintptr(n) >= arena.HugeMin() {
 		return pages4K(uint64(n)), true, true
 	}
 	return usable(n), false, true
@@ -515,19 +516,33 @@ func TestReallocLargeResizesInPlace(t *testing.T) {
 	}
 }
 
-// A block Realloc moves to reallocMap bytes or more gets a mapping of its
-// own (a huge block), which grows by remapping with an eighth more room
-// and shrinks to its OS pages when it would waste more than half: no
-// block is made after the move, and the bytes stay.
+// A huge block (a mapping of its own) is remapped by Realloc, with an
+// eighth more room when it grows and to its OS pages when it would waste
+// more than half: no block is made, and the bytes stay. A large block
+// growing to HugeMin moves to one. Run in a child with a 4 MiB threshold
+// (TAGALLOC_HUGE_THRESHOLD), so that the blocks are a few MiB.
 func TestReallocHugeRemaps(t *testing.T) {
+	out := child(t, "TestReallocHugeChild", "TAGALLOC_HUGE_THRESHOLD=4M")
+	if !strings.Contains(out, "huge realloc checks passed") {
+		t.Fatalf("child output:\n%s", out)
+	}
+}
+
+func TestReallocHugeChild(t *testing.T) {
+	if os.Getenv("ALLOC_CHILD") == "" {
+		t.Skip("run by TestReallocHugeRemaps")
+	}
 	before := statOf(t, "realloc-huge")
-	b := Malloc(100<<10, "realloc-huge") // small: it cannot grow where it lies
+	b := Malloc(3<<20, "realloc-huge") // large
+	if arena.HugeMin() != 4<<20 {
+		t.Fatalf("huge threshold %d", arena.HugeMin())
+	}
 	fillAt(b)
 	var m model
 	m.alloc(len(b))
 	u, huge := usable(len(b)), false
 	remaps := 0
-	for _, n := range []int{reallocMap + 100, reallocMap + 4096, 12 << 20, 13 << 20, 20 << 20, 9 << 20, 9<<20 + 1, 5 << 20, 600 << 10, 200 << 10} {
+	for _, n := range []int{6 << 20, 6<<20 + 100, 6<<20 + 4096, 7 << 20, 12 << 20, 5 << 20, 5<<20 + 1, 3 << 20, 2 << 20, 600 << 10, 200 << 10} {
 		old := len(b)
 		was, wasHuge := u, huge
 		b = Realloc(b, n)
@@ -537,8 +552,7 @@ func TestReallocHugeRemaps(t *testing.T) {
 		if got := blockUsable(t, b); got != u {
 			t.Fatalf("%d -> %d: %d usable, want %d", old, n, got, u)
 		}
-		_, _, isHuge := arena.HugeOf(unsafe.Pointer(unsafe.SliceData(b)))
-		if isHuge != huge {
+		if _, _, isHuge := arena.HugeOf(unsafe.Pointer(unsafe.SliceData(b))); isHuge != huge {
 			t.Fatalf("%d -> %d: huge %v, want %v", old, n, isHuge, huge)
 		}
 		if wasHuge && huge && u != was {
@@ -550,13 +564,36 @@ func TestReallocHugeRemaps(t *testing.T) {
 			t.Fatalf("%d -> %d: books %+v, before %+v; want %+v", old, n, st, before, m)
 		}
 	}
-	if m.allocN != 3 || remaps != 6 {
-		t.Fatalf("%d blocks made, %d remaps: want 3 (the first, the move past reallocMap, the one under 512 KiB) and 6", m.allocN, remaps)
+	// 6 MiB: a move; 6 MiB+100: an eighth more; 6 MiB+4096: in its room;
+	// 7 MiB: an eighth more; 12 MiB: again; 5 MiB: less than half, cut;
+	// 5 MiB+1: an eighth more; 3 MiB: half of it or more, kept; 2 MiB and
+	// 600 KiB: cut; 200 KiB: a small block.
+	if m.allocN != 3 || remaps != 7 {
+		t.Fatalf("%d blocks made, %d remaps: want 3 (the first, the move to 6 MiB, the one under 512 KiB) and 7", m.allocN, remaps)
 	}
 	Free(b)
 	if st := statOf(t, "realloc-huge"); st.LiveBytes != before.LiveBytes || st.LiveRequestedBytes != before.LiveRequestedBytes {
 		t.Fatalf("after Free: %+v, before %+v", st, before)
 	}
+
+	// A budget is asked for a remap's growth, its room included.
+	require.NoError(t, SetBudget("bt-realloc-huge", 5<<20+512<<10, BudgetFail))
+	defer func() { require.NoError(t, SetBudget("bt-realloc-huge", 0, BudgetFail)) }()
+	h := Malloc(5<<20, "bt-realloc-huge")
+	require.Equal(t, uint64(5<<20), budgetOf(t, "bt-realloc-huge").Charged)
+	require.True(t, Realloc(h, 5<<20+4096) == nil, "5 MiB and 4 KiB fit in 5.5 MiB; with an eighth more room they do not")
+	require.Equal(t, uint64(5<<20), budgetOf(t, "bt-realloc-huge").Charged)
+	checkAt(t, h, 0)
+	require.NoError(t, SetBudget("bt-realloc-huge", 16<<20, BudgetFail))
+	h = Realloc(h, 5<<20+4096)
+	want := uint64(5<<20+4096+(5<<20+4096)/8+4095) &^ 4095 // an eighth more, in OS pages
+	require.Equal(t, want, blockUsable(t, h))
+	require.Equal(t, want, budgetOf(t, "bt-realloc-huge").Charged)
+	h = Realloc(h, 1<<20) // cut: the budget gets it back
+	require.Equal(t, uint64(1<<20), budgetOf(t, "bt-realloc-huge").Charged)
+	Free(h)
+	require.Zero(t, budgetOf(t, "bt-realloc-huge").Charged)
+	fmt.Println("huge realloc checks passed")
 }
 
 // Below 1 KiB a block grown out of its block moves to the class of the

@@ -280,8 +280,7 @@ func BenchmarkManyTagsRSS(b *testing.B) {
 // BenchmarkReallocChain: one op grows a buffer 64 bytes a Realloc, then
 // frees it (the native realloc_chain's pattern): small, from 1 KiB to 256
 // KiB, large, from 1 MiB to 4 MiB 4 KiB a step, and huge, from 1 MiB to
-// 64 MiB 64 KiB a step (past reallocMap: a mapping of its own, which
-// grows by mremap). Beside each, Go's own
+// 64 MiB 64 KiB a step. Beside each, Go's own
 // append growing a slice the same way (the peer: the Go runtime's growth
 // rule, garbage collected).
 func BenchmarkReallocChain(b *testing.B) {

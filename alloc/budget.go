@@ -601,7 +601,7 @@ func (t *Tag) reallocBudgeted(l []*budget, p unsafe.Pointer, old, usable uintptr
 		panic(fmt.Sprintf("alloc: size %d is too large", n))
 	}
 	// the room is live bytes too: charged as Free will debit it
-	nu, ou := movedUsable(n, room), uint64(usable)
+	nu, ou := usableOf(int(room)), uint64(usable)
 	var fired []crossing
 	if nu > ou {
 		var ok bool

@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
-	"github.com/tagalloc/tagalloc/arena"
 
 	"github.com/tagalloc/tagalloc/books"
 )
@@ -400,7 +399,7 @@ func TestBudgetReallocLargeRoom(t *testing.T) {
 // A large block grown where it lies is charged its new pages, first: a
 // fail budget they pass refuses, and the block stays as it was, its
 // neighbours free; one shrunk where it lies gives its pages' charge back.
-// A huge block's remap is charged its new mapping, room included.
+// (A huge block's remap: TestReallocHugeChild.)
 func TestBudgetReallocInPlace(t *testing.T) {
 	setBudget(t, "bt-realloc-inplace", 4<<20, BudgetFail)
 	b := Malloc(2<<20, "bt-realloc-inplace")
@@ -421,19 +420,6 @@ func TestBudgetReallocInPlace(t *testing.T) {
 	checkAt(t, b, 600<<10)
 	require.Equal(t, uint64(1088<<10), budgetOf(t, "bt-realloc-inplace").Charged)
 
-	require.NoError(t, SetBudget("bt-realloc-inplace", 16<<20, BudgetFail))
-	h := Realloc(Malloc(100<<10, "bt-realloc-inplace"), reallocMap+100) // a mapping of its own, of OS pages
-	_, _, huge := arena.HugeOf(unsafe.Pointer(unsafe.SliceData(h)))
-	require.True(t, huge)
-	require.Equal(t, uint64(1088<<10+reallocMap+4096), budgetOf(t, "bt-realloc-inplace").Charged)
-	require.NoError(t, SetBudget("bt-realloc-inplace", 1088<<10+reallocMap+reallocMap/8, BudgetFail))
-	require.True(t, Realloc(h, reallocMap+8192) == nil, "its room passes the limit")
-	require.NoError(t, SetBudget("bt-realloc-inplace", 16<<20, BudgetFail))
-	h = Realloc(h, reallocMap+8192)
-	want := uint64(reallocMap+8192+(reallocMap+8192)/8+4095) &^ 4095 // an eighth more, in OS pages
-	require.Equal(t, want, blockUsable(t, h))
-	require.Equal(t, 1088<<10+want, budgetOf(t, "bt-realloc-inplace").Charged)
-	Free(h)
 	Free(b)
 	require.Zero(t, budgetOf(t, "bt-realloc-inplace").Charged)
 	require.Zero(t, statOf(t, "bt-realloc-inplace").LiveBytes)

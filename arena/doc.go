@@ -24,9 +24,8 @@
 //	           the tag of its next block.
 //	large      512 KiB < size < 256 MiB (HugeMin): a span of whole pages,
 //	           resized where it lies when it can (ResizeLarge).
-//	huge       256 MiB and up, or a block alloc.Realloc grew past 8 MiB:
-//	           its own mapping, found in a table, resized by mremap
-//	           (ResizeHuge).
+//	huge       256 MiB and up: its own mapping, found in a table, resized
+//	           by mremap (ResizeHuge).
 //	cache      one per shard of alloc (a P): per class, a current span
 //	           and a list of partial spans, whatever the tags (so a tag
 //	           costs no spans). The caller guarantees exclusivity (pinned
