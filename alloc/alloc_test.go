@@ -593,6 +593,20 @@ func TestReallocHugeChild(t *testing.T) {
 	require.Equal(t, uint64(1<<20), budgetOf(t, "bt-realloc-huge").Charged)
 	Free(h)
 	require.Zero(t, budgetOf(t, "bt-realloc-huge").Charged)
+
+	// A freed huge block's mapping is kept for the next (arena's cache):
+	// Malloc takes it as it is, Calloc clears it.
+	arena.Purge() // the cache empty: the blocks freed above wait there
+	x := Malloc(6<<20, "realloc-huge")
+	fillAt(x)
+	px := unsafe.SliceData(x)
+	Free(x)
+	require.Equal(t, uint64(6<<20), arena.ReadStats().HugeCached)
+	x = Calloc(6<<20, "realloc-huge")
+	require.True(t, unsafe.SliceData(x) == px, "the cached mapping not taken")
+	require.Zero(t, arena.ReadStats().HugeCached)
+	require.Equal(t, -1, bytes.IndexFunc(x, func(r rune) bool { return r != 0 }), "Calloc of a cached mapping: not zero")
+	Free(x)
 	fmt.Println("huge realloc checks passed")
 }
 

@@ -365,7 +365,7 @@ func publish() {
 	if r := state.region; r != nil {
 		st := arena.ReadStats()
 		r.SetAllocator(books.Allocator{SpansInUse: st.SpansInUse, SpansFreeResident: st.FreeResident,
-			ArenaTouched: st.Touched, HugeLive: st.HugeLive, Bookkeeping: st.Bookkeeping})
+			ArenaTouched: st.Touched, HugeLive: st.HugeLive, HugeCached: st.HugeCached, Bookkeeping: st.Bookkeeping})
 	}
 }
 

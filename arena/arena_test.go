@@ -786,3 +786,64 @@ func TestResizeLarge(t *testing.T) {
 	mustPanic(t, func() { ResizeLarge(s, s.Start(), 8*page, nil) })
 	checkFreeSpans(t)
 }
+
+// A freed huge mapping waits in the cache: the next huge block of about
+// its size takes it (not zero), cut to size when it is a quarter bigger
+// or more, grown with its pages when it is smaller; the purge delay, or
+// Purge, unmaps it.
+func TestHugeCache(t *testing.T) {
+	const MiB = 1 << 20
+	Purge()
+	p, n, zero, err := AllocHuge(5*MiB, 9)
+	if err != nil || n != 5*MiB || !zero {
+		t.Fatalf("AllocHuge(5 MiB): %d bytes, zero %v, %v", n, zero, err)
+	}
+	b := unsafe.Slice((*byte)(p), n)
+	for i := range b {
+		b[i] = byte(i/4096) | 1
+	}
+	if u, tag, ok := FreeHuge(p); !ok || u != n || tag != 9 {
+		t.Fatalf("FreeHuge: %d bytes, tag %d, %v", u, tag, ok)
+	}
+	if st := ReadStats(); st.HugeCached != 5*MiB || st.HugeLive != 0 {
+		t.Fatalf("after the free: %d cached, %d live", st.HugeCached, st.HugeLive)
+	}
+	q, n, zero, err := AllocHuge(5*MiB-100, 9) // the same mapping
+	if err != nil || q != p || n != 5*MiB || zero {
+		t.Fatalf("AllocHuge again: %p (freed %p), %d bytes, zero %v, %v", q, p, n, zero, err)
+	}
+	if ReadStats().HugeCached != 0 {
+		t.Fatal("taken, still counted cached")
+	}
+	FreeHuge(q)
+	q, n, _, _ = AllocHuge(4*MiB, 9) // a quarter bigger: cut where it lies
+	if q != p || n != 4*MiB {
+		t.Fatalf("AllocHuge(4 MiB): %p (cached %p), %d bytes", q, p, n)
+	}
+	FreeHuge(q)
+	q, n, zero, _ = AllocHuge(8*MiB, 9) // half of it: grown, its pages moved along
+	if n != 8*MiB || zero {
+		t.Fatalf("AllocHuge(8 MiB): %d bytes, zero %v", n, zero)
+	}
+	b = unsafe.Slice((*byte)(q), n)
+	for i := 0; i < 4*MiB; i += 4096 {
+		if b[i] != byte(i/4096)|1 {
+			t.Fatalf("the cached mapping's page %d did not come along", i/4096)
+		}
+	}
+	FreeHuge(q)
+	for deadline := time.Now().Add(2 * time.Second); ReadStats().HugeCached != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still %d bytes cached 2 s after the free (purge delay %v)", ReadStats().HugeCached, a.opt.PurgeDelay)
+		}
+	}
+	q, _, _, _ = AllocHuge(3*MiB, 9)
+	FreeHuge(q)
+	if ReadStats().HugeCached != 3*MiB {
+		t.Fatal("not cached")
+	}
+	Purge()
+	if st := ReadStats(); st.HugeCached != 0 || st.FreeResident != 0 {
+		t.Fatalf("after Purge: %d cached, %d free resident", st.HugeCached, st.FreeResident)
+	}
+}

@@ -69,6 +69,7 @@ var a struct {
 	dirtyBytes atomic.Uint64 // free and resident
 	touched    atomic.Uint64 // pages ever handed out
 	hugeLive   atomic.Uint64 // huge mappings
+	hugeCached atomic.Uint64 // freed huge mappings waiting for reuse (huge.go)
 	hugeCount  atomic.Int64
 }
 
@@ -402,7 +403,10 @@ func purgeLocked(all bool) {
 		}
 		markFreeLocked(s.page, s.npages, flagZero) // filed again, with the purged
 	}
-	if a.dirty != 0 && a.timer == nil {
+	huge.mu.Lock()
+	cached := expireCachedLocked(all, now, limit)
+	huge.mu.Unlock()
+	if (a.dirty != 0 || cached) && a.timer == nil {
 		a.timer = time.AfterFunc(a.opt.PurgeDelay, func() {
 			a.mu.Lock()
 			a.timer = nil
@@ -480,7 +484,8 @@ func learnLocked(n uint64) {
 	a.bonus = min(a.bonus+n, a.hwm/2)
 }
 
-// Purge gives every free span's memory back to the OS now.
+// Purge gives every free span's memory back to the OS now, and unmaps
+// the cached huge mappings.
 func Purge() {
 	a.mu.Lock()
 	purgeLocked(true)
@@ -607,10 +612,11 @@ func CheckLarge(s *Span, p unsafe.Pointer) {
 	}
 }
 
-// Stats are the arena's figures, in bytes.
+// Stats are the arena's figures, in bytes: FreeResident is the free
+// spans', HugeCached the freed huge mappings kept for reuse.
 type Stats struct {
-	SpansInUse, FreeResident, Touched, HugeLive, Bookkeeping uint64
-	HugeBlocks                                               int64
+	SpansInUse, FreeResident, Touched, HugeLive, HugeCached, Bookkeeping uint64
+	HugeBlocks                                                           int64
 }
 
 // ReadStats reads the figures (without the lock: each is one atomic word).
@@ -621,6 +627,7 @@ func ReadStats() Stats {
 		FreeResident: a.dirtyBytes.Load(),
 		Touched:      t,
 		HugeLive:     a.hugeLive.Load(),
+		HugeCached:   a.hugeCached.Load(),
 		Bookkeeping:  t / sizeclass.PageSize * uint64(unsafe.Sizeof(Span{})),
 		HugeBlocks:   a.hugeCount.Load(),
 	}

@@ -1,12 +1,16 @@
 // Huge blocks: HugeMin bytes and more, each in its own mapping, found by
 // address in a table (a Go map of addresses: no pointers into Go memory
-// are kept anywhere but here).
+// are kept anywhere but here). A freed mapping waits in a small cache for
+// the next huge block (its pages resident: reusing it costs no faults)
+// until the purge delay passes or the retain limit wants it gone, as the
+// native library's huge.c keeps them.
 
 package arena
 
 import (
 	"fmt"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -16,23 +20,40 @@ type hugeBlock struct {
 	tag uint32
 }
 
+// cachedMap is a freed mapping in the cache, with when it was freed (ns
+// since the arena's start).
+type cachedMap struct {
+	mem []byte
+	at  int64
+}
+
+// hugeCacheMax is how many freed mappings the cache holds at most.
+const hugeCacheMax = 16
+
 var huge struct {
-	mu     sync.Mutex
+	mu     sync.Mutex // after a.mu when both are held
 	blocks map[uintptr]hugeBlock
+	cache  []cachedMap // oldest first
 }
 
 // AllocHuge maps a block of at least size bytes (whole OS pages), charged
-// to tag. The memory is zero. usable is the mapping's length.
-func AllocHuge(size uintptr, tag uint32) (p unsafe.Pointer, usable uintptr, err error) {
+// to tag: a cached mapping if one fits (zero false: it held a freed
+// block), else a fresh one (zero true). usable is the mapping's length.
+func AllocHuge(size uintptr, tag uint32) (p unsafe.Pointer, usable uintptr, zero bool, err error) {
 	n := (size + 4095) &^ 4095
 	if n < size {
-		return nil, 0, fmt.Errorf("%w: %d bytes", ErrOutOfMemory, size)
+		return nil, 0, false, fmt.Errorf("%w: %d bytes", ErrOutOfMemory, size)
 	}
-	mem, err := osMap(n)
-	if err != nil {
-		return nil, 0, fmt.Errorf("%w: mapping %d bytes: %v", ErrOutOfMemory, n, err)
+	huge.mu.Lock()
+	mem := takeCachedLocked(n)
+	huge.mu.Unlock()
+	if mem == nil {
+		if mem, err = osMap(n); err != nil {
+			return nil, 0, false, fmt.Errorf("%w: mapping %d bytes: %v", ErrOutOfMemory, n, err)
+		}
+		zero = true
 	}
-	p = unsafe.Pointer(&mem[0])
+	p, n = unsafe.Pointer(&mem[0]), uintptr(len(mem))
 	huge.mu.Lock()
 	if huge.blocks == nil {
 		huge.blocks = map[uintptr]hugeBlock{}
@@ -44,7 +65,71 @@ func AllocHuge(size uintptr, tag uint32) (p unsafe.Pointer, usable uintptr, err 
 	a.mu.Lock() // the heap's mark and the recent size know it (purgeLocked)
 	noteAllocLocked(uint64(n))
 	a.mu.Unlock()
-	return p, n, nil
+	return p, n, zero, nil
+}
+
+// takeCachedLocked takes a cached mapping for n bytes (whole OS pages) out
+// of the cache, or returns nil: the smallest of n bytes or more, cut to n
+// (mremap) if it is a quarter bigger or more; else the largest of a
+// quarter of n or more, grown to n (mremap moves its resident pages; only
+// the rest fault in). Native huge.c's rule, without its pieces of one
+// mapping.
+func takeCachedLocked(n uintptr) []byte {
+	best, under := -1, -1
+	for i, c := range huge.cache {
+		switch m := uintptr(len(c.mem)); {
+		case m >= n:
+			if best < 0 || m < uintptr(len(huge.cache[best].mem)) {
+				best = i
+			}
+		case m >= n/4:
+			if under < 0 || m > uintptr(len(huge.cache[under].mem)) {
+				under = i
+			}
+		}
+	}
+	if best < 0 {
+		best = under
+	}
+	if best < 0 {
+		return nil
+	}
+	mem := huge.cache[best].mem
+	huge.cache = append(huge.cache[:best], huge.cache[best+1:]...)
+	a.hugeCached.Add(-uint64(len(mem)))
+	if m := uintptr(len(mem)); m < n || m >= n+n/4 {
+		r, err := osRemap(mem, n)
+		if err != nil { // the OS said no: it goes, and a fresh mapping serves
+			_ = osRelease(mem)
+			return nil
+		}
+		mem = r
+	}
+	return mem
+}
+
+// expireCachedLocked unmaps the cached mappings freed longer than the
+// purge delay ago, or all of them (all), or, oldest first, those the
+// limit leaves no room for: free memory (the dirty spans and the cache)
+// over limit bytes. It returns whether mappings stay cached. (a.mu and
+// huge.mu held.)
+func expireCachedLocked(all bool, now int64, limit uint64) bool {
+	delay := int64(a.opt.PurgeDelay)
+	for len(huge.cache) > 0 {
+		c := huge.cache[0]
+		if !all && now-c.at < delay && a.dirtyBytes.Load()+a.hugeCached.Load() <= limit {
+			break
+		}
+		huge.cache = huge.cache[1:]
+		a.hugeCached.Add(-uint64(len(c.mem)))
+		if err := osRelease(c.mem); err != nil {
+			panic(fmt.Sprintf("tagalloc: munmap of a cached huge mapping failed: %v", err))
+		}
+	}
+	if len(huge.cache) == 0 {
+		huge.cache = nil // no old entries kept alive by the slice
+	}
+	return len(huge.cache) > 0
 }
 
 // HugeOf reports the usable size and tag of the huge block starting at p
@@ -93,8 +178,10 @@ func ResizeHuge(p unsafe.Pointer, mapped uintptr, admit func(extra uintptr) bool
 	return q
 }
 
-// FreeHuge unmaps the huge block at p, returning its usable size and tag
-// (ok false, and nothing done, if p is not one).
+// FreeHuge gives back the huge block at p, returning its usable size and
+// tag (ok false, and nothing done, if p is not one): into the cache if the
+// retain limit has room for it beside the free spans and the cache (the
+// oldest cached mapping goes if the cache is full), else unmapped.
 func FreeHuge(p unsafe.Pointer) (usable uintptr, tag uint32, ok bool) {
 	huge.mu.Lock()
 	b, ok := huge.blocks[uintptr(p)]
@@ -105,13 +192,32 @@ func FreeHuge(p unsafe.Pointer) (usable uintptr, tag uint32, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	if err := osRelease(b.mem); err != nil {
-		panic(fmt.Sprintf("tagalloc: munmap of a huge block failed: %v", err))
-	}
-	a.hugeLive.Add(-uint64(len(b.mem)))
+	n := uint64(len(b.mem))
+	a.hugeLive.Add(-n)
 	a.hugeCount.Add(-1)
-	a.mu.Lock() // the heap shrank: its free memory may now be over the limit
-	purgeLocked(false)
+	a.mu.Lock()
+	now := int64(time.Since(a.start))
+	limit := retainLimitLocked(now) // the heap shrank by the block: its mark's room has it
+	huge.mu.Lock()
+	var out []byte
+	if a.dirtyBytes.Load()+a.hugeCached.Load()+n <= limit {
+		if len(huge.cache) == hugeCacheMax {
+			out = huge.cache[0].mem
+			a.hugeCached.Add(-uint64(len(out)))
+			huge.cache = huge.cache[1:]
+		}
+		huge.cache = append(huge.cache, cachedMap{mem: b.mem, at: now})
+		a.hugeCached.Add(n)
+	} else {
+		out = b.mem
+	}
+	huge.mu.Unlock()
+	purgeLocked(false) // the heap shrank: its free memory may now be over the limit
 	a.mu.Unlock()
-	return uintptr(len(b.mem)), b.tag, true
+	if out != nil {
+		if err := osRelease(out); err != nil {
+			panic(fmt.Sprintf("tagalloc: munmap of a huge block failed: %v", err))
+		}
+	}
+	return uintptr(n), b.tag, true
 }
