@@ -403,9 +403,12 @@ func purgeLocked(all bool) {
 		}
 		markFreeLocked(s.page, s.npages, flagZero) // filed again, with the purged
 	}
-	huge.mu.Lock()
-	cached := expireCachedLocked(all, now, limit)
-	huge.mu.Unlock()
+	cached := false
+	if a.hugeCached.Load() != 0 { // entries are added with a.mu held: none is missed
+		huge.mu.Lock()
+		cached = expireCachedLocked(all, now, limit)
+		huge.mu.Unlock()
+	}
 	if (a.dirty != 0 || cached) && a.timer == nil {
 		a.timer = time.AfterFunc(a.opt.PurgeDelay, func() {
 			a.mu.Lock()
