@@ -348,9 +348,9 @@ func freeBig(sp *arena.Span, p unsafe.Pointer, req uint64, budgets bool) {
 //     its class's size).
 //   - A large block (more than 512 KiB: whole 64 KiB pages) stays when n
 //     needs the same pages or grows into its room (cap(b) <= n <=
-//     usable); else, for n over 512 KiB and under HugeMin, it is resized where it
-//     lies: shrunk to n's pages, the rest freed, or grown over the free
-//     pages right after it.
+//     usable); else, for n over 512 KiB and under HugeMin, it is resized
+//     where it lies: shrunk to n's pages, the rest freed, or grown over
+//     the free pages right after it.
 //   - A huge block (a mapping of its own) stays when n fits it and is at
 //     least half of it or grows into it (n >= cap(b)); else, for n over
 //     512 KiB, it is remapped (mremap: its bytes are not copied) to n's
@@ -363,10 +363,11 @@ func freeBig(sp *arena.Span, p unsafe.Pointer, req uint64, budgets bool) {
 // smallest class of 1, 1.25, 1.5 or 1.75 times a power of two that holds
 // n; and a large block growing past its pages moves to pages for a
 // quarter more than it had (unless that is less than n, or would make it
-// huge), which it then grows into in place. Realloc of a cap 0 slice is Malloc(n, ""); Realloc(b, 0)
-// frees b and returns an empty slice. Misuse panics as in Free. When a
-// fail budget covering the tag refuses the growth (SetBudget), Realloc
-// returns nil and b is untouched, still allocated and charged.
+// huge), which it then grows into in place. Realloc of a cap 0 slice is
+// Malloc(n, ""); Realloc(b, 0) frees b and returns an empty slice. Misuse
+// panics as in Free. When a fail budget covering the tag refuses the
+// growth (SetBudget), Realloc returns nil and b is untouched, still
+// allocated and charged.
 func Realloc(b []byte, n int) []byte {
 	if cap(b) == 0 {
 		return Malloc(n, "")

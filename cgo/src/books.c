@@ -87,8 +87,6 @@ static void _ta_books_format(_ta_books_t *b) {
   atomic_store(&b->used, off);
 }
 
-/* Say whose books b are: this process's (ppid its parent's), started now;
- * _ta_books_identify reads its command line too. */
 static uint64_t _ta_realtime_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -102,6 +100,9 @@ static uint64_t _ta_realtime_ns(void) {
  * page the parent writes again costs it a fault. */
 static uint64_t TA_LOCK _ta_books_fork_ns;
 
+/* Say whose books b are: this process's (ppid its parent's), started at
+ * start_ns (CLOCK_REALTIME); _ta_books_identify reads its command line
+ * too. */
 static void _ta_books_identify_process(_ta_books_t *b, uint32_t ppid, uint64_t start_ns) {
   b->pid = (uint32_t)getpid();
   b->ppid = ppid;
