@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -921,4 +922,121 @@ func TestMisuse(t *testing.T) {
 	b := Malloc(100, "misuse")
 	mustPanic(t, "cap", func() { Free(unsafe.Slice(&b[0], 200)) })
 	Free(b)
+}
+
+// Goroutines Malloc, Realloc and Free blocks of 1 byte to 12 MiB (a
+// log-uniform size), with a 4 MiB huge threshold: small, large and huge
+// blocks resized into each other, where they lie and moved, huge
+// mappings taken from the cache, all at once. Every block keeps its
+// bytes (sampled a page apart, and its last), and the books end where
+// they began. Run in a child by TestReallocStress.
+func TestReallocStress(t *testing.T) {
+	out := child(t, "TestReallocStressChild", "TAGALLOC_HUGE_THRESHOLD=4M")
+	if !strings.Contains(out, "realloc stress passed") {
+		t.Fatalf("child output:\n%s", out)
+	}
+}
+
+func TestReallocStressChild(t *testing.T) {
+	if os.Getenv("ALLOC_CHILD") == "" {
+		t.Skip("run by TestReallocStress")
+	}
+	const workers, slots = 4, 12
+	ops := 1500
+	if testing.Short() {
+		ops = 300
+	}
+	tag := MustTag("realloc-stress")
+	before := tag.Stats()
+	// A block's bytes at the positions checked: a seed of its own, then
+	// the position's page.
+	mark := func(b []byte, seed byte) {
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = seed ^ byte(i>>12)
+		}
+		if len(b) > 0 {
+			b[len(b)-1] = seed ^ 0x5a
+		}
+	}
+	check := func(b []byte, seed byte, n int) error { // the first n bytes
+		for i := 0; i < n && i < len(b); i += 4096 {
+			if b[i] != seed^byte(i>>12) {
+				return fmt.Errorf("block of %d bytes: byte %d is %d, want %d", len(b), i, b[i], seed^byte(i>>12))
+			}
+		}
+		return nil
+	}
+	size := func(rng *rand.Rand) int { return max(1, int(math.Exp2(rng.Float64()*23.6))) } // 1 B .. 12 MiB
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			var blocks [slots][]byte
+			var seeds [slots]byte
+			var err error
+			for i := 0; i < ops && err == nil; i++ {
+				k := rng.IntN(slots)
+				b := blocks[k]
+				switch {
+				case b == nil:
+					b = tag.Malloc(size(rng))
+					seeds[k] = byte(rng.Uint32())
+					mark(b, seeds[k])
+				case rng.IntN(4) == 0:
+					err = check(b, seeds[k], len(b)-1)
+					Free(b)
+					b = nil
+				default:
+					n, old := size(rng), len(b)
+					if err = check(b, seeds[k], len(b)-1); err == nil {
+						b = Realloc(b, n)
+						if err = check(b, seeds[k], min(old, n)-1); err == nil {
+							mark(b, seeds[k]) // the old last byte may lie where a page's mark goes
+						}
+					}
+				}
+				blocks[k] = b
+			}
+			for _, b := range blocks {
+				if b != nil {
+					Free(b)
+				}
+			}
+			errs <- err
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := tag.Stats(); st.LiveBytes != before.LiveBytes || st.LiveBlocks != before.LiveBlocks || st.LiveRequestedBytes != before.LiveRequestedBytes {
+		t.Fatalf("after every block is freed: %+v, before %+v", st, before)
+	}
+	if st := arena.ReadStats(); st.HugeLive != 0 {
+		t.Fatalf("%d bytes of huge blocks live after every block is freed", st.HugeLive)
+	}
+	fmt.Println("realloc stress passed")
+}
+
+// A block holding, at its bytes 8-15, what another freed block held there
+// (the program copied bytes it never wrote: a freed block's key, which
+// large blocks and Realloc's copies carry) frees as any block does; a
+// double free is still one.
+func TestFreeWithAnotherBlocksKey(t *testing.T) {
+	keep := Malloc(48, "key-copy") // the span stays
+	a, b := Malloc(48, "key-copy"), Malloc(48, "key-copy")
+	Free(a)
+	copy(b[8:16], unsafe.Slice(unsafe.SliceData(a), 16)[8:]) // a's key, read after its free
+	Free(b)
+	mustPanic(t, "double Free", func() { Free(b) })
+	Free(keep)
+	if st := statOf(t, "key-copy"); st.LiveBlocks != 0 || st.LiveBytes != 0 {
+		t.Fatalf("after the frees: %+v", st)
+	}
 }

@@ -164,14 +164,14 @@ func (c *Cache) CanFreeFast(s *Span, p unsafe.Pointer, capBytes uintptr) (uintpt
 	off := uintptr(p) - uintptr(a.base) - uintptr(s.page)<<sizeclass.PageShift
 	idx := (uint64(off) * s.magic) >> sizeclass.MagicShift
 	return off, uintptr(idx)*uintptr(s.size) == off && idx < uint64(s.carved) && capBytes <= uintptr(s.size) &&
-		s.owner == c.id && s.used > keepUsed[s.state&3] && *(*uint64)(unsafe.Add(p, 8)) != freeKey
+		s.owner == c.id && s.used > keepUsed[s.state&3] && *(*uint64)(unsafe.Add(p, 8)) != keyOf(p)
 }
 
 // PushFast puts the block at off (CanFreeFast's, which said yes) on the
 // owner's free list.
 func (s *Span) PushFast(p unsafe.Pointer, off uintptr) {
 	*(*uint32)(p) = s.free
-	*(*uint64)(unsafe.Add(p, 8)) = freeKey
+	*(*uint64)(unsafe.Add(p, 8)) = keyOf(p)
 	s.free = uint32(off) + 1
 	s.used--
 }
@@ -313,7 +313,7 @@ func (c *Cache) Install(s *Span, tag uint32) (unsafe.Pointer, bool) {
 // caught here, exactly) and poisons the block. off is for Free.
 func Check(s *Span, p unsafe.Pointer, capBytes uintptr) (off uint32) {
 	off, ok := s.offset(p)
-	if !ok || capBytes > uintptr(s.size) || a.bits != nil || *(*uint64)(unsafe.Add(p, 8)) == freeKey {
+	if !ok || capBytes > uintptr(s.size) || a.bits != nil || *(*uint64)(unsafe.Add(p, 8)) == keyOf(p) {
 		checkSlow(s, p, capBytes, off, ok)
 	}
 	return off
@@ -344,7 +344,7 @@ func Validate(s *Span, p unsafe.Pointer, capBytes uintptr) {
 	if !ok || capBytes > uintptr(s.size) {
 		panic(misuse("Realloc of %#x: not a block alloc handed out (a sub-slice, or foreign memory)", uintptr(p)))
 	}
-	if *(*uint64)(unsafe.Add(p, 8)) == freeKey {
+	if *(*uint64)(unsafe.Add(p, 8)) == keyOf(p) {
 		panic(misuse("Realloc of %#x: the block was freed", uintptr(p)))
 	}
 	if a.bits != nil {

@@ -92,11 +92,21 @@ type Span struct {
 var _ [128 - unsafe.Sizeof(Span{})]byte // Span must be exactly 128 bytes
 var _ [unsafe.Sizeof(Span{}) - 128]byte
 
-// A free small block holds, besides its link (bytes 0-3), freeKey in bytes
-// 8-15: Free finds it there on a double free (one load and compare; a
-// block whose data happens to equal the random key is the odds of 2^-64).
-// Pop wipes it.
+// A free small block holds, besides its link (bytes 0-3), its key in
+// bytes 8-15: freeKey, a random word, xor the block's address (keyOf).
+// Free finds it there on a double free (one load and compare; a block
+// whose data happens to equal its key is the odds of 2^-64). Pop wipes
+// it. The address makes a key good for its own block only: a program
+// that copies bytes it never wrote (a large block's, whose pages held
+// freed small blocks; Realloc copies them too when it moves a block)
+// carries the keys of blocks that were there, and a plain key that
+// landed at a block's bytes 8-15 made its Free report a double free
+// (a test growing and shrinking blocks of 1 byte to 12 MiB, which
+// writes a byte a page, hit it within 20 runs).
 var freeKey uint64
+
+// keyOf is the key of the free block at p.
+func keyOf(p unsafe.Pointer) uint64 { return freeKey ^ uint64(uintptr(p)) }
 
 // emptySpan has no blocks: a bin's current span before it has one, so the
 // fast path needs no nil check.
@@ -270,7 +280,7 @@ func (s *Span) pushLocal(p unsafe.Pointer, off uint32) bool {
 		return false
 	}
 	*(*uint32)(p) = s.free
-	*(*uint64)(unsafe.Add(p, 8)) = freeKey
+	*(*uint64)(unsafe.Add(p, 8)) = keyOf(p)
 	s.free = off + 1
 	s.used--
 	return true
@@ -281,7 +291,7 @@ func (s *Span) pushLocal(p unsafe.Pointer, off uint32) bool {
 // It reports whether the span was full and is now the caller's to hand
 // to the owner's reclaim stack.
 func (s *Span) pushRemote(p unsafe.Pointer, off uint32) (claimed bool) {
-	*(*uint64)(unsafe.Add(p, 8)) = freeKey
+	*(*uint64)(unsafe.Add(p, 8)) = keyOf(p)
 	for {
 		old := s.remote.Load()
 		*(*uint32)(p) = uint32(old)
