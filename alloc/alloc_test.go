@@ -927,9 +927,11 @@ func TestMisuse(t *testing.T) {
 // Goroutines Malloc, Realloc and Free blocks of 1 byte to 12 MiB (a
 // log-uniform size), with a 4 MiB huge threshold: small, large and huge
 // blocks resized into each other, where they lie and moved, huge
-// mappings taken from the cache, all at once. Every block keeps its
-// bytes (sampled a page apart, and its last), and the books end where
-// they began. Run in a child by TestReallocStress.
+// mappings taken from the cache, all at once; half of the blocks under a
+// tag with a fail budget that refuses some. Every block keeps its bytes
+// (sampled a page apart, and its last), a refused Realloc leaves its
+// block as it was, and the books and the budget's charge end where they
+// began. Run in a child by TestReallocStress.
 func TestReallocStress(t *testing.T) {
 	out := child(t, "TestReallocStressChild", "TAGALLOC_HUGE_THRESHOLD=4M")
 	if !strings.Contains(out, "realloc stress passed") {
@@ -946,8 +948,12 @@ func TestReallocStressChild(t *testing.T) {
 	if testing.Short() {
 		ops = 300
 	}
-	tag := MustTag("realloc-stress")
-	before := tag.Stats()
+	tags := []*Tag{MustTag("realloc-stress"), MustTag("realloc-stress-budget")}
+	require.NoError(t, SetBudget("realloc-stress-budget", 16<<20, BudgetFail))
+	var before [2]TagStat
+	for i, tag := range tags {
+		before[i] = tag.Stats()
+	}
 	// A block's bytes at the positions checked: a seed of its own, then
 	// the position's page.
 	mark := func(b []byte, seed byte) {
@@ -982,9 +988,10 @@ func TestReallocStressChild(t *testing.T) {
 				b := blocks[k]
 				switch {
 				case b == nil:
-					b = tag.Malloc(size(rng))
-					seeds[k] = byte(rng.Uint32())
-					mark(b, seeds[k])
+					if b = tags[k%2].Malloc(size(rng)); b != nil { // nil: the budget refused
+						seeds[k] = byte(rng.Uint32())
+						mark(b, seeds[k])
+					}
 				case rng.IntN(4) == 0:
 					err = check(b, seeds[k], len(b)-1)
 					Free(b)
@@ -992,7 +999,11 @@ func TestReallocStressChild(t *testing.T) {
 				default:
 					n, old := size(rng), len(b)
 					if err = check(b, seeds[k], len(b)-1); err == nil {
-						b = Realloc(b, n)
+						if nb := Realloc(b, n); nb != nil {
+							b = nb
+						} else if n = old; k%2 == 0 { // refused: b as it was
+							err = fmt.Errorf("Realloc of an untagged block refused")
+						}
 						if err = check(b, seeds[k], min(old, n)-1); err == nil {
 							mark(b, seeds[k]) // the old last byte may lie where a page's mark goes
 						}
@@ -1015,8 +1026,13 @@ func TestReallocStressChild(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if st := tag.Stats(); st.LiveBytes != before.LiveBytes || st.LiveBlocks != before.LiveBlocks || st.LiveRequestedBytes != before.LiveRequestedBytes {
-		t.Fatalf("after every block is freed: %+v, before %+v", st, before)
+	for i, tag := range tags {
+		if st := tag.Stats(); st.LiveBytes != before[i].LiveBytes || st.LiveBlocks != before[i].LiveBlocks || st.LiveRequestedBytes != before[i].LiveRequestedBytes {
+			t.Fatalf("after every block is freed: %+v, before %+v", st, before[i])
+		}
+	}
+	if b := budgetOf(t, "realloc-stress-budget"); b.Charged != 0 || b.Refused == 0 {
+		t.Fatalf("the budget after every block is freed: %+v (want nothing charged, some refusals)", b)
 	}
 	if st := arena.ReadStats(); st.HugeLive != 0 {
 		t.Fatalf("%d bytes of huge blocks live after every block is freed", st.HugeLive)
