@@ -25,7 +25,8 @@
 //	large      512 KiB < size < 256 MiB (HugeMin): a span of whole pages,
 //	           resized where it lies when it can (ResizeLarge).
 //	huge       256 MiB and up: its own mapping, found in a table, resized
-//	           by mremap (ResizeHuge).
+//	           by mremap (ResizeHuge); a freed one waits in a small cache
+//	           for the next (FreeHuge, AllocHuge).
 //	cache      one per shard of alloc (a P): per class, a current span
 //	           and a list of partial spans, whatever the tags (so a tag
 //	           costs no spans). The caller guarantees exclusivity (pinned
