@@ -608,6 +608,20 @@ func TestReallocHugeChild(t *testing.T) {
 	require.Zero(t, arena.ReadStats().HugeCached)
 	require.Equal(t, -1, bytes.IndexFunc(x, func(r rune) bool { return r != 0 }), "Calloc of a cached mapping: not zero")
 	Free(x)
+	// The region says so (tagalloc top reads it), and says when the purge
+	// timer has unmapped it, with nothing allocated meanwhile: the
+	// figures are published once a second too.
+	snap, err := Region().Snapshot()
+	require.NoError(t, err)
+	require.Equal(t, uint64(6<<20), snap.Allocator.HugeCached)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		snap, err = Region().Snapshot()
+		require.NoError(t, err)
+		if snap.Allocator.HugeCached == 0 && arena.ReadStats().HugeCached == 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the region still shows %d bytes cached (the arena %d)", snap.Allocator.HugeCached, arena.ReadStats().HugeCached)
+	}
 	fmt.Println("huge realloc checks passed")
 }
 
