@@ -987,6 +987,17 @@ func TestReallocStressChild(t *testing.T) {
 		return nil
 	}
 	size := func(rng *rand.Rand) int { return max(1, int(math.Exp2(rng.Float64()*23.6))) } // 1 B .. 12 MiB
+	// Blocks handed to the next worker, which resizes and frees them on
+	// another P, most of the time: slot k's parity is its tag's.
+	type handed struct {
+		b    []byte
+		seed byte
+		odd  bool
+	}
+	inbox := make([]chan handed, workers)
+	for w := range inbox {
+		inbox[w] = make(chan handed, 4)
+	}
 	errs := make(chan error, workers)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
@@ -999,8 +1010,28 @@ func TestReallocStressChild(t *testing.T) {
 			var err error
 			for i := 0; i < ops && err == nil; i++ {
 				k := rng.IntN(slots)
+				select {
+				case h := <-inbox[w]: // into a free slot of its tag's parity, else freed
+					if k = rng.IntN(slots/2) * 2; h.odd {
+						k++
+					}
+					if blocks[k] != nil {
+						if err = check(h.b, h.seed, len(h.b)-1); err == nil {
+							Free(h.b)
+						}
+						continue
+					}
+					blocks[k], seeds[k] = h.b, h.seed
+				default:
+				}
 				b := blocks[k]
 				switch {
+				case b != nil && rng.IntN(20) == 0:
+					select {
+					case inbox[(w+1)%workers] <- handed{b, seeds[k], k%2 == 1}:
+						b = nil
+					default:
+					}
 				case b == nil:
 					if b = tags[k%2].Malloc(size(rng)); b != nil { // nil: the budget refused
 						seeds[k] = byte(rng.Uint32())
@@ -1016,7 +1047,8 @@ func TestReallocStressChild(t *testing.T) {
 						if nb := Realloc(b, n); nb != nil {
 							b = nb
 						} else if n = old; k%2 == 0 { // refused: b as it was
-							err = fmt.Errorf("Realloc of an untagged block refused")
+							err = fmt.Errorf("Realloc of an untagged block to %d bytes refused", n)
+							break
 						}
 						if err = check(b, seeds[k], min(old, n)-1); err == nil {
 							mark(b, seeds[k]) // the old last byte may lie where a page's mark goes
@@ -1035,6 +1067,12 @@ func TestReallocStressChild(t *testing.T) {
 	}
 	wg.Wait()
 	close(errs)
+	for _, in := range inbox { // handed over after their worker stopped
+		close(in)
+		for h := range in {
+			Free(h.b)
+		}
+	}
 	for err := range errs {
 		if err != nil {
 			t.Fatal(err)
