@@ -60,7 +60,9 @@
 // at most PurgeDelay (200 ms) in case they are wanted again, then a timer
 // purges them (MADV_DONTNEED); dirty memory beyond the retain limit (the
 // room under the heap's high-water mark, at least RetainBytes, 8 MiB) is
-// purged at once, oldest first. Huge blocks are unmapped on free.
+// purged at once, oldest first. A freed huge block's mapping waits in a
+// cache on the same terms (what the retain limit leaves after the free
+// spans, at most PurgeDelay), then is unmapped.
 //
 // Errors: running out of arena or OS memory is ErrOutOfMemory. Misuse
 // found outside an exclusive section panics with a *MisuseError; found
