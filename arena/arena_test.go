@@ -1,6 +1,7 @@
 package arena
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 	"unsafe"
@@ -846,4 +847,129 @@ func TestHugeCache(t *testing.T) {
 	if st := ReadStats(); st.HugeCached != 0 || st.FreeResident != 0 {
 		t.Fatalf("after Purge: %d cached, %d free resident", st.HugeCached, st.FreeResident)
 	}
+}
+
+// Random large and huge block operations, resizes among them: after each,
+// the free spans are filed and joined right (checkFreeSpans), every page
+// handed out is in use or free (none lost), the dirty
+// bytes are the dirty spans' (walked), the spans in use are the live
+// blocks' (besides what other tests hold), every page of a live block
+// finds it, and its first and last bytes are its own.
+func TestArenaRandomOps(t *testing.T) {
+	const page = sizeclass.PageSize
+	rng := rand.New(rand.NewPCG(3, 5))
+	type blk struct {
+		s    *Span          // large, or nil
+		p    unsafe.Pointer // its start
+		n    uintptr        // usable bytes
+		seed byte
+	}
+	var live []blk
+	inUse0 := a.inUse.Load()
+	mark := func(b blk) {
+		*(*byte)(b.p) = b.seed
+		*(*byte)(unsafe.Add(b.p, b.n-1)) = b.seed ^ 0xff
+	}
+	check := func(b blk) {
+		t.Helper()
+		if *(*byte)(b.p) != b.seed || *(*byte)(unsafe.Add(b.p, b.n-1)) != b.seed^0xff {
+			t.Fatalf("a block of %d bytes lost its bytes", b.n)
+		}
+		if b.s != nil {
+			for off := uintptr(0); off < b.n; off += page {
+				if SpanOf(unsafe.Add(b.p, off)) != b.s {
+					t.Fatalf("page %d of a %d-byte block does not find it", off/page, b.n)
+				}
+			}
+		}
+	}
+	dirtyWalked := func() (n uint64) {
+		for i := a.dirty; i != 0; i = spanAt(i).dnext {
+			n += uint64(spanAt(i).Bytes())
+		}
+		return n
+	}
+	for op := 0; op < 3000; op++ {
+		switch r := rng.IntN(10); {
+		case r < 4 || len(live) == 0:
+			n := uintptr(sizeclass.MaxSmall+1) + uintptr(rng.IntN(40*int(page)))
+			if rng.IntN(8) == 0 { // huge
+				p, u, _, err := AllocHuge(n, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				live = append(live, blk{nil, p, u, byte(op)})
+			} else {
+				s, err := AllocLarge(n, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				live = append(live, blk{s, s.Start(), s.Bytes(), byte(op)})
+			}
+			mark(live[len(live)-1])
+		case r < 7:
+			k := rng.IntN(len(live))
+			b := &live[k]
+			check(*b)
+			n := uintptr(sizeclass.MaxSmall+1) + uintptr(rng.IntN(60*int(page)))
+			if b.s != nil {
+				if u := ResizeLarge(b.s, b.p, n, nil); u != 0 {
+					b.n = u
+					if *(*byte)(b.p) != b.seed {
+						t.Fatal("a resized block lost its first byte")
+					}
+					mark(*b)
+				}
+			} else {
+				m := (n + 4095) &^ 4095
+				if q := ResizeHuge(b.p, m, nil); q != nil {
+					if *(*byte)(q) != b.seed {
+						t.Fatal("a remapped block lost its first byte")
+					}
+					b.p, b.n = q, m
+					mark(*b)
+				}
+			}
+		default:
+			k := rng.IntN(len(live))
+			b := live[k]
+			check(b)
+			if b.s != nil {
+				FreeLarge(b.s, b.p)
+			} else if _, _, ok := FreeHuge(b.p); !ok {
+				t.Fatal("FreeHuge of a live block")
+			}
+			live[k] = live[len(live)-1]
+			live = live[:len(live)-1]
+		}
+		free := checkFreeSpans(t)
+		a.mu.Lock()
+		d, w := a.dirtyBytes.Load(), dirtyWalked()
+		top, inUse := a.top, a.inUse.Load()
+		a.mu.Unlock()
+		if uint64(free)+inUse/page != uint64(top-1) { // every page handed out is in use or free
+			t.Fatalf("op %d: %d pages free and %d in use, %d handed out", op, free, inUse/page, top-1)
+		}
+		if d != w {
+			t.Fatalf("op %d: %d dirty bytes counted, %d on the dirty list", op, d, w)
+		}
+		var spans uint64
+		for _, b := range live {
+			if b.s != nil {
+				spans += uint64(b.n)
+			}
+		}
+		if got := a.inUse.Load() - inUse0; got != spans {
+			t.Fatalf("op %d: %d bytes of spans in use more than before, the live blocks' %d", op, got, spans)
+		}
+	}
+	for _, b := range live {
+		check(b)
+		if b.s != nil {
+			FreeLarge(b.s, b.p)
+		} else {
+			FreeHuge(b.p)
+		}
+	}
+	checkFreeSpans(t)
 }
