@@ -2,12 +2,19 @@ package arena
 
 import (
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/tagalloc/tagalloc/sizeclass"
 )
+
+// newTestCache is a cache with an id no test used before: ids are taken
+// once per process, and go test -count=N runs each test N times.
+func newTestCache() *Cache { return NewCache(int(testCacheID.Add(1))) }
+
+var testCacheID atomic.Int32
 
 func init() {
 	if err := Init(Options{PurgeDelay: 20 * time.Millisecond, RetainBytes: 1 << 20}); err != nil {
@@ -162,7 +169,7 @@ func waitPurged(t *testing.T) {
 }
 
 func TestCacheRemoteFreesComeBack(t *testing.T) {
-	owner, other := NewCache(10), NewCache(11)
+	owner, other := newTestCache(), newTestCache()
 	const class = 20 // 416 B, 157 per span
 	cl := sizeclass.Classes[class]
 	var blocks []unsafe.Pointer
@@ -247,7 +254,7 @@ func popOrNew(t *testing.T, c *Cache, class int, tag uint32) unsafe.Pointer {
 // span turns mixed at the second tag and single again once empty, and
 // Walk sees every block's tag.
 func TestMixedSpanTags(t *testing.T) {
-	c, other := NewCache(12), NewCache(13)
+	c, other := newTestCache(), newTestCache()
 	const class = 3 // 64 B
 	type blk struct {
 		p   unsafe.Pointer
@@ -338,7 +345,7 @@ func TestMixedSpanTags(t *testing.T) {
 // TestTagMapPurged: a mixed span's slot of the tag map goes back to the
 // OS with the span's pages.
 func TestTagMapPurged(t *testing.T) {
-	c := NewCache(14)
+	c := newTestCache()
 	const class = 7 // 128 B, 512 per span
 	cl := sizeclass.Classes[class]
 	var ps []unsafe.Pointer
@@ -374,7 +381,7 @@ func TestTagMapPurged(t *testing.T) {
 // That block is handed out (the new span waits on the partial list), not
 // leaked.
 func TestInstallTakesARemoteFree(t *testing.T) {
-	owner, other := NewCache(15), NewCache(16)
+	owner, other := newTestCache(), newTestCache()
 	const class = 93 // 229376 B: one block per span
 	p := popOrNew(t, owner, class, 4)
 	cur := owner.Cur(class)
@@ -658,7 +665,7 @@ func TestDirtyBeforePurged(t *testing.T) {
 // high-water mark plus what it had freed since. The span set aside with
 // blocks still to carve is carved once the freed blocks are used up.
 func TestFreedBlocksBeforeCarving(t *testing.T) {
-	c := NewCache(17)
+	c := newTestCache()
 	const class = 31 // 1024 B, 64 a span
 	cl := sizeclass.Classes[class]
 	var first []unsafe.Pointer
