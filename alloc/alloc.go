@@ -346,15 +346,16 @@ func freeBig(sp *arena.Span, p unsafe.Pointer, req uint64, budgets bool) {
 //   - A small block (at most 512 KiB, sizeclass.MaxSmall) stays when n
 //     fits it and is at least half of it (usable/2 <= n <= usable, usable
 //     its class's size).
-//   - A large block (more than 512 KiB: whole 64 KiB pages) stays when n
-//     needs the same pages or grows into its room (cap(b) <= n <=
-//     usable); else, for n over 512 KiB and under HugeMin, it is resized
-//     where it lies: shrunk to n's pages, the rest freed, or grown over
-//     the free pages right after it.
-//   - A huge block (a mapping of its own) stays when n fits it and is at
-//     least half of it or grows into it (n >= cap(b)); else, for n over
-//     512 KiB, it is remapped (mremap: its bytes are not copied) to n's
-//     OS pages, an eighth more if it grows.
+//   - A large block (more than 512 KiB, under the huge threshold,
+//     TAGALLOC_HUGE_THRESHOLD, 256 MiB by default: whole 64 KiB pages)
+//     stays when n needs the same pages or grows into its room (cap(b) <=
+//     n <= usable); else, for n over 512 KiB and under the threshold, it
+//     is resized where it lies: shrunk to n's pages, the rest freed, or
+//     grown over the free pages right after it.
+//   - A huge block (the threshold or more: a mapping of its own) stays
+//     when n fits it and is at least half of it or grows into it (n >=
+//     cap(b)); else, for n over 512 KiB, it is remapped (mremap: its
+//     bytes are not copied) to n's OS pages, an eighth more if it grows.
 //
 // A block kept or resized where it lies is counted its new usable size,
 // n requested. Otherwise the block moves and b must not be used again:
