@@ -415,8 +415,11 @@ func Realloc(b []byte, n int) []byte {
 	if old > usable {
 		panic(fmt.Sprintf("alloc: Realloc of %#x: cap %d exceeds its block (not a slice alloc handed out)", uintptr(p), old))
 	}
-	if inPlace {
-		countResize(id, uint64(usable), uint64(usable), old, n)
+	if inPlace { // countResize's case of the same usable bytes, inline: the common one
+		s, ctr := acquireFor(id)
+		books.Add(&ctr.AllocReq, uint64(n))
+		books.Add(&ctr.FreeReq, uint64(old))
+		s.release()
 		return unsafe.Slice((*byte)(p), n)
 	}
 	t := state.byID[id].Load()
