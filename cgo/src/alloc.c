@@ -8,15 +8,16 @@
 
 /* ---- internal entry points (shared by every public one) ------------------ */
 
-/* The requested size of block b of small span pg (with TAGALLOC_REQUESTED). */
-static inline size_t _ta_slop_req(const _ta_page_t *pg, const void *b) {
-  return pg->block_size - _ta_slop_get(pg, _ta_block_index(pg, b));
-}
+/* The requested size of block idx of small span pg (with
+ * TAGALLOC_REQUESTED); _ta_slop_req of block b. */
+static inline size_t _ta_slop_req_at(const _ta_page_t *pg, size_t idx) { return pg->block_size - _ta_slop_get(pg, idx); }
+static inline size_t _ta_slop_req(const _ta_page_t *pg, const void *b) { return _ta_slop_req_at(pg, _ta_block_index(pg, b)); }
 
 /* malloc's class argument for a size whose page was found by the size
  * (heap->small[]): its class is the page's when the page has a free
- * block, else the size's, computed then (the slow path). */
+ * block, else the size's, computed then (the slow path: _ta_class_for). */
 #define TA_CLASS_BY_SIZE UINT32_MAX
+static inline unsigned _ta_class_for(unsigned c, size_t size) { return c == TA_CLASS_BY_SIZE ? _ta_class_of(size) : c; }
 
 /* Everything but the common case of the fast path below, for h's page pg
  * of class c (or TA_CLASS_BY_SIZE): a page that keeps requested sizes or
@@ -27,7 +28,7 @@ static inline size_t _ta_slop_req(const _ta_page_t *pg, const void *b) {
  * is no free block (many_tags: 13 instructions less a malloc). */
 TA_NOINLINE static void *_ta_malloc_rest(_ta_heap_t *h, _ta_page_t *pg, unsigned c, size_t size) {
   _ta_block_t *b = pg->free;
-  if (b == NULL) return _ta_malloc_slow(h, c == TA_CLASS_BY_SIZE ? _ta_class_of(size) : c, size);
+  if (b == NULL) return _ta_malloc_slow(h, _ta_class_for(c, size), size);
   ta_assert(c == TA_CLASS_BY_SIZE || c == pg->sclass);
   c = pg->sclass; /* a page with a free block: its class, on a line at hand */
   if (ta_unlikely(!_ta_take_retag(h, pg, c, b))) return _ta_take_refused(h, pg, b);
@@ -79,7 +80,7 @@ static inline __attribute__((always_inline)) void *_ta_malloc_from(_ta_heap_t *h
     if (_ta_take(h, pg, b)) return _ta_took_rising(h, b);
     return b;
   }
-  return _ta_malloc_class_sampling(c == TA_CLASS_BY_SIZE ? _ta_class_of(size) : c, size);
+  return _ta_malloc_class_sampling(_ta_class_for(c, size), size);
 }
 #else
 #define _ta_malloc_from _ta_malloc_unsampled_from
@@ -208,10 +209,13 @@ typedef enum { TA_PTR_BAD, TA_PTR_SMALL, TA_PTR_LARGE, TA_PTR_HUGE } _ta_ptr_kin
 
 /* Classify p, in the span whose head is pg (not NULL): a block start of
  * a small or large span in use, or BAD (inside a span but not at a block
- * start, or in no span in use). */
-static inline _ta_ptr_kind_t _ta_classify_in(const void *p, const _ta_page_t *pg) {
+ * start, or in no span in use). *idx gets a small block's index. */
+static inline _ta_ptr_kind_t _ta_classify_in(const void *p, const _ta_page_t *pg, size_t *idx) {
   if (pg->head_off != 0) return TA_PTR_BAD;
-  if (pg->kind == TA_KIND_SMALL) return _ta_is_carved(pg, p) ? TA_PTR_SMALL : TA_PTR_BAD;
+  if (pg->kind == TA_KIND_SMALL) {
+    *idx = _ta_block_index(pg, p);
+    return _ta_is_carved_at(pg, p, *idx) ? TA_PTR_SMALL : TA_PTR_BAD;
+  }
   if (pg->kind == TA_KIND_LARGE && (const uint8_t *)p == pg->start) return TA_PTR_LARGE;
   return TA_PTR_BAD;
 }
@@ -222,7 +226,8 @@ static _ta_ptr_kind_t _ta_classify(const void *p, _ta_page_t **pgp, size_t *huge
   _ta_page_t *pg = _ta_page_of(p);
   *pgp = pg;
   if (!pg) return _ta_huge_lookup(p, huge_mapped) ? TA_PTR_HUGE : TA_PTR_BAD;
-  return _ta_classify_in(p, pg);
+  size_t idx;
+  return _ta_classify_in(p, pg, &idx);
 }
 
 TA_COLD static void _ta_bad_pointer(const char *fn, const void *p) {
@@ -250,7 +255,7 @@ static inline __attribute__((always_inline)) void _ta_free_small_remote(_ta_heap
   if (TA_SAMPLED_AT(pg, p)) _ta_sample_free(p); /* before another thread can reuse it */
   /* counted before the block is given back (then it may be reused, and
    * its tag entry rewritten) */
-  _ta_count_free_here(h, _ta_block_tag_at(pg, idx), pg->block_size, pg->slop ? pg->block_size - _ta_slop_get(pg, idx) : 0);
+  _ta_count_free_here(h, _ta_block_tag_at(pg, idx), pg->block_size, pg->slop ? _ta_slop_req_at(pg, idx) : 0);
   _ta_free_remote(h, pg, (_ta_block_t *)p);
 }
 
@@ -303,13 +308,11 @@ static void _ta_free_local_other(_ta_heap_t *h, _ta_page_t *pg, _ta_block_t *b);
  * producer made), classified without looking the span up again.
  * Everything else goes the generic way, which names what p is. */
 TA_NOINLINE static void _ta_free_other(_ta_heap_t *h, void *p, _ta_page_t *pg) {
-  if (ta_likely(pg != NULL && pg->head_off == 0 && pg->kind == TA_KIND_SMALL)) { /* _ta_classify_in's small case */
-    size_t idx = _ta_block_index(pg, p);
-    if (ta_likely(_ta_is_carved_at(pg, p, idx))) {
-      if (ta_unlikely(h == &_ta_heap_empty)) h = _ta_heap_for_free();
-      _ta_free_small_remote(h, pg, p, idx);
-      return;
-    }
+  size_t idx;
+  if (ta_likely(pg != NULL && _ta_classify_in(p, pg, &idx) == TA_PTR_SMALL)) {
+    if (ta_unlikely(h == &_ta_heap_empty)) h = _ta_heap_for_free();
+    _ta_free_small_remote(h, pg, p, idx);
+    return;
   }
   _ta_free_generic(p, "free");
 }
