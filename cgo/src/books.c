@@ -256,8 +256,9 @@ static const uint64_t _ta_zero_page[TA_OS_PAGE / 8];
 
 static bool _ta_books_snap_has(size_t i) { return _ta_books_snap_map[i / 64] >> (i % 64) & 1; }
 
+/* _ta_books_snap is NULL here: the parent and child handlers leave it so
+ * (the parent's also after a fork that failed). */
 static void _ta_books_fork_prepare(void) {
-  if (_ta_books_snap) _ta_books_snap = NULL; /* a store only if needed: its page is no lock's (_ta_books_fork_ns) */
   if (!_ta_books) return;
   _ta_books_fork_ns = _ta_realtime_ns();
   if (!_ta_books_shared) return;

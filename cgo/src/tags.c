@@ -174,8 +174,6 @@ TA_NOINLINE static _ta_ctr_t *_ta_ctr_chunk_new(_ta_thread_t *th, uint32_t tag) 
   return &chunk[tag % TA_CTR_CHUNK];
 }
 
-/* th's counters for tag, or NULL (no record, or no memory for its chunk):
- * the caller then counts in the shared atomic table. */
 /* th's counters of tag if their chunk exists, else NULL (no allocation:
  * a free path's look-up, _ta_count_free_here). */
 static inline _ta_ctr_t *_ta_ctr_find(_ta_thread_t *th, uint32_t tag) {
@@ -183,6 +181,8 @@ static inline _ta_ctr_t *_ta_ctr_find(_ta_thread_t *th, uint32_t tag) {
   return chunk ? &chunk[tag % TA_CTR_CHUNK] : NULL;
 }
 
+/* th's counters for tag, or NULL (no record, or no memory for its chunk):
+ * the caller then counts in the shared atomic table. */
 static inline _ta_ctr_t *_ta_ctr_of(_ta_thread_t *th, uint32_t tag) {
   if (!th) return NULL;
   _ta_ctr_t *c = _ta_ctr_find(th, tag);
