@@ -94,9 +94,7 @@ func takeCachedLocked(n uintptr) []byte {
 	if best < 0 {
 		return nil
 	}
-	mem := huge.cache[best].mem
-	huge.cache = append(huge.cache[:best], huge.cache[best+1:]...)
-	a.hugeCached.Add(-uint64(len(mem)))
+	mem := uncacheLocked(best)
 	if m := uintptr(len(mem)); m < n || m >= n+n/4 {
 		r, err := osRemap(mem, n)
 		if err != nil { // the OS said no: it goes, and a fresh mapping serves
@@ -116,20 +114,22 @@ func takeCachedLocked(n uintptr) []byte {
 func expireCachedLocked(all bool, now int64, limit uint64) bool {
 	delay := int64(a.opt.PurgeDelay)
 	for len(huge.cache) > 0 {
-		c := huge.cache[0]
-		if !all && now-c.at < delay && a.dirtyBytes.Load()+a.hugeCached.Load() <= limit {
+		if !all && now-huge.cache[0].at < delay && a.dirtyBytes.Load()+a.hugeCached.Load() <= limit {
 			break
 		}
-		huge.cache = huge.cache[1:]
-		a.hugeCached.Add(-uint64(len(c.mem)))
-		if err := osRelease(c.mem); err != nil {
+		if err := osRelease(uncacheLocked(0)); err != nil {
 			panic(fmt.Sprintf("tagalloc: munmap of a cached huge mapping failed: %v", err))
 		}
 	}
-	if len(huge.cache) == 0 {
-		huge.cache = nil // no old entries kept alive by the slice
-	}
 	return len(huge.cache) > 0
+}
+
+// uncacheLocked takes cached mapping i out of the cache (huge.mu held).
+func uncacheLocked(i int) []byte {
+	mem := huge.cache[i].mem
+	huge.cache = append(huge.cache[:i], huge.cache[i+1:]...)
+	a.hugeCached.Add(-uint64(len(mem)))
+	return mem
 }
 
 // HugeOf reports the usable size and tag of the huge block starting at p
@@ -201,10 +201,8 @@ func FreeHuge(p unsafe.Pointer) (usable uintptr, tag uint32, ok bool) {
 	huge.mu.Lock()
 	var out []byte
 	if a.dirtyBytes.Load()+a.hugeCached.Load()+n <= limit {
-		if len(huge.cache) == hugeCacheMax {
-			out = huge.cache[0].mem
-			a.hugeCached.Add(-uint64(len(out)))
-			huge.cache = huge.cache[1:]
+		if len(huge.cache) == hugeCacheMax { // the oldest goes
+			out = uncacheLocked(0)
 		}
 		huge.cache = append(huge.cache, cachedMap{mem: b.mem, at: now})
 		a.hugeCached.Add(n)
