@@ -524,16 +524,11 @@ func TestReallocLargeResizesInPlace(t *testing.T) {
 // growing to HugeMin moves to one. Run in a child with a 4 MiB threshold
 // (TAGALLOC_HUGE_THRESHOLD), so that the blocks are a few MiB.
 func TestReallocHugeRemaps(t *testing.T) {
-	out := child(t, "TestReallocHugeChild", "TAGALLOC_HUGE_THRESHOLD=4M")
-	if !strings.Contains(out, "huge realloc checks passed") {
-		t.Fatalf("child output:\n%s", out)
-	}
+	childSays(t, "TestReallocHugeChild", "huge realloc checks passed", "TAGALLOC_HUGE_THRESHOLD=4M")
 }
 
 func TestReallocHugeChild(t *testing.T) {
-	if os.Getenv("ALLOC_CHILD") == "" {
-		t.Skip("run by TestReallocHugeRemaps")
-	}
+	inChild(t, "TestReallocHugeRemaps")
 	before := statOf(t, "realloc-huge")
 	b := Malloc(3<<20, "realloc-huge") // large
 	if arena.HugeMin() != 4<<20 {
@@ -948,16 +943,11 @@ func TestMisuse(t *testing.T) {
 // block as it was, and the books and the budget's charge end where they
 // began. Run in a child by TestReallocStress.
 func TestReallocStress(t *testing.T) {
-	out := child(t, "TestReallocStressChild", "TAGALLOC_HUGE_THRESHOLD=4M")
-	if !strings.Contains(out, "realloc stress passed") {
-		t.Fatalf("child output:\n%s", out)
-	}
+	childSays(t, "TestReallocStressChild", "realloc stress passed", "TAGALLOC_HUGE_THRESHOLD=4M")
 }
 
 func TestReallocStressChild(t *testing.T) {
-	if os.Getenv("ALLOC_CHILD") == "" {
-		t.Skip("run by TestReallocStress")
-	}
+	inChild(t, "TestReallocStress")
 	const workers, slots = 4, 12
 	ops := 1500
 	if testing.Short() {

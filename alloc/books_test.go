@@ -15,6 +15,7 @@ import (
 // TestRegionMatchesTagStats: the books region, read back as tagalloc
 // top/snapshot read it, says what TagStats says.
 func TestRegionMatchesTagStats(t *testing.T) {
+	ensureInit() // HugeMin is 0 until the arena is made: run alone, this test made no huge block
 	var bs [][]byte
 	for i, n := range []int{10, 300, 5000, 700 << 10, int(arena.HugeMin()) + 1<<20} {
 		for k := 0; k <= i; k++ {
@@ -66,9 +67,11 @@ func TestRegionMatchesTagStats(t *testing.T) {
 	}
 }
 
-// child runs this test binary's test name in a child with env added, and
-// returns its output; the child sees ALLOC_CHILD=1.
-func child(t *testing.T, name string, env ...string) string {
+// childSays runs this test binary's test name in a child with env added
+// (the child sees ALLOC_CHILD=1: inChild), fails unless it passes and its
+// output holds want (the line it prints when its checks pass), and
+// returns the output.
+func childSays(t *testing.T, name, want string, env ...string) string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.v")
 	cmd.Env = append(append(os.Environ(), "ALLOC_CHILD=1"), env...)
@@ -76,22 +79,28 @@ func child(t *testing.T, name string, env ...string) string {
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", name, err, out)
 	}
+	if !strings.Contains(string(out), want) {
+		t.Fatalf("child output:\n%s", out)
+	}
 	return string(out)
+}
+
+// inChild skips a test that only the test parent runs, as a child.
+func inChild(t *testing.T, parent string) {
+	t.Helper()
+	if os.Getenv("ALLOC_CHILD") == "" {
+		t.Skip("run by " + parent)
+	}
 }
 
 func TestDebugMode(t *testing.T) {
 	// one P: the LIFO reuse it checks is per P, and a goroutine moved
 	// to another P between Free and Malloc (a loaded machine) gets another
-	out := child(t, "TestDebugChild", "TAGALLOC_GO_DEBUG=1", "GOMAXPROCS=1")
-	if !strings.Contains(out, "debug checks passed") {
-		t.Fatalf("child output:\n%s", out)
-	}
+	childSays(t, "TestDebugChild", "debug checks passed", "TAGALLOC_GO_DEBUG=1", "GOMAXPROCS=1")
 }
 
 func TestDebugChild(t *testing.T) {
-	if os.Getenv("ALLOC_CHILD") == "" {
-		t.Skip("run by TestDebugMode")
-	}
+	inChild(t, "TestDebugMode")
 	if !Debug() {
 		t.Fatal("TAGALLOC_GO_DEBUG=1 did not turn debug mode on")
 	}
@@ -116,16 +125,11 @@ func TestDebugChild(t *testing.T) {
 }
 
 func TestOverflowTag(t *testing.T) {
-	out := child(t, "TestOverflowChild")
-	if !strings.Contains(out, "overflow checks passed") {
-		t.Fatalf("child output:\n%s", out)
-	}
+	childSays(t, "TestOverflowChild", "overflow checks passed")
 }
 
 func TestOverflowChild(t *testing.T) {
-	if os.Getenv("ALLOC_CHILD") == "" {
-		t.Skip("run by TestOverflowTag")
-	}
+	inChild(t, "TestOverflowTag")
 	var bs [][]byte
 	for i := 1; i <= books.MaxTags+10; i++ {
 		bs = append(bs, Malloc(16, fmt.Sprintf("tag-%d", i)))
@@ -160,16 +164,14 @@ func TestOverflowChild(t *testing.T) {
 }
 
 func TestBooksWithoutRegion(t *testing.T) {
-	out := child(t, "TestNoRegionChild", "TAGALLOC_DIR=/nonexistent/dir")
-	if !strings.Contains(out, "no-region checks passed") || strings.Count(out, "keeps its books privately") != 1 {
+	out := childSays(t, "TestNoRegionChild", "no-region checks passed", "TAGALLOC_DIR=/nonexistent/dir")
+	if strings.Count(out, "keeps its books privately") != 1 {
 		t.Fatalf("child output:\n%s", out)
 	}
 }
 
 func TestNoRegionChild(t *testing.T) {
-	if os.Getenv("ALLOC_CHILD") == "" {
-		t.Skip("run by TestBooksWithoutRegion")
-	}
+	inChild(t, "TestBooksWithoutRegion")
 	if Region() != nil {
 		t.Fatal("a region under a missing TAGALLOC_DIR?")
 	}
@@ -192,16 +194,11 @@ func TestNoRegionChild(t *testing.T) {
 // TAGALLOC_HUGE_THRESHOLD is read as the native library reads it: with
 // 4M, a 5 MiB block is huge (its own mapping), a 3 MiB one a span.
 func TestHugeThresholdOption(t *testing.T) {
-	out := child(t, "TestHugeThresholdChild", "TAGALLOC_HUGE_THRESHOLD=4M")
-	if !strings.Contains(out, "huge threshold 4194304") {
-		t.Fatalf("child output:\n%s", out)
-	}
+	childSays(t, "TestHugeThresholdChild", "huge threshold 4194304", "TAGALLOC_HUGE_THRESHOLD=4M")
 }
 
 func TestHugeThresholdChild(t *testing.T) {
-	if os.Getenv("ALLOC_CHILD") == "" {
-		t.Skip("run by TestHugeThresholdOption")
-	}
+	inChild(t, "TestHugeThresholdOption")
 	big, small := Malloc(5<<20, "huge-opt"), Malloc(3<<20, "huge-opt")
 	before := arena.ReadStats().HugeLive
 	if before < 5<<20 || before >= 8<<20 {

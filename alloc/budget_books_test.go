@@ -234,8 +234,7 @@ func TestBudgetsInBooksRace(t *testing.T) {
 // directory), read after it ended.
 func TestBudgetsInRegionFile(t *testing.T) {
 	dir := t.TempDir()
-	out := child(t, "TestBudgetsFileChild", "TAGALLOC_DIR="+dir)
-	require.Contains(t, out, "budgets file child done")
+	childSays(t, "TestBudgetsFileChild", "budgets file child done", "TAGALLOC_DIR="+dir)
 	snaps, err := books.ReadDir(dir)
 	require.NoError(t, err)
 	require.Len(t, snaps, 1)
@@ -255,9 +254,7 @@ func TestBudgetsInRegionFile(t *testing.T) {
 }
 
 func TestBudgetsFileChild(t *testing.T) {
-	if os.Getenv("ALLOC_CHILD") == "" {
-		t.Skip("run by TestBudgetsInRegionFile")
-	}
+	inChild(t, "TestBudgetsInRegionFile")
 	require.NoError(t, SetBudget("file", 4096, BudgetFail))
 	require.NoError(t, SetBudget("file/sub", 1<<20, BudgetObserve))
 	require.NoError(t, SetBudget("file/removed", 1<<20, BudgetObserve))
