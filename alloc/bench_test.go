@@ -318,18 +318,13 @@ func benchReallocChain(b *testing.B, from, to, step int) {
 
 // BenchmarkLargeLoop: the native large_loop (bench/workloads) in Go: 64
 // slots of blocks of 64 KiB to 4 MiB replace each other at random, each
-// new block written at its first and last byte. b.N replacements with
-// alloc's blocks, then b.N with make's (the Go heap, which zeroes every
-// block and frees by collection), each timed and reported an op with its
-// minor page faults (the arena's retain limit and purge delay at work:
-// every fault is a page the OS hands in again), and make's time over
-// alloc's. Run with -benchtime=20000x for the native row's count.
+// new block written at its first and last byte, alloc's against make's
+// (benchVsMake). Run with -benchtime=20000x for the native row's count.
 func BenchmarkLargeLoop(b *testing.B) {
 	const slots, lo, hi = 64, 64 << 10, 4 << 20
-	run := func(get func(n int) []byte, put func([]byte)) (ns, faults float64) {
+	benchVsMake(b, "bench-large-loop", func(get func(n int) []byte, put func([]byte)) {
 		var ring [slots][]byte
 		rng := uint64(1)
-		f0, start := minorFaults(), time.Now()
 		for i := 0; i < b.N; i++ {
 			rng ^= rng << 13
 			rng ^= rng >> 7
@@ -343,18 +338,29 @@ func BenchmarkLargeLoop(b *testing.B) {
 			buf[0], buf[n-1] = byte(i), byte(i)
 			ring[k] = buf
 		}
-		ns = float64(time.Since(start).Nanoseconds()) / float64(b.N)
-		faults = float64(minorFaults()-f0) / float64(b.N)
 		for _, r := range ring {
 			if r != nil {
 				put(r)
 			}
 		}
-		return ns, faults
+	})
+}
+
+// benchVsMake runs work's b.N ops with alloc's blocks (Malloc under tag,
+// Free), then with make's (the Go heap, which zeroes every block and
+// frees by collection), and reports each one's time and minor page faults
+// an op (the arena's retain limit, purge delay and huge cache at work:
+// every fault is a page the OS hands in again) and make's time over
+// alloc's.
+func benchVsMake(b *testing.B, tag string, work func(get func(n int) []byte, put func([]byte))) {
+	measure := func(get func(n int) []byte, put func([]byte)) (ns, faults float64) {
+		f0, start := minorFaults(), time.Now()
+		work(get, put)
+		return float64(time.Since(start).Nanoseconds()) / float64(b.N), float64(minorFaults()-f0) / float64(b.N)
 	}
-	t := MustTag("bench-large-loop")
-	allocNs, allocFaults := run(t.Malloc, Free)
-	makeNs, makeFaults := run(func(n int) []byte { return make([]byte, n) }, func([]byte) {})
+	allocNs, allocFaults := measure(MustTag(tag).Malloc, Free)
+	makeNs, makeFaults := measure(func(n int) []byte { return make([]byte, n) }, func(b []byte) { sink = b })
+	sink = nil
 	runtime.GC()
 	b.ReportMetric(allocNs, "alloc-ns/op")
 	b.ReportMetric(makeNs, "make-ns/op")
@@ -373,34 +379,18 @@ func minorFaults() int64 {
 // BenchmarkHugeCycle: one op makes a huge block (the huge threshold and a
 // MiB more), writes a byte a page and frees it: the arena's cache of
 // freed mappings hands the same resident pages back, where a fresh
-// mapping faults every page in again. Beside it, make's (the Go heap
-// zeroes it; the collector frees it), in the same run, with the minor
-// faults an op of each and make's time over alloc's.
+// mapping faults every page in again; alloc's against make's
+// (benchVsMake).
 func BenchmarkHugeCycle(b *testing.B) {
-	t := MustTag("bench-huge-cycle")
+	ensureInit() // HugeMin is 0 until the arena is made
 	n := int(arena.HugeMin()) + 1<<20
-	if n <= 1<<20 { // the arena not made yet: HugeMin is 0 until the first allocation
-		Free(t.Malloc(1))
-		n = int(arena.HugeMin()) + 1<<20
-	}
-	run := func(get func() []byte, put func([]byte)) (ns, faults float64) {
-		f0, start := minorFaults(), time.Now()
+	benchVsMake(b, "bench-huge-cycle", func(get func(n int) []byte, put func([]byte)) {
 		for i := 0; i < b.N; i++ {
-			buf := get()
+			buf := get(n)
 			for k := 0; k < len(buf); k += 4096 {
 				buf[k] = byte(i)
 			}
 			put(buf)
 		}
-		return float64(time.Since(start).Nanoseconds()) / float64(b.N), float64(minorFaults()-f0) / float64(b.N)
-	}
-	allocNs, allocFaults := run(func() []byte { return t.Malloc(n) }, Free)
-	makeNs, makeFaults := run(func() []byte { return make([]byte, n) }, func(b []byte) { sink = b })
-	sink = nil
-	runtime.GC()
-	b.ReportMetric(allocNs, "alloc-ns/op")
-	b.ReportMetric(makeNs, "make-ns/op")
-	b.ReportMetric(makeNs/allocNs, "make/alloc")
-	b.ReportMetric(allocFaults, "alloc-faults/op")
-	b.ReportMetric(makeFaults, "make-faults/op")
+	})
 }
