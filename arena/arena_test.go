@@ -54,6 +54,17 @@ func checkFreeSpans(t *testing.T) uint32 {
 	return total
 }
 
+// checkFinds checks that every address of span s, a page's start or
+// inside it, finds s.
+func checkFinds(t *testing.T, s *Span) {
+	t.Helper()
+	for off := uintptr(0); off < s.Bytes(); off += sizeclass.PageSize / 2 {
+		if got := SpanOf(unsafe.Add(s.Start(), off)); got != s {
+			t.Fatalf("SpanOf(start+%d) = %p, want %p", off, got, s)
+		}
+	}
+}
+
 func TestLargeSpansCoalesceAndAreReused(t *testing.T) {
 	var spans []*Span
 	for i := 0; i < 10; i++ {
@@ -64,12 +75,7 @@ func TestLargeSpansCoalesceAndAreReused(t *testing.T) {
 		if s.npages != uint32(i+2) || s.Tag() != 7 || !s.Large() {
 			t.Fatalf("span %d: %d pages, tag %d", i, s.npages, s.Tag())
 		}
-		// Every page of the span finds it, including interior addresses.
-		for off := uintptr(0); off < s.Bytes(); off += sizeclass.PageSize / 2 {
-			if got := SpanOf(unsafe.Add(s.Start(), off)); got != s {
-				t.Fatalf("SpanOf(start+%d) = %p, want %p", off, got, s)
-			}
-		}
+		checkFinds(t, s)
 		spans = append(spans, s)
 	}
 	free0 := checkFreeSpans(t)
@@ -716,14 +722,6 @@ func TestFreedBlocksBeforeCarving(t *testing.T) {
 // lies in the way, or where admit refuses. Every page finds its span.
 func TestResizeLarge(t *testing.T) {
 	const page = sizeclass.PageSize
-	owns := func(s *Span) {
-		t.Helper()
-		for off := uintptr(0); off < s.Bytes(); off += page / 2 {
-			if got := SpanOf(unsafe.Add(s.Start(), off)); got != s {
-				t.Fatalf("SpanOf(start+%d) = %p, want %p", off, got, s)
-			}
-		}
-	}
 	// Two spans one after the other: the arena's best fit, else its top,
 	// so once the free spans that fit are taken they come from the top.
 	var held []*Span
@@ -760,7 +758,7 @@ func TestResizeLarge(t *testing.T) {
 	if r := spanAt(s.page + 8); r.kind != kindFree || r.npages != 12 {
 		t.Fatalf("the tail: kind %d, %d pages", r.kind, r.npages)
 	}
-	owns(s)
+	checkFinds(t, s)
 	var asked uintptr
 	if ResizeLarge(s, s.Start(), 15*page, func(extra uintptr) bool { asked = extra; return false }) != 0 || asked != 7*page {
 		t.Fatalf("admit refused, asked %d", asked)
@@ -774,20 +772,20 @@ func TestResizeLarge(t *testing.T) {
 	if r := spanAt(s.page + 15); r.kind != kindFree || r.npages != 5 || checkFreeSpans(t) != free0+5 {
 		t.Fatalf("the rest after it: kind %d, %d pages", r.kind, r.npages)
 	}
-	owns(s)
+	checkFinds(t, s)
 	// Grown over the span after it once that is free, and on into the top
 	// if it lies there.
 	FreeLarge(next, next.Start())
 	if got := ResizeLarge(s, s.Start(), 40*page, nil); got != 40*page {
 		t.Fatalf("grown to 40 pages over the free ones: %d bytes", got)
 	}
-	owns(s)
+	checkFinds(t, s)
 	top := a.top
 	if s.page+s.npages == top {
 		if got := ResizeLarge(s, s.Start(), 50*page, nil); got != 50*page || a.top != top+10 {
 			t.Fatalf("grown into the top: %d bytes, top %d -> %d", got, top, a.top)
 		}
-		owns(s)
+		checkFinds(t, s)
 	}
 	mustPanic(t, func() { ResizeLarge(s, unsafe.Add(s.Start(), 16), 8*page, nil) })
 	FreeLarge(s, s.Start())
@@ -883,11 +881,7 @@ func TestArenaRandomOps(t *testing.T) {
 			t.Fatalf("a block of %d bytes lost its bytes", b.n)
 		}
 		if b.s != nil {
-			for off := uintptr(0); off < b.n; off += page {
-				if SpanOf(unsafe.Add(b.p, off)) != b.s {
-					t.Fatalf("page %d of a %d-byte block does not find it", off/page, b.n)
-				}
-			}
+			checkFinds(t, b.s)
 		}
 	}
 	dirtyWalked := func() (n uint64) {
