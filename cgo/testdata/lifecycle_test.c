@@ -175,11 +175,13 @@ static void test_pages_of_exited_threads_come_back(void) {
 
 /* A page whose every block in use another thread freed is empty: its
  * owner carves it again instead of walking that thread's list (page.c,
- * _ta_page_collect_empty). Page P1 is filled, one block of it freed here
- * (so it has a free list) and the rest by another thread; the next page
- * is then used up, so malloc looks at P1 again. Its blocks come back
- * distinct, and the books stay whole (t_check). */
-enum { FILL_SIZE = 48, FILL_N = 4096 };
+ * _ta_page_collect): whole at once if it had been carved whole, of
+ * blocks of at most a page (its memory is resident throughout), else as
+ * before. n blocks of size fill pages; the first is freed here (so the
+ * first page has a free list) and the rest by another thread; malloc
+ * then takes n blocks again. They come back distinct, and the books and
+ * the pages stay whole (t_check). */
+enum { FILL_MAX = 4096 };
 static void *free_all(void *arg) {
   void **v = arg;
   for (int i = 0; v[i]; i++) free(v[i]);
@@ -189,34 +191,37 @@ static int cmp_ptr(const void *a, const void *b) {
   uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
   return x < y ? -1 : x > y;
 }
-static void test_page_emptied_by_another_thread(void) {
-  static void *mine[FILL_N], *theirs[FILL_N + 1], *again[FILL_N];
-  for (int i = 0; i < FILL_N; i++) {
-    mine[i] = malloc(FILL_SIZE);
+static void page_emptied_by_another_thread(size_t size, int n) {
+  static void *mine[FILL_MAX], *theirs[FILL_MAX + 1], *again[FILL_MAX];
+  for (int i = 0; i < n; i++) {
+    mine[i] = malloc(size);
     CHECK(mine[i] != NULL, "malloc");
     if (!mine[i]) return;
-    memset(mine[i], 0x5a, FILL_SIZE);
+    memset(mine[i], 0x5a, size);
   }
   free(mine[0]); /* the first page now has a free list of its own */
-  for (int i = 1; i < FILL_N; i++) theirs[i - 1] = mine[i];
-  theirs[FILL_N - 1] = NULL;
+  for (int i = 1; i < n; i++) theirs[i - 1] = mine[i];
+  theirs[n - 1] = NULL;
   pthread_t t;
   pthread_create(&t, NULL, free_all, theirs);
   pthread_join(t, NULL);
-  for (int i = 0; i < FILL_N; i++) { /* takes the free block, then the pages again */
-    again[i] = malloc(FILL_SIZE);
+  for (int i = 0; i < n; i++) { /* takes the free block, then the pages again */
+    again[i] = malloc(size);
     CHECK(again[i] != NULL, "malloc again");
     if (!again[i]) return;
-    memset(again[i], i, FILL_SIZE);
+    memset(again[i], i, size);
   }
-  qsort(again, FILL_N, sizeof again[0], cmp_ptr);
-  int dup = 0;
-  for (int i = 1; i < FILL_N; i++) dup += again[i] == again[i - 1];
-  CHECK(dup == 0, "%d blocks handed out twice", dup);
   t_check();
-  for (int i = 0; i < FILL_N; i++) free(again[i]);
+  qsort(again, (size_t)n, sizeof again[0], cmp_ptr);
+  int dup = 0;
+  for (int i = 1; i < n; i++) dup += again[i] == again[i - 1];
+  CHECK(dup == 0, "%zu-byte blocks: %d handed out twice", size, dup);
+  for (int i = 0; i < n; i++) free(again[i]);
   t_check();
 }
+static void test_page_emptied_by_another_thread(void) { page_emptied_by_another_thread(48, 4096); }
+/* 2 KiB blocks: 32 a page, carved 2 at a time the first time, whole the second */
+static void test_page_of_big_blocks_emptied_by_another_thread(void) { page_emptied_by_another_thread(2048, 100); }
 
 /* Is a thread of this process named name? */
 static int has_thread_named(const char *name) {
@@ -337,6 +342,7 @@ int main(void) {
     RUN(test_thread_exit_leaks_nothing);
     RUN(test_pages_of_exited_threads_come_back);
     RUN(test_page_emptied_by_another_thread);
+    RUN(test_page_of_big_blocks_emptied_by_another_thread);
     RUN(test_passed_classes_are_not_kept);
   }
   RUN(test_purger_thread);
