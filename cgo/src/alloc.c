@@ -98,12 +98,13 @@ static inline void *_ta_malloc_by_size(size_t size) {
   return _ta_malloc_from(h, h->small[_ta_small_slot(size)], TA_CLASS_BY_SIZE, size);
 }
 
-/* Bring [from, from+bytes) of large span pg in with one system call: it
- * is primed, and resident throughout as the arena counts it when freed
- * (claim_res: no guess, no measure). */
-static void _ta_large_populate(_ta_page_t *pg, size_t from, size_t bytes) {
+/* Bring [from, from+bytes) of large span pg in with one system call (if
+ * call: else they are resident already): it is primed, and resident
+ * throughout as the arena counts it when freed (claim_res: no guess, no
+ * measure). */
+static void _ta_large_populate(_ta_page_t *pg, size_t from, size_t bytes, bool call) {
   pg->flags = TA_PF_PRIMED;
-  _ta_os_populate(pg->start + from, bytes);
+  if (call) _ta_os_populate(pg->start + from, bytes);
   pg->claim_res = (size_t)pg->npages * TA_OS_PER_PAGE;
 }
 
@@ -116,7 +117,7 @@ static void _ta_large_populate(_ta_page_t *pg, size_t from, size_t bytes) {
 static void _ta_large_prime(_ta_page_t *pg, size_t size, uint8_t state) {
   bool fill = (state & TA_PF_RESIDENT) ? false : (state & TA_PF_ZERO) ? _ta_arena_populate_next() : _ta_arena_dense();
   if (!(state & TA_PF_ZERO)) pg->flags = TA_PF_PRIMED;
-  if (fill) _ta_large_populate(pg, 0, _ta_align_up(size, TA_OS_PAGE));
+  if (fill) _ta_large_populate(pg, 0, _ta_align_up(size, TA_OS_PAGE), true);
 }
 
 /* Large: size bytes asked in a span of whole pages holding room bytes
@@ -497,10 +498,14 @@ TA_NOINLINE static void *_ta_realloc_rest(void *p, size_t size, _ta_realloc_did_
       /* the span shrunk or grown where it lies (the same pages took the
        * fast path above) */
       size_t was = pg->npages;
-      if (npages < pg->npages ? _ta_span_shrink_inplace(pg, npages) : _ta_span_grow_inplace(pg, npages)) {
-        /* its new pages: a buffer grown by realloc fills them (arena.c, density) */
+      bool resident = false;
+      if (npages < pg->npages ? _ta_span_shrink_inplace(pg, npages) : _ta_span_grow_inplace(pg, npages, &resident)) {
+        /* its new pages: a buffer grown by realloc fills them (arena.c,
+         * density), unless they came resident throughout: then they are
+         * only counted so (realloc_chain populated 31.7k pages, 81% of
+         * them resident, a system call for nothing) */
         if (npages > was && npages >= TA_MEASURE_PAGES && _ta_arena_dense())
-          _ta_large_populate(pg, was << TA_PAGE_SHIFT, (npages - was) << TA_PAGE_SHIFT);
+          _ta_large_populate(pg, was << TA_PAGE_SHIFT, (npages - was) << TA_PAGE_SHIFT, !resident);
         return _ta_large_keep(pg, usable, size, did);
       }
     }

@@ -666,16 +666,19 @@ static bool _ta_free_reach_locked(const _ta_arena_t *a, size_t j, size_t end) {
 
 /* Take pages [j, end) of arena ai out of the free spans that hold them
  * (the last one in part) and the top (_ta_free_reach_locked said they are
- * free). */
-static void _ta_free_take_locked(size_t ai, size_t j, size_t end, uint64_t now) {
+ * free). True if every page taken is known resident (dirty spans resident
+ * throughout). */
+static bool _ta_free_take_locked(size_t ai, size_t j, size_t end, uint64_t now) {
   _ta_arena_t *a = &_ta_arenas[ai];
   size_t clean = 0; /* pages taken from clean spans or the top: they fault */
+  bool whole = end <= a->top;
   while (j < end && j < a->top) {
     _ta_page_t *r = &a->pages[j];
     size_t rn = r->npages;
     uint8_t rflags = r->flags;
     size_t rres = r->resident;
     if (!(rflags & TA_PF_DIRTY)) clean += j + rn > end ? end - j : rn;
+    whole = whole && _ta_res_whole(rflags, rres, rn);
     _ta_free_span_remove(r);
     if (j + rn > end) _ta_free_span_insert(ai, end, j + rn - end, rflags, _ta_share_res(&rflags, rres, rn, j + rn - end), now);
     j += rn;
@@ -691,6 +694,7 @@ static void _ta_free_take_locked(size_t ai, size_t j, size_t end, uint64_t now) 
    * without the limit learning (8 buffers grown to 1-4 MiB: 12.9k faults,
    * 10.6k now, mimalloc 8.3k; peak RSS 35.5 -> 35.9 MiB, glibc 33.8). */
   if (clean) _ta_retain_learn(clean, TA_KIND_LARGE, now);
+  return whole;
 }
 
 /* Page moves. A big block that must come on clean pages (they would be
@@ -1198,8 +1202,9 @@ static void _ta_span_free(_ta_page_t *h) {
   _ta_unlock_purge(false, now);
 }
 
-/* Grow a large span in place to npages if the pages after it are free. */
-static bool _ta_span_grow_inplace(_ta_page_t *h, size_t npages) {
+/* Grow a large span in place to npages if the pages after it are free;
+ * *resident says whether every page it took was known resident. */
+static bool _ta_span_grow_inplace(_ta_page_t *h, size_t npages, bool *resident) {
   bool ok = false;
   if (!_ta_arena_lock_take()) return false; /* a signal handler: realloc moves it */
   uint64_t now = _ta_now_ms();
@@ -1211,7 +1216,7 @@ static bool _ta_span_grow_inplace(_ta_page_t *h, size_t npages) {
   size_t end = idx + npages;
   ok = _ta_free_reach_locked(a, idx + n, end);
   if (ok) {
-    _ta_free_take_locked(ai, idx + n, end, now);
+    *resident = _ta_free_take_locked(ai, idx + n, end, now);
     for (size_t i = n; i < npages; i++) {
       h[i].kind = TA_KIND_INNER;
       h[i].head_off = (uint32_t)i;

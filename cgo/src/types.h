@@ -663,7 +663,7 @@ TA_COLD static void _ta_warn(const char *fmt, ...);
 static bool _ta_arena_init(void);
 static _ta_page_t *_ta_span_alloc(size_t npages, size_t align_pages, size_t want, uint8_t *state);
 static void _ta_span_free(_ta_page_t *span);
-static bool _ta_span_grow_inplace(_ta_page_t *span, size_t npages);
+static bool _ta_span_grow_inplace(_ta_page_t *span, size_t npages, bool *resident);
 static bool _ta_span_shrink_inplace(_ta_page_t *span, size_t npages);
 static void _ta_arena_purge(bool all);
 static _ta_page_t *_ta_page_of_slow(const void *p);
