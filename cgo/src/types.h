@@ -262,7 +262,9 @@ enum {
                       on a small span in use: it came so, and nothing past
                       its carved blocks has been touched */
   TA_PF_RESIDENT = 4, /* span just claimed: all its pages were resident (a
-                         small span keeps it: carved whole, page.c) */
+                         small span keeps it: carved whole, page.c); or a
+                         small span in use carved whole and emptied by
+                         other threads' frees (page.c, _ta_page_collect) */
   TA_PF_PRIMED = 8, /* large span in use: its pages were resident or
                         populated before the program had it, so its
                         residency when freed says nothing of the
@@ -325,7 +327,8 @@ typedef struct _ta_page_s {
   uint8_t flags;              /* TA_PF_* (free spans; TA_PF_PRIMED on a large
                                  span in use, set by its owner; TA_PF_ZERO and
                                  TA_PF_RESIDENT on a small one as it came, the
-                                 first cleared by its owner, page.c) */
+                                 first cleared and the second set by its
+                                 owner, page.c) */
   uint16_t arena;             /* index of the arena holding this page (arena lock) */
   uint32_t head_off;          /* pages back to the head; 0 on a head */
   uint32_t npages;            /* span length in pages (heads; arena lock) */
