@@ -773,21 +773,30 @@ static void *_ta_thread_start(void *p) {
   return s.start(s.arg);
 }
 
+/* The C library's function name, which ours wraps (direct: the same,
+ * for builds whose names are prefixed and wrap nothing), found once into
+ * *slot; NULL if it is not there. */
+static void *_ta_real_fn(_Atomic(void *) *slot, const char *name, void *direct) {
+  void *real = atomic_load_explicit(slot, memory_order_acquire);
+  if (!real) {
+#ifdef TA_PREFIX
+    (void)name;
+    real = direct;
+#else
+    (void)direct;
+    real = dlsym(RTLD_NEXT, name);
+#endif
+    if (real) atomic_store_explicit(slot, real, memory_order_release);
+  }
+  return real;
+}
+
 typedef int (*_ta_pthread_create_t)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-static _Atomic(_ta_pthread_create_t) _ta_real_pthread_create;
+static _Atomic(void *) _ta_real_pthread_create;
 
 /* The C library's pthread_create (ours wraps it), or NULL. */
 static _ta_pthread_create_t _ta_pthread_create_real(void) {
-  _ta_pthread_create_t real = atomic_load_explicit(&_ta_real_pthread_create, memory_order_acquire);
-  if (!real) {
-#ifdef TA_PREFIX
-    real = pthread_create;
-#else
-    real = (_ta_pthread_create_t)dlsym(RTLD_NEXT, "pthread_create");
-#endif
-    if (real) atomic_store_explicit(&_ta_real_pthread_create, real, memory_order_release);
-  }
-  return real;
+  return (_ta_pthread_create_t)_ta_real_fn(&_ta_real_pthread_create, "pthread_create", (void *)pthread_create);
 }
 
 TA_EXPORT int TA_NAME(pthread_create)(pthread_t *t, const pthread_attr_t *attr, void *(*start)(void *), void *arg) {
@@ -806,6 +815,24 @@ TA_EXPORT int TA_NAME(pthread_create)(pthread_t *t, const pthread_attr_t *attr, 
   int rc = real(t, attr, _ta_thread_start, s);
   if (rc != 0) _ta_free(s);
   return rc;
+}
+
+/* A thread about to wait for another is idle for a while: it gives back
+ * its empty pages, the direct ones too (an idle thread never walks its
+ * heap, and kept a page of every class it had used), and pushes the
+ * remote frees it holds, as the heap walk does. A main thread that
+ * allocates and frees, then starts a worker and joins it, held them for
+ * the worker's whole run: simple's peak RSS 3.7-3.8 -> 3.4-3.5 MiB
+ * (glibc 2.9). */
+typedef int (*_ta_pthread_join_t)(pthread_t, void **);
+static _Atomic(void *) _ta_real_pthread_join;
+
+TA_EXPORT int TA_NAME(pthread_join)(pthread_t t, void **ret) {
+  _ta_pthread_join_t real = (_ta_pthread_join_t)_ta_real_fn(&_ta_real_pthread_join, "pthread_join", (void *)pthread_join);
+  if (!real) return EINVAL;
+  _ta_heap_t *h = _ta_tls_heap;
+  if (h != &_ta_heap_empty && !_ta_tls_arena) _ta_heap_collect_all(h, true);
+  return real(t, ret);
 }
 
 /* ---- the accounting identity ------------------------------------------------------------ */
