@@ -98,14 +98,18 @@ static inline void *_ta_malloc_by_size(size_t size) {
   return _ta_malloc_from(h, h->small[_ta_small_slot(size)], TA_CLASS_BY_SIZE, size);
 }
 
-/* Bring [from, from+bytes) of large span pg in with one system call (if
- * call: else they are resident already): it is primed, and resident
- * throughout as the arena counts it when freed (claim_res: no guess, no
- * measure). */
-static void _ta_large_populate(_ta_page_t *pg, size_t from, size_t bytes, bool call) {
+/* Large span pg is resident throughout: primed, and counted so when freed
+ * (claim_res: no guess, no measure). */
+static void _ta_large_resident(_ta_page_t *pg) {
   pg->flags = TA_PF_PRIMED;
-  if (call) _ta_os_populate(pg->start + from, bytes);
   pg->claim_res = (size_t)pg->npages * TA_OS_PER_PAGE;
+}
+
+/* Bring [from, from+bytes) of large span pg in with one system call: then
+ * it is resident throughout. */
+static void _ta_large_populate(_ta_page_t *pg, size_t from, size_t bytes) {
+  _ta_os_populate(pg->start + from, bytes);
+  _ta_large_resident(pg);
 }
 
 /* A new large block of size bytes in span pg, claimed in state (arena.c,
@@ -117,7 +121,7 @@ static void _ta_large_populate(_ta_page_t *pg, size_t from, size_t bytes, bool c
 static void _ta_large_prime(_ta_page_t *pg, size_t size, uint8_t state) {
   bool fill = (state & TA_PF_RESIDENT) ? false : (state & TA_PF_ZERO) ? _ta_arena_populate_next() : _ta_arena_dense();
   if (!(state & TA_PF_ZERO)) pg->flags = TA_PF_PRIMED;
-  if (fill) _ta_large_populate(pg, 0, _ta_align_up(size, TA_OS_PAGE), true);
+  if (fill) _ta_large_populate(pg, 0, _ta_align_up(size, TA_OS_PAGE));
 }
 
 /* Large: size bytes asked in a span of whole pages holding room bytes
@@ -504,8 +508,10 @@ TA_NOINLINE static void *_ta_realloc_rest(void *p, size_t size, _ta_realloc_did_
          * density), unless they came resident throughout: then they are
          * only counted so (realloc_chain populated 31.7k pages, 81% of
          * them resident, a system call for nothing) */
-        if (npages > was && npages >= TA_MEASURE_PAGES && _ta_arena_dense())
-          _ta_large_populate(pg, was << TA_PAGE_SHIFT, (npages - was) << TA_PAGE_SHIFT, !resident);
+        if (npages > was && npages >= TA_MEASURE_PAGES && _ta_arena_dense()) {
+          if (resident) _ta_large_resident(pg);
+          else _ta_large_populate(pg, was << TA_PAGE_SHIFT, (npages - was) << TA_PAGE_SHIFT);
+        }
         return _ta_large_keep(pg, usable, size, did);
       }
     }
