@@ -317,22 +317,20 @@ func allocSpanLocked(n uint32, kind uint8) (*Span, error) {
 
 // freeSpanLocked returns a span to the free bins, coalesced with free
 // neighbours, dirty; then purges what the policy says.
-func freeSpanLocked(s *Span) {
-	page, n := s.page, s.npages
+func freeSpanLocked(s *Span) { freePagesLocked(s.page, s.npages, s.flags&flagTags) }
+
+// freePagesLocked gives back pages [page, page+n) of a span in use (the
+// whole span, or the tail a large block shrinks off, ResizeLarge): out of
+// the pages in use, their descriptors cleared, filed as one dirty free
+// span with tags joined with the free spans on either side; then purges
+// what the policy says.
+func freePagesLocked(page, n uint32, tags uint8) {
 	a.inUse.Add(-(uint64(n) << sizeclass.PageShift))
 	a.lastFreed = uint64(n) << sizeclass.PageShift
-	for i := uint32(1); i < n; i++ {
+	for i := uint32(0); i < n; i++ {
 		spanAt(page + i).kind = kindNone
 	}
-	s.kind = kindNone
-	fileFreeLocked(page, n, flagDirty|s.flags&flagTags)
-	purgeLocked(false)
-}
-
-// fileFreeLocked files pages [page, page+n), just freed (their
-// descriptors kindNone), as one free span with flags, joined with the
-// free spans on either side.
-func fileFreeLocked(page, n uint32, flags uint8) {
+	flags := flagDirty | tags
 	if page+n < a.top { // the neighbour after
 		if r := spanAt(page + n); r.kind == kindFree {
 			flags |= r.flags & flagTags
@@ -352,6 +350,7 @@ func fileFreeLocked(page, n uint32, flags uint8) {
 		}
 	}
 	markFreeLocked(page, n, flags)
+	purgeLocked(false)
 }
 
 // purgeLocked gives dirty spans back to the OS (the policy of the
@@ -539,15 +538,8 @@ func ResizeLarge(s *Span, p unsafe.Pointer, size uintptr, admit func(extra uintp
 	have := s.npages
 	switch {
 	case n < have:
-		tail := have - n
 		s.npages = n
-		a.inUse.Add(-(uint64(tail) << sizeclass.PageShift))
-		a.lastFreed = uint64(tail) << sizeclass.PageShift
-		for i := n; i < have; i++ {
-			spanAt(s.page + i).kind = kindNone
-		}
-		fileFreeLocked(s.page+n, tail, flagDirty|s.flags&flagTags)
-		purgeLocked(false)
+		freePagesLocked(s.page+n, have-n, s.flags&flagTags)
 	case n > have:
 		if !growLocked(s, n, admit) {
 			return 0
