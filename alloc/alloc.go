@@ -394,7 +394,7 @@ func Realloc(b []byte, n int) []byte {
 		usable, id = u, tag
 		// Stay when n fits and wastes less than half, or grows into the
 		// room a remap gave the block (below): huge.c's _ta_huge_stays.
-		need := osPages(uintptr(n))
+		need := arena.HugeSize(uintptr(n))
 		inPlace = n > sizeclass.MaxSmall && need <= usable && (need >= usable/2 || uintptr(n) >= old)
 	} else if sp.Large() {
 		arena.CheckLarge(sp, p)
@@ -482,8 +482,8 @@ func resizeBig(sp *arena.Span, p unsafe.Pointer, id uint32, l *[]*budget, old, u
 			q = p
 		}
 	} else {
-		if nu = osPages(uintptr(n)); nu > usable {
-			nu = osPages(nu + nu/8)
+		if nu = arena.HugeSize(uintptr(n)); nu > usable {
+			nu = arena.HugeSize(nu + nu/8)
 		}
 		q = arena.ResizeHuge(p, nu, admit)
 	}
@@ -497,9 +497,6 @@ func resizeBig(sp *arena.Span, p unsafe.Pointer, id uint32, l *[]*budget, old, u
 	countResize(id, uint64(usable), uint64(nu), old, n)
 	return q, false
 }
-
-// osPages is n rounded up to whole OS pages: a huge block's size.
-func osPages(n uintptr) uintptr { return (n + 4095) &^ 4095 }
 
 // countResize counts a block of tag id resized where it lies, from ou
 // usable bytes to nu, asked for n bytes instead of old: a growth is

@@ -537,7 +537,7 @@ func usableOf(n int) uint64 {
 	case n <= sizeclass.MaxSmall:
 		return uint64(sizeclass.Classes[sizeclass.ClassOf(uint32(n))].Size)
 	case uintptr(n) >= arena.HugeMin():
-		return uint64(osPages(uintptr(n)))
+		return uint64(arena.HugeSize(uintptr(n)))
 	default:
 		return (uint64(n) + sizeclass.PageSize - 1) &^ (sizeclass.PageSize - 1)
 	}

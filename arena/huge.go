@@ -36,11 +36,15 @@ var huge struct {
 	cache  []cachedMap // oldest first
 }
 
+// HugeSize is the usable size of a huge block asked for size bytes: whole
+// OS pages (0 if size is within a page of overflowing).
+func HugeSize(size uintptr) uintptr { return (size + 4095) &^ 4095 }
+
 // AllocHuge maps a block of at least size bytes (whole OS pages), charged
 // to tag: a cached mapping if one fits (zero false: it held a freed
 // block), else a fresh one (zero true). usable is the mapping's length.
 func AllocHuge(size uintptr, tag uint32) (p unsafe.Pointer, usable uintptr, zero bool, err error) {
-	n := (size + 4095) &^ 4095
+	n := HugeSize(size)
 	if n < size {
 		return nil, 0, false, fmt.Errorf("%w: %d bytes", ErrOutOfMemory, size)
 	}
