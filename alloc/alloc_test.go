@@ -681,6 +681,28 @@ func TestReallocShrinksInPlaceToHalf(t *testing.T) {
 // TestStress: goroutines allocate under a few tags, write a pattern, and
 // free their own blocks or hand them to another goroutine, which checks
 // the pattern first. Then every tag's books must be back where they were.
+// runWorkers runs work(0) to work(n-1) on goroutines of their own, all at
+// once, and returns the first error any of them returned once all are done.
+func runWorkers(n int, work func(w int) error) error {
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			errs <- work(w)
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func TestStress(t *testing.T) {
 	const workers = 8
 	ops := 40000
@@ -711,72 +733,62 @@ func TestStress(t *testing.T) {
 		}
 		return nil
 	}
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), 99))
-			var mine [][]byte
-			var err error
-			for i := 0; i < ops && err == nil; i++ {
-				select {
-				case b := <-chans[w]:
-					err = check(b)
-					Free(b)
-					continue
-				default:
-				}
-				switch r := rng.IntN(100); {
-				case r < 45 || len(mine) == 0:
-					n := 1 + rng.IntN(600)
-					if rng.IntN(50) == 0 {
-						n = rng.IntN(sizeclass.MaxSmall + 200000)
-					}
-					b := tags[rng.IntN(len(tags))].Malloc(n)
-					fill(b)
-					mine = append(mine, b)
-				case r < 50:
-					k := rng.IntN(len(mine))
-					if err = check(mine[k]); err == nil {
-						mine[k] = Realloc(mine[k], 1+rng.IntN(3000))
-						fill(mine[k])
-					}
-				default:
-					k := rng.IntN(len(mine))
-					b := mine[k]
-					mine[k] = mine[len(mine)-1]
-					mine = mine[:len(mine)-1]
-					if err = check(b); err != nil {
-						break
-					}
-					if r < 75 {
-						Free(b)
-					} else {
-						select {
-						case chans[rng.IntN(workers)] <- b:
-						default:
-							Free(b)
-						}
-					}
-				}
-			}
-			for _, b := range mine {
-				if err == nil {
-					err = check(b)
-				}
+	err := runWorkers(workers, func(w int) error {
+		rng := rand.New(rand.NewPCG(uint64(w), 99))
+		var mine [][]byte
+		var err error
+		for i := 0; i < ops && err == nil; i++ {
+			select {
+			case b := <-chans[w]:
+				err = check(b)
 				Free(b)
+				continue
+			default:
 			}
-			errs <- err
-		}(w)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
+			switch r := rng.IntN(100); {
+			case r < 45 || len(mine) == 0:
+				n := 1 + rng.IntN(600)
+				if rng.IntN(50) == 0 {
+					n = rng.IntN(sizeclass.MaxSmall + 200000)
+				}
+				b := tags[rng.IntN(len(tags))].Malloc(n)
+				fill(b)
+				mine = append(mine, b)
+			case r < 50:
+				k := rng.IntN(len(mine))
+				if err = check(mine[k]); err == nil {
+					mine[k] = Realloc(mine[k], 1+rng.IntN(3000))
+					fill(mine[k])
+				}
+			default:
+				k := rng.IntN(len(mine))
+				b := mine[k]
+				mine[k] = mine[len(mine)-1]
+				mine = mine[:len(mine)-1]
+				if err = check(b); err != nil {
+					break
+				}
+				if r < 75 {
+					Free(b)
+				} else {
+					select {
+					case chans[rng.IntN(workers)] <- b:
+					default:
+						Free(b)
+					}
+				}
+			}
 		}
+		for _, b := range mine {
+			if err == nil {
+				err = check(b)
+			}
+			Free(b)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, c := range chans {
 		close(c)
@@ -989,85 +1001,75 @@ func TestReallocStressChild(t *testing.T) {
 	for w := range inbox {
 		inbox[w] = make(chan handed, 4)
 	}
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), 7))
-			var blocks [slots][]byte
-			var seeds [slots]byte
-			var err error
-			for i := 0; i < ops && err == nil; i++ {
-				k := rng.IntN(slots)
-				select {
-				case h := <-inbox[w]: // into a free slot of its tag's parity, else freed
-					if k = rng.IntN(slots/2) * 2; h.odd {
-						k++
-					}
-					if blocks[k] != nil {
-						if err = check(h.b, h.seed, len(h.b)-1); err == nil {
-							Free(h.b)
-						}
-						continue
-					}
-					blocks[k], seeds[k] = h.b, h.seed
-				default:
+	err := runWorkers(workers, func(w int) error {
+		rng := rand.New(rand.NewPCG(uint64(w), 7))
+		var blocks [slots][]byte
+		var seeds [slots]byte
+		var err error
+		for i := 0; i < ops && err == nil; i++ {
+			k := rng.IntN(slots)
+			select {
+			case h := <-inbox[w]: // into a free slot of its tag's parity, else freed
+				if k = rng.IntN(slots/2) * 2; h.odd {
+					k++
 				}
-				b := blocks[k]
-				switch {
-				case b != nil && rng.IntN(20) == 0:
-					select {
-					case inbox[(w+1)%workers] <- handed{b, seeds[k], k%2 == 1}:
-						b = nil
-					default:
+				if blocks[k] != nil {
+					if err = check(h.b, h.seed, len(h.b)-1); err == nil {
+						Free(h.b)
 					}
-				case b == nil:
-					if b = tags[k%2].Malloc(size(rng)); b != nil { // nil: the budget refused
-						seeds[k] = byte(rng.Uint32())
-						mark(b, seeds[k])
-					}
-				case rng.IntN(4) == 0:
-					err = check(b, seeds[k], len(b)-1)
-					Free(b)
+					continue
+				}
+				blocks[k], seeds[k] = h.b, h.seed
+			default:
+			}
+			b := blocks[k]
+			switch {
+			case b != nil && rng.IntN(20) == 0:
+				select {
+				case inbox[(w+1)%workers] <- handed{b, seeds[k], k%2 == 1}:
 					b = nil
 				default:
-					n, old := size(rng), len(b)
-					if err = check(b, seeds[k], len(b)-1); err == nil {
-						if nb := Realloc(b, n); nb != nil {
-							b = nb
-						} else if n = old; k%2 == 0 { // refused: b as it was
-							err = fmt.Errorf("Realloc of an untagged block to %d bytes refused", n)
-							break
-						}
-						if err = check(b, seeds[k], min(old, n)-1); err == nil {
-							mark(b, seeds[k]) // the old last byte may lie where a page's mark goes
-						}
+				}
+			case b == nil:
+				if b = tags[k%2].Malloc(size(rng)); b != nil { // nil: the budget refused
+					seeds[k] = byte(rng.Uint32())
+					mark(b, seeds[k])
+				}
+			case rng.IntN(4) == 0:
+				err = check(b, seeds[k], len(b)-1)
+				Free(b)
+				b = nil
+			default:
+				n, old := size(rng), len(b)
+				if err = check(b, seeds[k], len(b)-1); err == nil {
+					if nb := Realloc(b, n); nb != nil {
+						b = nb
+					} else if n = old; k%2 == 0 { // refused: b as it was
+						err = fmt.Errorf("Realloc of an untagged block to %d bytes refused", n)
+						break
+					}
+					if err = check(b, seeds[k], min(old, n)-1); err == nil {
+						mark(b, seeds[k]) // the old last byte may lie where a page's mark goes
 					}
 				}
-				blocks[k] = b
 			}
-			for _, b := range blocks {
-				if b != nil {
-					Free(b)
-				}
+			blocks[k] = b
+		}
+		for _, b := range blocks {
+			if b != nil {
+				Free(b)
 			}
-			errs <- err
-		}(w)
-	}
-	wg.Wait()
-	close(errs)
+		}
+		return err
+	})
 	for _, in := range inbox { // handed over after their worker stopped
 		close(in)
 		for h := range in {
 			Free(h.b)
 		}
 	}
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+	if err != nil {
+		t.Fatal(err)
 	}
 	for i, tag := range tags {
 		if st := tag.Stats(); st.LiveBytes != before[i].LiveBytes || st.LiveBlocks != before[i].LiveBlocks || st.LiveRequestedBytes != before[i].LiveRequestedBytes {
