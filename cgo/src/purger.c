@@ -54,7 +54,8 @@ static void *_ta_purger_main(void *arg) {
      * this store sees the purger idle and wakes it. */
     _ta_mutex_lock(&_ta_purger_lock);
     atomic_store_explicit(&_ta_purger_idle, true, memory_order_seq_cst);
-    while (!_ta_purger_work && !_ta_purger_due()) pthread_cond_wait(&_ta_purger_cond, &_ta_purger_lock);
+    while (!_ta_purger_work && !_ta_purger_due())
+      if (_ta_cond_wait_plain(&_ta_purger_cond, &_ta_purger_lock) != 0) break; /* then the sleep above paces it */
     _ta_purger_work = false;
     atomic_store_explicit(&_ta_purger_idle, false, memory_order_relaxed);
     _ta_mutex_unlock(&_ta_purger_lock);

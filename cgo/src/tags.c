@@ -775,16 +775,25 @@ static void *_ta_thread_start(void *p) {
 
 /* The C library's function name, which ours wraps (direct: the same,
  * for builds whose names are prefixed and wrap nothing), found once into
- * *slot; NULL if it is not there. */
-static void *_ta_real_fn(_Atomic(void *) *slot, const char *name, void *direct) {
+ * *slot; NULL if it is not there. version, if not NULL, is the symbol
+ * version to take where the library has more than one: x86-64's has two
+ * pthread_cond_wait (GLIBC_2.2.5, for the condition variables of before
+ * 2.3.2, and GLIBC_2.3.2), and the old one would take the program's for
+ * old ones and write over them; dlvsym asks for the one programs link
+ * against rather than leave it to dlsym (which finds it too, glibc 2.36).
+ * A library without that version (aarch64's starts at 2.17) has only the
+ * one dlsym finds. */
+static void *_ta_real_fn(_Atomic(void *) *slot, const char *name, const char *version, void *direct) {
   void *real = atomic_load_explicit(slot, memory_order_acquire);
   if (!real) {
 #ifdef TA_PREFIX
     (void)name;
+    (void)version;
     real = direct;
 #else
     (void)direct;
-    real = dlsym(RTLD_NEXT, name);
+    real = version ? dlvsym(RTLD_NEXT, name, version) : NULL;
+    if (!real) real = dlsym(RTLD_NEXT, name);
 #endif
     if (real) atomic_store_explicit(slot, real, memory_order_release);
   }
@@ -796,7 +805,7 @@ static _Atomic(void *) _ta_real_pthread_create;
 
 /* The C library's pthread_create (ours wraps it), or NULL. */
 static _ta_pthread_create_t _ta_pthread_create_real(void) {
-  return (_ta_pthread_create_t)_ta_real_fn(&_ta_real_pthread_create, "pthread_create", (void *)pthread_create);
+  return (_ta_pthread_create_t)_ta_real_fn(&_ta_real_pthread_create, "pthread_create", NULL, (void *)pthread_create);
 }
 
 TA_EXPORT int TA_NAME(pthread_create)(pthread_t *t, const pthread_attr_t *attr, void *(*start)(void *), void *arg) {
@@ -828,11 +837,40 @@ typedef int (*_ta_pthread_join_t)(pthread_t, void **);
 static _Atomic(void *) _ta_real_pthread_join;
 
 TA_EXPORT int TA_NAME(pthread_join)(pthread_t t, void **ret) {
-  _ta_pthread_join_t real = (_ta_pthread_join_t)_ta_real_fn(&_ta_real_pthread_join, "pthread_join", (void *)pthread_join);
+  _ta_pthread_join_t real = (_ta_pthread_join_t)_ta_real_fn(&_ta_real_pthread_join, "pthread_join", NULL, (void *)pthread_join);
   if (!real) return EINVAL;
   _ta_heap_t *h = _ta_tls_heap;
   if (h != &_ta_heap_empty && !_ta_tls_arena) _ta_heap_collect_all(h, true);
   return real(t, ret);
+}
+
+/* A thread about to wait on a condition variable may sleep long: it gives
+ * back the pages it keeps for its next mallocs first (heap.c,
+ * _ta_heap_idle: at most once a millisecond, and only if it allocated
+ * since). The purger's own waits take the C library's directly
+ * (_ta_cond_wait_plain). Not pthread_cond_clockwait (glibc 2.30 on): a
+ * program may look it up to learn whether the C library has it. */
+#define TA_COND_VERSION "GLIBC_2.3.2" /* the condition variables of glibc 2.3.2 on */
+typedef int (*_ta_cond_wait_t)(pthread_cond_t *, pthread_mutex_t *);
+typedef int (*_ta_cond_timedwait_t)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+static _Atomic(void *) _ta_real_cond_wait, _ta_real_cond_timedwait;
+
+static int _ta_cond_wait_plain(pthread_cond_t *c, pthread_mutex_t *m) {
+  _ta_cond_wait_t real = (_ta_cond_wait_t)_ta_real_fn(&_ta_real_cond_wait, "pthread_cond_wait", TA_COND_VERSION, (void *)pthread_cond_wait);
+  return real ? real(c, m) : EINVAL;
+}
+
+TA_EXPORT int TA_NAME(pthread_cond_wait)(pthread_cond_t *c, pthread_mutex_t *m) {
+  _ta_heap_idle(_ta_tls_heap);
+  return _ta_cond_wait_plain(c, m);
+}
+
+TA_EXPORT int TA_NAME(pthread_cond_timedwait)(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *at) {
+  _ta_cond_timedwait_t real = (_ta_cond_timedwait_t)_ta_real_fn(&_ta_real_cond_timedwait, "pthread_cond_timedwait", TA_COND_VERSION,
+                                                                (void *)pthread_cond_timedwait);
+  if (!real) return EINVAL;
+  _ta_heap_idle(_ta_tls_heap);
+  return real(c, m, at);
 }
 
 /* ---- the accounting identity ------------------------------------------------------------ */

@@ -508,6 +508,9 @@ typedef struct _ta_heap_s {
   _Atomic(uint8_t) xfull[TA_NUM_CLASSES]; /* a remote free hit a full page */
   uint64_t slow_count;      /* slow paths taken (maintenance clock) */
   uint64_t last_gc_ms;      /* last walk that returned empty pages */
+  uint64_t idle_slow;       /* slow_count at the last idle give-back (heap.c, _ta_heap_idle) */
+  uint64_t idle_us;         /* when it was (_ta_now_us) */
+  bool idle_pending;        /* a free emptied a direct page since */
   struct _ta_heap_s *hnext; /* list of live heaps (_ta_heaps_lock) */
   struct _ta_heap_s *hprev;
   _ta_thread_t *thread;     /* owner */
@@ -684,6 +687,7 @@ static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg, void *b);
 static inline void _ta_free_remote(struct _ta_heap_s *h, _ta_page_t *pg, _ta_block_t *b);
 static void _ta_aband_release_if_empty(_ta_page_t *pg);
 static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct);
+static void _ta_heap_idle(_ta_heap_t *h);
 static void _ta_heaps_reclaim_abandoned(void);
 
 /* tags.c */

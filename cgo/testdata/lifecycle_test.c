@@ -5,6 +5,7 @@
 #include "tcheck.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -354,6 +355,72 @@ static void test_join_gives_back_empty_pages(void) {
   CHECK(after + 4 <= before, "pages in use %zu before pthread_join, %zu after: the empty ones stayed", before, after);
 }
 
+/* The same before a wait on a condition variable (tags.c, heap.c's
+ * _ta_heap_idle): a worker of a pool that goes idle there gives back the
+ * pages it kept for its next mallocs. Other sizes than the join test's,
+ * so each test's pages are its own. A timed wait that times out, then a
+ * wait another thread ends: both go to the C library's functions of the
+ * right version (the old pthread_cond_wait of x86-64 would take this
+ * condition variable for one of before glibc 2.3.2 and write over it). */
+static void use_and_empty(const size_t *sizes, int n) {
+  void *p[8][8];
+  for (int s = 0; s < n; s++)
+    for (int i = 0; i < 8; i++) {
+      p[s][i] = malloc(sizes[s]);
+      CHECK(p[s][i] != NULL, "malloc %zu", sizes[s]);
+      if (p[s][i]) memset(p[s][i], s, sizes[s]);
+    }
+  for (int s = 0; s < n; s++)
+    for (int i = 0; i < 8; i++) free(p[s][i]);
+}
+static pthread_mutex_t wait_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wait_cv = PTHREAD_COND_INITIALIZER;
+static int wait_turn;
+static void *wait_partner(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 200; i++) { /* hand the turn back and forth */
+    pthread_mutex_lock(&wait_mu);
+    while (wait_turn != 1) pthread_cond_wait(&wait_cv, &wait_mu);
+    wait_turn = 0;
+    pthread_cond_signal(&wait_cv);
+    pthread_mutex_unlock(&wait_mu);
+  }
+  return NULL;
+}
+static void test_wait_gives_back_empty_pages(void) {
+  static const size_t timed[6] = {336, 880, 1400, 2450, 3300, 3700}, plain[6] = {368, 944, 1560, 2750, 3450, 3800};
+  usleep(2000); /* the give-backs are a millisecond apart at least: none just before */
+  use_and_empty(timed, 6);
+  size_t before = t_check();
+  struct timespec at;
+  clock_gettime(CLOCK_REALTIME, &at);
+  at.tv_nsec += 2000000;
+  if (at.tv_nsec >= 1000000000) at.tv_sec++, at.tv_nsec -= 1000000000;
+  pthread_mutex_lock(&wait_mu);
+  int rc = pthread_cond_timedwait(&wait_cv, &wait_mu, &at);
+  pthread_mutex_unlock(&wait_mu);
+  size_t after = t_check();
+  CHECK(rc == ETIMEDOUT, "pthread_cond_timedwait returned %d, not ETIMEDOUT", rc);
+  CHECK(after + 4 <= before, "pages in use %zu before pthread_cond_timedwait, %zu after: the empty ones stayed", before, after);
+
+  usleep(2000);
+  use_and_empty(plain, 6);
+  before = t_check();
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, wait_partner, NULL) == 0, "pthread_create");
+  size_t first = 0;
+  for (int i = 0; i < 200; i++) {
+    pthread_mutex_lock(&wait_mu);
+    wait_turn = 1;
+    pthread_cond_signal(&wait_cv);
+    while (wait_turn != 0) pthread_cond_wait(&wait_cv, &wait_mu);
+    pthread_mutex_unlock(&wait_mu);
+    if (i == 0) first = t_check();
+  }
+  pthread_join(t, NULL);
+  CHECK(first + 4 <= before, "pages in use %zu before pthread_cond_wait, %zu after: the empty ones stayed", before, first);
+}
+
 static void test_active(void) { CHECK(t_tagalloc_active(), "tagalloc is not the allocator in this process"); }
 
 int main(void) {
@@ -371,6 +438,7 @@ int main(void) {
     RUN(test_page_emptied_by_another_thread);
     RUN(test_page_of_big_blocks_emptied_by_another_thread);
     RUN(test_join_gives_back_empty_pages);
+    RUN(test_wait_gives_back_empty_pages);
     RUN(test_passed_classes_are_not_kept);
   }
   RUN(test_purger_thread);
