@@ -848,8 +848,10 @@ TA_EXPORT int TA_NAME(pthread_join)(pthread_t t, void **ret) {
  * back the pages it keeps for its next mallocs first (heap.c,
  * _ta_heap_idle: at most once a millisecond, and only if it allocated
  * since). The purger's own waits take the C library's directly
- * (_ta_cond_wait_plain). Not pthread_cond_clockwait (glibc 2.30 on): a
- * program may look it up to learn whether the C library has it. */
+ * (_ta_cond_wait_plain). pthread_cond_clockwait (glibc 2.30 on) is what
+ * C++'s condition_variable::wait_for and wait_until call; under a C
+ * library without it, ours says EINVAL (a program linked against it could
+ * not have started there, and one that looks it up finds ours). */
 #define TA_COND_VERSION "GLIBC_2.3.2" /* the condition variables of glibc 2.3.2 on */
 typedef int (*_ta_cond_wait_t)(pthread_cond_t *, pthread_mutex_t *);
 typedef int (*_ta_cond_timedwait_t)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
@@ -871,6 +873,17 @@ TA_EXPORT int TA_NAME(pthread_cond_timedwait)(pthread_cond_t *c, pthread_mutex_t
   if (!real) return EINVAL;
   _ta_heap_idle(_ta_tls_heap);
   return real(c, m, at);
+}
+
+typedef int (*_ta_cond_clockwait_t)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *);
+static _Atomic(void *) _ta_real_cond_clockwait;
+
+TA_EXPORT int TA_NAME(pthread_cond_clockwait)(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clock, const struct timespec *at) {
+  _ta_cond_clockwait_t real = (_ta_cond_clockwait_t)_ta_real_fn(&_ta_real_cond_clockwait, "pthread_cond_clockwait", NULL,
+                                                                (void *)pthread_cond_clockwait);
+  if (!real) return EINVAL;
+  _ta_heap_idle(_ta_tls_heap);
+  return real(c, m, clock, at);
 }
 
 /* ---- the accounting identity ------------------------------------------------------------ */

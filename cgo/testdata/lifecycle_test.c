@@ -358,9 +358,9 @@ static void test_join_gives_back_empty_pages(void) {
 /* The same before a wait on a condition variable (tags.c, heap.c's
  * _ta_heap_idle): a worker of a pool that goes idle there gives back the
  * pages it kept for its next mallocs. Other sizes than the join test's,
- * so each test's pages are its own. A timed wait that times out, then a
- * wait another thread ends: both go to the C library's functions of the
- * right version (the old pthread_cond_wait of x86-64 would take this
+ * so each test's pages are its own. A timed wait that times out (by the
+ * condition variable's clock, then by a clock given), then a wait another
+ * thread ends: each goes to the C library's function of the right version (the old pthread_cond_wait of x86-64 would take this
  * condition variable for one of before glibc 2.3.2 and write over it). */
 static void use_and_empty(const size_t *sizes, int n) {
   void *p[8][8];
@@ -388,7 +388,8 @@ static void *wait_partner(void *arg) {
   return NULL;
 }
 static void test_wait_gives_back_empty_pages(void) {
-  static const size_t timed[6] = {336, 880, 1400, 2450, 3300, 3700}, plain[6] = {368, 944, 1560, 2750, 3450, 3800};
+  static const size_t timed[6] = {336, 880, 1400, 2450, 3300, 3700}, plain[6] = {368, 944, 1560, 2750, 3450, 3800},
+                      clocked[6] = {400, 800, 1200, 2200, 3000, 3600};
   usleep(2000); /* the give-backs are a millisecond apart at least: none just before */
   use_and_empty(timed, 6);
   size_t before = t_check();
@@ -402,6 +403,19 @@ static void test_wait_gives_back_empty_pages(void) {
   size_t after = t_check();
   CHECK(rc == ETIMEDOUT, "pthread_cond_timedwait returned %d, not ETIMEDOUT", rc);
   CHECK(after + 4 <= before, "pages in use %zu before pthread_cond_timedwait, %zu after: the empty ones stayed", before, after);
+
+  usleep(2000); /* C++'s wait_for and wait_until: pthread_cond_clockwait */
+  use_and_empty(clocked, 6);
+  before = t_check();
+  clock_gettime(CLOCK_MONOTONIC, &at);
+  at.tv_nsec += 2000000;
+  if (at.tv_nsec >= 1000000000) at.tv_sec++, at.tv_nsec -= 1000000000;
+  pthread_mutex_lock(&wait_mu);
+  rc = pthread_cond_clockwait(&wait_cv, &wait_mu, CLOCK_MONOTONIC, &at);
+  pthread_mutex_unlock(&wait_mu);
+  after = t_check();
+  CHECK(rc == ETIMEDOUT, "pthread_cond_clockwait returned %d, not ETIMEDOUT", rc);
+  CHECK(after + 4 <= before, "pages in use %zu before pthread_cond_clockwait, %zu after: the empty ones stayed", before, after);
 
   usleep(2000);
   use_and_empty(plain, 6);
