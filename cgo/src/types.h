@@ -510,6 +510,7 @@ typedef struct _ta_heap_s {
   uint64_t last_gc_ms;      /* last walk that returned empty pages */
   uint64_t idle_slow;       /* slow_count at the last idle give-back (heap.c, _ta_heap_idle) */
   uint64_t idle_us;         /* when it was (_ta_now_us) */
+  uint32_t idle_given;      /* pages it gave back */
   bool idle_pending;        /* a free emptied a direct page since */
   struct _ta_heap_s *hnext; /* list of live heaps (_ta_heaps_lock) */
   struct _ta_heap_s *hprev;
