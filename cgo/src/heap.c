@@ -514,7 +514,7 @@ static __thread bool _ta_tls_heapless;
  * 33.4 and 50). They go back here: the chains pushed, each direct page's
  * remote frees collected, and a direct page that is then empty given back
  * (O(classes), not a walk of the heap's pages: a thread that waits often,
- * with a big heap, pays little): 19.3 MiB and 22-35. Only when there may
+ * with a big heap, pays little): 18.4-18.5 MiB and 26-30. Only when there may
  * be something to give: a malloc slow path (which sets the direct pages)
  * or a free that emptied a direct page since the last time, or chains
  * held. Each page given back costs the next malloc of its class a slow

@@ -846,8 +846,9 @@ TA_EXPORT int TA_NAME(pthread_join)(pthread_t t, void **ret) {
 
 /* A thread about to wait on a condition variable may sleep long: it gives
  * back the pages it keeps for its next mallocs first (heap.c,
- * _ta_heap_idle: at most once a millisecond, and only if it allocated
- * since). The purger's own waits take the C library's directly
+ * _ta_heap_idle: only if it allocated since, and spaced so that a thread
+ * waiting for every item of a queue does not give and take its pages at
+ * every item). The purger's own waits take the C library's directly
  * (_ta_cond_wait_plain). pthread_cond_clockwait (glibc 2.30 on) is what
  * C++'s condition_variable::wait_for and wait_until call; under a C
  * library without it, ours says EINVAL (a program linked against it could
