@@ -876,6 +876,7 @@ TA_EXPORT int TA_NAME(pthread_cond_timedwait)(pthread_cond_t *c, pthread_mutex_t
   return real(c, m, at);
 }
 
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 30) /* its headers declare it from 2.30 */
 typedef int (*_ta_cond_clockwait_t)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *);
 static _Atomic(void *) _ta_real_cond_clockwait;
 
@@ -886,6 +887,7 @@ TA_EXPORT int TA_NAME(pthread_cond_clockwait)(pthread_cond_t *c, pthread_mutex_t
   _ta_heap_idle(_ta_tls_heap);
   return real(c, m, clock, at);
 }
+#endif
 
 /* ---- the accounting identity ------------------------------------------------------------ */
 
