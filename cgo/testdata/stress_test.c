@@ -1,7 +1,9 @@
 /* stress_test.c: seeded multi-threaded stress. Threads allocate blocks of
  * random sizes through every entry point, write a pattern into each, hand
  * some to other threads through a shared exchange (cross-thread frees),
- * realloc some, and check every block's pattern before freeing it. Threads
+ * realloc some, pass an idle point now and then (a condition-variable
+ * wait whose deadline has passed: the library gives their empty pages
+ * back there), and check every block's pattern before freeing it. Threads
  * exit and are replaced (their caches go back), and the main thread forks
  * children that keep allocating without exec.
  *
@@ -17,6 +19,7 @@
  * counted as survived (enomem) instead of as an error. */
 #include "tcheck.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -114,6 +117,19 @@ static void release(blk_t *b) {
   free(b);
 }
 
+/* An idle point that does not sleep: a timed wait whose deadline has
+ * passed. The library gives the thread's empty pages back before it
+ * (heap.c, _ta_heap_idle) while other threads free into them. */
+static void idle_point(void) {
+  pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+  struct timespec past = {0, 0};
+  pthread_mutex_lock(&m);
+  int rc = pthread_cond_timedwait(&c, &m, &past);
+  pthread_mutex_unlock(&m);
+  if (rc != ETIMEDOUT) { atomic_fetch_add(&errors, 1); fprintf(stderr, "pthread_cond_timedwait returned %d\n", rc); }
+}
+
 static void *worker(void *arg) {
   uint64_t s = g_seed ^ ((uintptr_t)arg * 0x9E3779B97F4A7C15ull) ^ 1;
   /* some workers tag their blocks, some change tags as they go */
@@ -162,6 +178,7 @@ static void *worker(void *arg) {
     mine[i] = NULL;
     if (r == 99) tagalloc_weak_set(op & 1 ? "stress-odd" : "stress-even");
     else if (r == 98) tagalloc_weak_clear();
+    else if (r == 97) idle_point();
     errno = 0;
     blk_t *b = malloc(sizeof *b);
     if (!b) { alloc_failed("malloc", sizeof *b); continue; }
