@@ -528,20 +528,26 @@ static __thread bool _ta_tls_heapless;
  * workers lasts about 1.7 ms: with the time alone, a worker's wait a
  * round came 0.98 ms after its last give-back now and then, and its 40
  * pages stayed through the main thread's work (peak RSS 18.6 -> 21.3 or
- * 23.8 MiB in those runs). pthread_join walks the whole heap instead
- * (_ta_heap_collect_all): a join is rare. */
+ * 23.8 MiB in those runs). With whole (pthread_join, rare), the thread
+ * walks its whole heap instead, unspaced (_ta_heap_collect_all: pages
+ * emptied by other threads' frees go too), and that counts as the last
+ * give-back. */
 #define TA_IDLE_US 1000
 #define TA_IDLE_WORK 16
-static void _ta_heap_idle(_ta_heap_t *h) {
+static void _ta_heap_idle(_ta_heap_t *h, bool whole) {
   if (h == &_ta_heap_empty || _ta_tls_arena || _ta_tls_heapless) return;
   uint64_t work = h->slow_count - h->idle_slow;
-  if (work == 0 && !h->idle_pending && !h->rchains) return;
+  if (!whole && work == 0 && !h->idle_pending && !h->rchains) return;
   uint64_t now = _ta_now_us();
-  if (work < 2 * h->idle_given + TA_IDLE_WORK && now - h->idle_us < TA_IDLE_US) return;
+  if (!whole && work < 2 * h->idle_given + TA_IDLE_WORK && now - h->idle_us < TA_IDLE_US) return;
   h->idle_us = now;
   h->idle_slow = h->slow_count;
   h->idle_pending = false;
   h->idle_given = 0;
+  if (whole) {
+    _ta_heap_collect_all(h, true);
+    return;
+  }
   _ta_rchain_flush_all(h);
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
     _ta_page_t *pg = h->direct[c];

@@ -688,7 +688,7 @@ static void _ta_free_local_slow(_ta_heap_t *h, _ta_page_t *pg, void *b);
 static inline void _ta_free_remote(struct _ta_heap_s *h, _ta_page_t *pg, _ta_block_t *b);
 static void _ta_aband_release_if_empty(_ta_page_t *pg);
 static void _ta_heap_collect_all(_ta_heap_t *h, bool release_direct);
-static void _ta_heap_idle(_ta_heap_t *h);
+static void _ta_heap_idle(_ta_heap_t *h, bool whole);
 static void _ta_heaps_reclaim_abandoned(void);
 
 /* tags.c */
