@@ -335,18 +335,22 @@ static void test_purger_started_by_abandoned_page(void) {
  * no other test uses): their pages go back before the wait, so the pages
  * in use fall by six (give or take what pthread_create itself allocates). */
 static void *do_nothing(void *arg) { return arg; }
-static void test_join_gives_back_empty_pages(void) {
-  static const size_t sizes[6] = {344, 904, 1480, 2600, 3500, 3900};
-  void *p[6][8];
-  for (int s = 0; s < 6; s++)
+/* Eight blocks of each of the n sizes (8 at most), written, then all
+ * freed: each size's class is left with an empty current page. */
+static void use_and_empty(const size_t *sizes, int n) {
+  void *p[8][8];
+  for (int s = 0; s < n; s++)
     for (int i = 0; i < 8; i++) {
       p[s][i] = malloc(sizes[s]);
       CHECK(p[s][i] != NULL, "malloc %zu", sizes[s]);
-      if (!p[s][i]) return;
-      memset(p[s][i], s, sizes[s]);
+      if (p[s][i]) memset(p[s][i], s, sizes[s]);
     }
-  for (int s = 0; s < 6; s++)
+  for (int s = 0; s < n; s++)
     for (int i = 0; i < 8; i++) free(p[s][i]);
+}
+static void test_join_gives_back_empty_pages(void) {
+  static const size_t sizes[6] = {344, 904, 1480, 2600, 3500, 3900};
+  use_and_empty(sizes, 6);
   size_t before = t_check();
   pthread_t t;
   pthread_create(&t, NULL, do_nothing, NULL);
@@ -360,19 +364,9 @@ static void test_join_gives_back_empty_pages(void) {
  * pages it kept for its next mallocs. Other sizes than the join test's,
  * so each test's pages are its own. A timed wait that times out (by the
  * condition variable's clock, then by a clock given), then a wait another
- * thread ends: each goes to the C library's function of the right version (the old pthread_cond_wait of x86-64 would take this
- * condition variable for one of before glibc 2.3.2 and write over it). */
-static void use_and_empty(const size_t *sizes, int n) {
-  void *p[8][8];
-  for (int s = 0; s < n; s++)
-    for (int i = 0; i < 8; i++) {
-      p[s][i] = malloc(sizes[s]);
-      CHECK(p[s][i] != NULL, "malloc %zu", sizes[s]);
-      if (p[s][i]) memset(p[s][i], s, sizes[s]);
-    }
-  for (int s = 0; s < n; s++)
-    for (int i = 0; i < 8; i++) free(p[s][i]);
-}
+ * thread ends: each goes to the C library's function of the right
+ * version (the old pthread_cond_wait of x86-64 would take this condition
+ * variable for one of before glibc 2.3.2 and write over it). */
 static pthread_mutex_t wait_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wait_cv = PTHREAD_COND_INITIALIZER;
 static int wait_turn;
