@@ -415,10 +415,9 @@ func Realloc(b []byte, n int) []byte {
 	if old > usable {
 		panic(fmt.Sprintf("alloc: Realloc of %#x: cap %d exceeds its block (not a slice alloc handed out)", uintptr(p), old))
 	}
-	if inPlace { // countResize's case of the same usable bytes, inline: the common one
+	if inPlace { // countResize's case of the same usable bytes, without its call: the common one
 		s, ctr := acquireFor(id)
-		books.Add(&ctr.AllocReq, uint64(n))
-		books.Add(&ctr.FreeReq, uint64(old))
+		addResizeReq(ctr, old, n)
 		s.release()
 		return unsafe.Slice((*byte)(p), n)
 	}
@@ -498,6 +497,13 @@ func resizeBig(sp *arena.Span, p unsafe.Pointer, id uint32, l *[]*budget, old, u
 	return q, false
 }
 
+// addResizeReq counts a resize's request: old bytes asked before, freed,
+// and n asked again (the stats' requested bytes).
+func addResizeReq(ctr *books.Counters, old uintptr, n int) {
+	books.Add(&ctr.AllocReq, uint64(n))
+	books.Add(&ctr.FreeReq, uint64(old))
+}
+
 // countResize counts a block of tag id resized where it lies, from ou
 // usable bytes to nu, asked for n bytes instead of old: a growth is
 // allocated bytes, a shrink freed ones, and the request is counted as
@@ -509,8 +515,7 @@ func countResize(id uint32, ou, nu uint64, old uintptr, n int) {
 	} else if nu < ou {
 		books.Add(&ctr.FreeBytes, ou-nu)
 	}
-	books.Add(&ctr.AllocReq, uint64(n))
-	books.Add(&ctr.FreeReq, uint64(old))
+	addResizeReq(ctr, old, n)
 	s.release()
 	if nu != ou {
 		if nu > ou {
