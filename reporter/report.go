@@ -35,6 +35,9 @@ var ErrReport = errors.New("not a tagalloc report")
 type Report struct {
 	Schema    string    `json:"schema"`
 	Processes []Process `json:"processes"`
+	// WithoutBooks: the programs tagalloc run saw run without books
+	// (unseen.go); omitted when there were none, and from snapshots.
+	WithoutBooks []WithoutBooks `json:"without_books,omitempty"`
 }
 
 // Process is one process's books.
@@ -389,6 +392,11 @@ func Read(rd io.Reader) (*Report, error) {
 			if b.Tag == "" || len(b.Tag) > MaxTagLen {
 				return nil, fmt.Errorf("%w: process %d has a budget of a tag named %q", ErrReport, p.PID, b.Tag)
 			}
+		}
+	}
+	for i, p := range r.WithoutBooks {
+		if p.PID <= 0 || p.Why == "" {
+			return nil, fmt.Errorf("%w: program %d without books has pid %d and reason %q", ErrReport, i, p.PID, p.Why)
 		}
 	}
 	return &r, nil

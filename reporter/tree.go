@@ -28,7 +28,8 @@ func (r *Report) WriteTree(w io.Writer) error {
 
 // WriteSummary renders the first process as a tree (and, with stacks,
 // who holds and who allocates most) and the others (the children it
-// forked or executed) grouped by command, as tagalloc run prints it.
+// forked or executed) grouped by command, as tagalloc run prints it
+// (which ends with WriteWithoutBooks).
 func (r *Report) WriteSummary(w io.Writer) error {
 	if len(r.Processes) == 0 {
 		_, err := fmt.Fprintln(w, "tagalloc: no process wrote its books")
@@ -53,6 +54,7 @@ func (r *Report) WriteSummary(w io.Writer) error {
 func (r *Report) WriteOverview(w io.Writer) error {
 	if len(r.Processes) == 0 {
 		_, err := fmt.Fprintln(w, "tagalloc: no process wrote its books")
+		r.WriteWithoutBooks(w)
 		return err
 	}
 	if err := r.Processes[0].WriteTree(w); err != nil {
@@ -61,6 +63,7 @@ func (r *Report) WriteOverview(w io.Writer) error {
 	if len(r.Processes) > 1 {
 		writeGroups(w, r.Processes[1:])
 	}
+	r.WriteWithoutBooks(w)
 	return nil
 }
 

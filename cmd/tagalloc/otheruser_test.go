@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,9 +140,18 @@ func TestRunNamesChildrenWithoutBooks(t *testing.T) {
 	} else {
 		t.Logf("no static program (cc -static: %s)", b)
 	}
-	_, se, code := cli(t, append([]string{"run", "--stacks", "off", "-o", filepath.Join(t.TempDir(), "r.json"), "--", "sh", "-c", script}, args...)...)
+	out := filepath.Join(t.TempDir(), "r.json")
+	_, se, code := cli(t, append([]string{"run", "--stacks", "off", "-o", out, "--", "sh", "-c", script}, args...)...)
 	require.Equal(t, 0, code, se)
 	require.Contains(t, se, "ran without tagalloc's books (their memory is not in this report):")
+	rep := validReport(t, reportSchema(t), out)
+	whys := map[string]string{} // the report keeps the list: command -> why
+	for _, p := range rep.WithoutBooks {
+		require.Equal(t, os.Geteuid(), p.UID)
+		whys[strings.Join(p.Command, " ")] = p.Why
+	}
+	require.Equal(t, "the library was not loaded (LD_PRELOAD removed, or the library unreadable for its user)", whys["sleep 1"], "%+v", rep.WithoutBooks)
+	require.Contains(t, whys["sleep 1.01"], "could not make its books", "%+v", rep.WithoutBooks)
 	require.Regexp(t, `pid \d+ +\S+ \(uid \d+\): the library was not loaded \(LD_PRELOAD removed, or the library unreadable for its user\)\n    sleep 1\n`, se)
 	require.Regexp(t, `pid \d+ +\S+ \(uid \d+\): the library could not make its books in the run's directory \(it kept them in its memory\)\n    sleep 1\.01\n`, se)
 	if err == nil {
@@ -149,4 +159,29 @@ func TestRunNamesChildrenWithoutBooks(t *testing.T) {
 	}
 	require.NotContains(t, se, "    sh -c", "the shell made its books")
 	require.NotContains(t, se, "    /bin/sleep", "the sleep under the static program made its books")
+	so, _, code := cli(t, "report", out)
+	require.Equal(t, 0, code)
+	require.Contains(t, so, "ran without tagalloc's books", "tagalloc report shows the list too")
+}
+
+// A program with a malloc of its own (Chromium's allocator shim) loads
+// the library and never calls it: it and the child it forks without an
+// exec (a zygote's) are named with why, in the tree and the report; the
+// shell that ran it made its books and is not.
+func TestRunNamesProgramsWithTheirOwnMalloc(t *testing.T) {
+	own := filepath.Join(publicDir(t, map[string]string{"own_malloc": buildC(t, "own_malloc")}), "own_malloc")
+	out := filepath.Join(t.TempDir(), "r.json")
+	_, se, code := cli(t, "run", "--stacks", "off", "-o", out, "--", "sh", "-c", `"$0" -f; exec "$0"`, own)
+	require.Equal(t, 0, code, se)
+	const why = "its program defines malloc (an allocator of its own, as Chromium's): the library is loaded but never called"
+	require.Regexp(t, `pid \d+ +\S+ \(uid \d+\): `+regexp.QuoteMeta(why)+`\n    \S*own_malloc -f\n`, se)
+	rep := validReport(t, reportSchema(t), out)
+	cmds := map[string]int{}
+	for _, p := range rep.WithoutBooks {
+		require.Equal(t, why, p.Why, "%+v", p)
+		cmds[strings.Join(p.Command, " ")]++
+	}
+	require.Equal(t, map[string]int{own + " -f": 2, own: 1}, cmds, "the program, its forked child, and the program the shell became: %+v", rep.WithoutBooks)
+	require.Len(t, rep.Processes, 1, "the shell's books: %+v", rep.Processes)
+	require.Equal(t, "sh", rep.Processes[0].Command[0])
 }

@@ -49,10 +49,18 @@ func processUIDs(pid int) ([3]int, error) {
 
 // userName is "name (uid N)", or "uid N" for an id with no name.
 func userName(uid int) string {
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil && u.Username != "" {
-		return fmt.Sprintf("%s (uid %d)", u.Username, uid)
+	if name := userLogin(uid); name != "" {
+		return fmt.Sprintf("%s (uid %d)", name, uid)
 	}
 	return fmt.Sprintf("uid %d", uid)
+}
+
+// userLogin is the name of user uid ("" if it has none).
+func userLogin(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return ""
 }
 
 // checkOwner refuses a process that is not wholly ours: its real,

@@ -4,7 +4,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"strings"
 	"unicode/utf8"
 
@@ -18,16 +17,17 @@ import (
 // books of a pid are its last program's). A program that loaded the
 // library but made no books file either could not make it in the run's
 // directory (it kept its books in its memory, where the watch read them:
-// listed) or allocated nothing (not listed).
-func withoutBooks(seen []*progImage, rep *reporter.Report) []*progImage {
+// listed), has a malloc of its own (listed), or allocated nothing (not
+// listed).
+func withoutBooks(seen []*progImage, rep *reporter.Report) []reporter.WithoutBooks {
 	have := map[int][]string{}
 	for _, p := range rep.Processes {
 		have[p.PID] = p.Command
 	}
-	var out []*progImage
+	var out []reporter.WithoutBooks
 	listed := map[string]bool{}
 	for _, img := range seen {
-		if img.books || img.lib && !img.private || img.why() == "" {
+		if img.books || img.lib && !img.private && !img.ownMalloc || img.why() == "" {
 			continue
 		}
 		if c, ok := have[img.pid]; ok && sameCommand(c, img.command) {
@@ -38,7 +38,11 @@ func withoutBooks(seen []*progImage, rep *reporter.Report) []*progImage {
 			continue
 		}
 		listed[key] = true
-		out = append(out, img)
+		cmd := img.command
+		if len(cmd) == 0 {
+			cmd = []string{img.comm}
+		}
+		out = append(out, reporter.WithoutBooks{PID: img.pid, UID: img.uids[1], User: userLogin(img.uids[1]), Command: cmd, Why: img.why()})
 	}
 	return out
 }
@@ -93,38 +97,10 @@ func (img *progImage) why() string {
 		return "not looked at: tagalloc cannot read its memory map"
 	case img.static:
 		return "no dynamic loader (a static program): LD_PRELOAD does not reach it"
+	case img.ownMalloc:
+		return "its program defines malloc (an allocator of its own, as Chromium's): the library is loaded but never called"
 	case img.loader && (img.others || img.misses >= 2):
 		return "the library was not loaded (LD_PRELOAD removed, or the library unreadable for its user)"
 	}
 	return ""
-}
-
-// maxWithoutBooks is how many of them the tree lists.
-const maxWithoutBooks = 20
-
-// writeWithoutBooks lists the programs of the run that ran without books
-// in the report.
-func writeWithoutBooks(w io.Writer, imgs []*progImage) {
-	if len(imgs) == 0 {
-		return
-	}
-	progs := "programs"
-	if len(imgs) == 1 {
-		progs = "program"
-	}
-	fmt.Fprintf(w, "\n%d %s ran without tagalloc's books (their memory is not in this report):\n", len(imgs), progs)
-	for i, img := range imgs {
-		if i == maxWithoutBooks {
-			fmt.Fprintf(w, "  ... and %d more\n", len(imgs)-i)
-			break
-		}
-		cmd := img.comm
-		if len(img.command) > 0 {
-			cmd = strings.Join(img.command, " ")
-		}
-		if len(cmd) > 70 {
-			cmd = cmd[:67] + "..."
-		}
-		fmt.Fprintf(w, "  pid %-7d %s: %s\n    %s\n", img.pid, userName(img.uids[1]), img.why(), terminalText(cmd))
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tagalloc/tagalloc/procbooks"
@@ -33,7 +34,8 @@ import (
 type procWatch struct {
 	books string
 	procs map[int]*watched
-	ended []*progImage // programs that ended (exit or exec) without books seen
+	own   map[fileID]bool // programs looked at for a malloc of their own, by file
+	ended []*progImage    // programs that ended (exit or exec) without books seen
 	stopc chan struct{}
 	done  chan []*progImage
 }
@@ -58,6 +60,7 @@ type progImage struct {
 	private    bool  // the library kept its books in its memory (no books file)
 	loader     bool  // its map held a dynamic loader
 	static     bool  // its program names no dynamic loader (no PT_INTERP)
+	ownMalloc  bool  // its program defines malloc: the library is loaded, never called
 	others     bool  // its map held another shared object (the loader got past the preloads)
 	mapErr     error // its map could not be read
 	byExec     bool  // it ended by an exec
@@ -66,7 +69,7 @@ type progImage struct {
 
 // startProcWatch follows pid and its descendants until stop.
 func startProcWatch(pid int, books string) *procWatch {
-	w := &procWatch{books: books, procs: map[int]*watched{}, stopc: make(chan struct{}), done: make(chan []*progImage, 1)}
+	w := &procWatch{books: books, procs: map[int]*watched{}, own: map[fileID]bool{}, stopc: make(chan struct{}), done: make(chan []*progImage, 1)}
 	if st, ok := readProcStat(pid); ok {
 		w.procs[pid] = &watched{start: st.start}
 	}
@@ -220,6 +223,9 @@ func (w *procWatch) look(img *progImage) {
 	// memory, if it has any
 	private := img.private || m.lib && img.misses >= 1 && readsPrivate(img.pid)
 	static := img.static || !m.loader && !hasInterpreter("/proc/"+strconv.Itoa(img.pid)+"/exe")
+	// the library there, no books, none in its memory either (looked at
+	// twice): a program with a malloc of its own never calls it
+	own := img.ownMalloc || m.lib && !private && img.misses >= 1 && w.definesMalloc(img.pid)
 	if st, ok := readProcStat(img.pid); !ok || !img.same(st) {
 		return
 	}
@@ -234,7 +240,7 @@ func (w *procWatch) look(img *progImage) {
 	img.lib = img.lib || m.lib
 	img.loader = img.loader || m.loader
 	img.others = img.others || m.others
-	img.private, img.static = private, static
+	img.private, img.static, img.ownMalloc = private, static, own
 	img.misses++
 }
 
@@ -351,6 +357,56 @@ func procCommand(pid int) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+}
+
+// fileID is a file's identity: its device and inode.
+type fileID struct{ dev, ino uint64 }
+
+// definesMalloc says whether the program pid runs defines malloc in its
+// dynamic symbols (Chromium's allocator shim does, as does any program
+// linked with an allocator of its own and exporting it). The loader looks
+// a symbol up in the program before the preloaded libraries, so such a
+// program's mallocs, its libraries' and the C library's own all go to
+// its allocator: the library is loaded and never called. Each program
+// file is read once (Chromium's zygote forks a dozen processes of one).
+func (w *procWatch) definesMalloc(pid int) bool {
+	exe := "/proc/" + strconv.Itoa(pid) + "/exe"
+	fi, err := os.Stat(exe)
+	if err != nil {
+		return false
+	}
+	var id fileID
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		id = fileID{uint64(st.Dev), st.Ino}
+		if own, ok := w.own[id]; ok {
+			return own
+		}
+	}
+	own := exportsMalloc(exe)
+	if id != (fileID{}) {
+		w.own[id] = own
+	}
+	return own
+}
+
+// exportsMalloc says whether the ELF file at path defines malloc among
+// its dynamic symbols (false when it cannot be read).
+func exportsMalloc(path string) bool {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		return false
+	}
+	for _, s := range syms {
+		if s.Name == "malloc" && s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+			return true
+		}
+	}
+	return false
 }
 
 // hasInterpreter says whether the program at path names a dynamic loader

@@ -6,19 +6,20 @@ package main
 type procWatch struct{}
 
 type progImage struct {
-	pid     int
-	uids    [3]int
-	command []string
-	comm    string
-	misses  int
-	lib     bool
-	private bool
-	loader  bool
-	others  bool
-	static  bool
-	books   bool
-	mapErr  error
-	byExec  bool
+	pid       int
+	uids      [3]int
+	command   []string
+	comm      string
+	misses    int
+	lib       bool
+	private   bool
+	loader    bool
+	others    bool
+	static    bool
+	ownMalloc bool
+	books     bool
+	mapErr    error
+	byExec    bool
 }
 
 func startProcWatch(pid int, books string) *procWatch { return &procWatch{} }

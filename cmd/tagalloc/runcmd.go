@@ -150,9 +150,9 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 		}()
 		defer func() { <-flushed }() // not cut off by the exit
 	}
+	rep.WithoutBooks = withoutBooks(seen, rep)
 	if !o.quiet {
 		printSummary(stderr, rep, dr != nil, o.stacks)
-		writeWithoutBooks(stderr, withoutBooks(seen, rep))
 	}
 	prog.step("writing the report", nil, "")
 	saved, err := saveReport(o, cmd.Process.Pid, rep, stdout)
@@ -336,4 +336,5 @@ func printSummary(w io.Writer, rep *reporter.Report, stacksOn bool, mode string)
 		// it made no ring: a process makes one at its first sample
 		fmt.Fprintf(w, "\nWho allocated it (--stacks %s): no block was sampled\n", mode)
 	}
+	rep.WriteWithoutBooks(w)
 }
