@@ -23,8 +23,9 @@ func init() {
 }
 
 // checkFreeSpans walks the bins: every free span is filed once, in the
-// right bin, with its tail marked, and no two free spans touch (they
-// would have been coalesced). It returns the free pages.
+// right bin, with its tail marked, and no two free spans in the same
+// state (dirty, purged) touch (they would have been joined). It returns
+// the free pages.
 func checkFreeSpans(t *testing.T) uint32 {
 	t.Helper()
 	a.mu.Lock()
@@ -47,8 +48,9 @@ func checkFreeSpans(t *testing.T) uint32 {
 		}
 	}
 	for i := range seen {
-		if n := spanAt(i).npages; seen[i+n] {
-			t.Fatalf("free spans %d and %d touch", i, i+n)
+		s := spanAt(i)
+		if r := spanAt(i + s.npages); seen[i+s.npages] && r.flags&flagDirty == s.flags&flagDirty {
+			t.Fatalf("free spans %d and %d touch, both with flags %#x and %#x", i, i+s.npages, s.flags, r.flags)
 		}
 	}
 	return total
@@ -616,38 +618,45 @@ func noPurgeByAge(t *testing.T) {
 	})
 }
 
-// A dirty span, resident, is taken before a purged one that fits better
-// (whose pages would all fault in again), as in arena.c.
-func TestDirtyBeforePurged(t *testing.T) {
-	noPurgeByAge(t)
-	// Two spans (2 and 4 pages), each followed by one in use: sets are
-	// taken until one lies so (the holes earlier tests left fill first).
-	var spans, held []*Span
-	for try := 0; spans == nil; try++ {
-		if try == 64 {
-			t.Fatal("no 2+1+4+1 pages laid out in a row in 64 tries")
+// inARow allocates large spans of the pages given (each written to)
+// until one set lies in a row, the holes earlier tests left filled first,
+// and frees the others when the test ends (then purges all).
+func inARow(t *testing.T, pages ...uintptr) []*Span {
+	t.Helper()
+	var held []*Span
+	t.Cleanup(func() {
+		for _, x := range held {
+			FreeLarge(x, x.Start())
 		}
+		Purge()
+	})
+	for try := 0; try < 64; try++ {
 		var set []*Span
-		for _, n := range []uintptr{2, 1, 4, 1} {
+		row := true
+		for k, n := range pages {
 			s, err := AllocLarge(n*sizeclass.PageSize, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			unsafe.Slice((*byte)(s.Start()), s.Bytes())[0] = 1
+			row = row && (k == 0 || s.page == set[k-1].page+set[k-1].npages)
 			set = append(set, s)
 		}
-		if set[1].page == set[0].page+2 && set[2].page == set[1].page+1 && set[3].page == set[2].page+4 {
-			spans = set
-		} else {
-			held = append(held, set...)
+		if row {
+			return set
 		}
+		held = append(held, set...)
 	}
-	defer func() {
-		for _, x := range held {
-			FreeLarge(x, x.Start())
-		}
-		Purge()
-	}()
+	t.Fatalf("no spans of %v pages laid out in a row in 64 tries", pages)
+	return nil
+}
+
+// A dirty span, resident, is taken before a purged one that fits better
+// (whose pages would all fault in again), as in arena.c.
+func TestDirtyBeforePurged(t *testing.T) {
+	noPurgeByAge(t)
+	// Two spans (2 and 4 pages), each followed by one in use.
+	spans := inARow(t, 2, 1, 4, 1)
 	FreeLarge(spans[0], spans[0].Start())
 	Purge()                               // the 2-page span (perhaps joined to free pages before it) is purged
 	FreeLarge(spans[2], spans[2].Start()) // 4 pages, dirty
@@ -661,6 +670,91 @@ func TestDirtyBeforePurged(t *testing.T) {
 	}
 	for _, x := range []*Span{s, spans[1], spans[3]} {
 		FreeLarge(x, x.Start())
+	}
+	checkFreeSpans(t)
+}
+
+// Free spans join only spans in their own state (arena.c's rule): a
+// block freed beside purged pages stays a dirty span of its own, so the
+// free memory counted resident is its pages alone; once purged it joins
+// the purged span.
+func TestFreeSpansJoinByState(t *testing.T) {
+	noPurgeByAge(t)
+	spans := inARow(t, 2, 3, 1) // A, B, and one in use after them
+	A, B := spans[0], spans[1]
+	FreeLarge(B, B.Start())
+	Purge() // B purged (perhaps joined to purged pages before it: A is in use)
+	before := ReadStats().FreeResident
+	FreeLarge(A, A.Start())
+	checkFreeSpans(t)
+	a.mu.Lock()
+	sA, sB := *spanAt(A.page), *spanAt(B.page)
+	a.mu.Unlock()
+	if sA.kind != kindFree || sA.npages != 2 || sA.flags&flagDirty == 0 {
+		t.Errorf("A freed: %d pages, kind %d, flags %#x; want a dirty free span of its 2 pages", sA.npages, sA.kind, sA.flags)
+	}
+	if sB.kind != kindFree || sB.flags&(flagDirty|flagZero) != flagZero {
+		t.Errorf("B: kind %d, flags %#x; want a purged free span", sB.kind, sB.flags)
+	}
+	if got := ReadStats().FreeResident - before; got != 2*sizeclass.PageSize {
+		t.Errorf("freeing 2 pages beside purged ones counted %d bytes more resident, want %d", got, 2*sizeclass.PageSize)
+	}
+	Purge()
+	checkFreeSpans(t)
+	a.mu.Lock()
+	sA = *spanAt(A.page)
+	a.mu.Unlock()
+	if sA.kind != kindFree || sA.npages < 5 || sA.flags != flagZero {
+		t.Errorf("A purged: %d pages, kind %d, flags %#x; want one purged span over A and B", sA.npages, sA.kind, sA.flags)
+	}
+}
+
+// A request that no dirty span holds takes a dirty span with the free
+// spans after it (arena.c's runs): its resident pages serve and only the
+// rest faults in, and what is left of the last free span stays free in
+// its state. Past the last free span the arena's fresh top serves too.
+func TestRunOverDirtyAndPurged(t *testing.T) {
+	noPurgeByAge(t)
+	spans := inARow(t, 3, 2, 2, 1) // D, P, then one in use, then the held one
+	D, P := spans[0], spans[1]
+	FreeLarge(P, P.Start())
+	Purge() // P purged
+	FreeLarge(D, D.Start())
+	top := a.top
+	s, err := AllocLarge(4*sizeclass.PageSize, 1) // D's 3 pages and one of P's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer FreeLarge(s, s.Start())
+	if s.page != D.page || s.npages != 4 || a.top != top {
+		t.Fatalf("4 pages at page %d (top %d -> %d): want the run at %d, no fresh pages", s.page, top, a.top, D.page)
+	}
+	checkFinds(t, s)
+	if s.Zero() {
+		t.Error("a run that starts with dirty pages is not all zero")
+	}
+	checkFreeSpans(t)
+	a.mu.Lock()
+	rest := *spanAt(D.page + 4)
+	a.mu.Unlock()
+	if rest.kind != kindFree || rest.npages != 1 || rest.flags != flagZero {
+		t.Errorf("P's last page: kind %d, %d pages, flags %#x; want a purged free span of 1 page", rest.kind, rest.npages, rest.flags)
+	}
+
+	// At the top: a dirty span that ends the arena grows over fresh pages.
+	last := inARow(t, 2)[0]
+	if last.page+last.npages != a.top {
+		t.Skip("the span is not the last of the arena")
+	}
+	FreeLarge(last, last.Start())
+	top = a.top
+	big, err := AllocLarge(uintptr(1000)*sizeclass.PageSize, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer FreeLarge(big, big.Start())
+	if big.page != last.page || a.top != last.page+1000 || top != last.page+2 {
+		t.Errorf("1000 pages at %d, top %d -> %d: want the dirty span at %d and 998 fresh pages", big.page, top, a.top, last.page)
 	}
 	checkFreeSpans(t)
 }

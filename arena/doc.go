@@ -56,11 +56,14 @@
 //  4. A span whose blocks all came back goes back to the arena.
 //
 // Memory returns to the OS by the native library's rules (heap.go,
-// purgeLocked): free spans are coalesced and kept resident ("dirty") for
+// purgeLocked): free spans are coalesced with free spans in the same
+// state (dirty with dirty, purged with purged) and kept resident ("dirty") for
 // at most PurgeDelay (200 ms) in case they are wanted again, then a timer
 // purges them (MADV_DONTNEED); dirty memory beyond the retain limit (the
 // room under the heap's high-water mark, at least RetainBytes, 8 MiB) is
-// purged at once, oldest first. A freed huge block's mapping waits in a
+// purged at once, oldest first. A span comes from a dirty span that
+// fits, else a dirty span with the free spans after it, else a purged
+// span, else the arena's fresh top. A freed huge block's mapping waits in a
 // cache on the same terms (what the retain limit leaves after the free
 // spans, at most PurgeDelay), then is unmapped.
 //

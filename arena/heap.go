@@ -279,16 +279,19 @@ func bestFitLocked(bins *[nBins]uint32, n uint32) *Span {
 }
 
 // allocSpanLocked takes n pages: the best fitting dirty span (split),
-// else the best fitting purged one (whose pages fault in again), else
-// fresh pages from the top. Every page of the span gets its head.
+// else a dirty span with the free spans after it (runLocked), else the
+// best fitting purged one (whose pages fault in again), else fresh pages
+// from the top. Every page of the span gets its head.
 func allocSpanLocked(n uint32, kind uint8) (*Span, error) {
 	s := bestFitLocked(&a.bins[1], n)
-	if s == nil {
-		learnLocked(uint64(n) << sizeclass.PageShift)
-		s = bestFitLocked(&a.bins[0], n)
-	}
 	var page uint32
 	var flags uint8
+	if s == nil {
+		if page, flags = runLocked(n); page == 0 {
+			learnLocked(uint64(n) << sizeclass.PageShift)
+			s = bestFitLocked(&a.bins[0], n)
+		}
+	}
 	if s != nil {
 		page, flags = s.page, s.flags
 		have := s.npages
@@ -296,6 +299,8 @@ func allocSpanLocked(n uint32, kind uint8) (*Span, error) {
 		if have > n {
 			markFreeLocked(page+n, have-n, flags)
 		}
+	} else if page != 0 {
+		// the run's pages, taken off their bins by runLocked
 	} else {
 		if uintptr(a.top)+uintptr(n) > uintptr(len(a.descs)) {
 			return nil, fmt.Errorf("%w: the %d MiB arena is full", ErrOutOfMemory, a.size>>20)
@@ -315,25 +320,68 @@ func allocSpanLocked(n uint32, kind uint8) (*Span, error) {
 	return s, nil
 }
 
-// freeSpanLocked returns a span to the free bins, coalesced with free
-// neighbours, dirty; then purges what the policy says.
-func freeSpanLocked(s *Span) { freePagesLocked(s.page, s.npages, s.flags&flagTags) }
+// runTries is how many dirty spans, newest first, runLocked looks at
+// (arena.c's _ta_span_alloc_run_locked tries as many).
+const runTries = 64
 
-// freePagesLocked gives back pages [page, page+n) of a span in use (the
-// whole span, or the tail a large block shrinks off, ResizeLarge): out of
-// the pages in use, their descriptors cleared, filed as one dirty free
-// span with tags joined with the free spans on either side; then purges
-// what the policy says.
-func freePagesLocked(page, n uint32, tags uint8) {
-	a.inUse.Add(-(uint64(n) << sizeclass.PageShift))
-	a.lastFreed = uint64(n) << sizeclass.PageShift
-	for i := uint32(0); i < n; i++ {
-		spanAt(page + i).kind = kindNone
+// runLocked takes n pages that start with a dirty span too short for
+// them and go on over the free spans after it (purged or dirty: free
+// spans of one state never touch) and, past the last, the arena's fresh
+// top, as arena.c does: only the pages after the dirty span fault in
+// (they teach the retain limit, as a purged span taken does). The newest
+// runTries dirty spans are tried. It returns the first page and the
+// pages' flags (tags; never zero), or page 0 if no run holds n pages.
+func runLocked(n uint32) (uint32, uint8) {
+	tries := 0
+	for i := a.dirtyLast; i != 0 && tries < runTries; i, tries = spanAt(i).dprev, tries+1 {
+		d := spanAt(i)
+		end := d.page + d.npages
+		for end < d.page+n && end < a.top && spanAt(end).kind == kindFree {
+			end += spanAt(end).npages
+		}
+		if end < d.page+n && (end != a.top || uintptr(d.page)+uintptr(n) > uintptr(len(a.descs))) {
+			continue // a span in use, or the arena's end, comes first
+		}
+		page, want := d.page, d.page+n
+		var flags uint8
+		var clean uint32
+		for p := page; p < want && p < a.top; {
+			f := spanAt(p)
+			next := p + f.npages
+			flags |= f.flags & flagTags
+			fl := f.flags
+			unfileLocked(f)
+			if fl&flagDirty == 0 {
+				clean += min(next, want) - p
+			}
+			if next > want { // the last one's rest stays free, as it was
+				markFreeLocked(want, next-want, fl)
+			}
+			p = next
+		}
+		if want > a.top { // the top's fresh pages
+			clean += want - a.top
+			a.top = want
+			a.touched.Store(uint64(a.top) << sizeclass.PageShift)
+		}
+		learnLocked(uint64(clean) << sizeclass.PageShift)
+		return page, flags
 	}
-	flags := flagDirty | tags
+	return 0, 0
+}
+
+// joinLocked is the free span [page, page+n) joined with the free spans
+// right before and after it that are in the same state (dirty if dirty,
+// else purged): a dirty span never takes in purged pages, whose pages
+// it would count as resident and purge again (arena.c's rule). The
+// neighbours come off their bins; the tags flag of any joined dirty
+// neighbour is returned.
+func joinLocked(page, n uint32, dirty bool) (uint32, uint32, uint8) {
+	var tags uint8
+	same := func(s *Span) bool { return s.kind == kindFree && (s.flags&flagDirty != 0) == dirty }
 	if page+n < a.top { // the neighbour after
-		if r := spanAt(page + n); r.kind == kindFree {
-			flags |= r.flags & flagTags
+		if r := spanAt(page + n); same(r) {
+			tags |= r.flags & flagTags
 			unfileLocked(r)
 			n += r.npages
 		}
@@ -343,13 +391,32 @@ func freePagesLocked(page, n uint32, tags uint8) {
 		if l.kind == kindFreeTail {
 			l = spanAt(page - 1 - l.headOff)
 		}
-		if l.kind == kindFree && l.page+l.npages == page {
-			flags |= l.flags & flagTags
+		if same(l) && l.page+l.npages == page {
+			tags |= l.flags & flagTags
 			unfileLocked(l)
 			page, n = l.page, n+l.npages
 		}
 	}
-	markFreeLocked(page, n, flags)
+	return page, n, tags
+}
+
+// freeSpanLocked returns a span to the free bins, coalesced with dirty
+// free neighbours, dirty; then purges what the policy says.
+func freeSpanLocked(s *Span) { freePagesLocked(s.page, s.npages, s.flags&flagTags) }
+
+// freePagesLocked gives back pages [page, page+n) of a span in use (the
+// whole span, or the tail a large block shrinks off, ResizeLarge): out of
+// the pages in use, their descriptors cleared, filed as one dirty free
+// span with tags joined with the dirty free spans on either side; then
+// purges what the policy says.
+func freePagesLocked(page, n uint32, tags uint8) {
+	a.inUse.Add(-(uint64(n) << sizeclass.PageShift))
+	a.lastFreed = uint64(n) << sizeclass.PageShift
+	for i := uint32(0); i < n; i++ {
+		spanAt(page + i).kind = kindNone
+	}
+	page, n, joined := joinLocked(page, n, true)
+	markFreeLocked(page, n, flagDirty|tags|joined)
 	purgeLocked(false)
 }
 
@@ -400,7 +467,8 @@ func purgeLocked(all bool) {
 		if s.flags&flagTags != 0 {
 			osPurge(a.tmem[uintptr(s.page)*tagSlotBytes:][:uintptr(s.npages)*tagSlotBytes])
 		}
-		markFreeLocked(s.page, s.npages, flagZero) // filed again, with the purged
+		page, n, _ := joinLocked(s.page, s.npages, false) // purged spans hold no tags' slots
+		markFreeLocked(page, n, flagZero)                 // filed again, with the purged
 	}
 	cached := false
 	if a.hugeCached.Load() != 0 { // entries are added with a.mu held: none is missed
