@@ -634,9 +634,10 @@ static _ta_heap_t *_ta_heap_init_thread(void) {
   _ta_heap_t *h = _ta_heaps_free;
   if (h) _ta_heaps_free = h->hnext;
   _ta_mutex_unlock(&_ta_heaps_lock);
-  if (!h) h = _ta_meta_alloc_in(sizeof(_ta_heap_t), false);
-  if (!h) return NULL;
-  memset(h, 0, sizeof(*h));
+  if (h) memset(h, 0, sizeof(*h)); /* a dead thread's */
+  else if (!(h = _ta_meta_alloc_in(sizeof(_ta_heap_t), false))) return NULL;
+  /* (new metadata is a fresh mapping's: zero, its pages untouched until
+   * used; a memset faulted in all three pages of a heap at once) */
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) _ta_direct_set(h, c, &_ta_page_empty);
   h->last_gc_ms = _ta_now_ms();
   h->ctr = ctr;

@@ -101,11 +101,14 @@ static void _ta_tag_publish_locked(uint32_t id, const char *name, size_t n, uint
   memcpy(_ta_tag_names[id].name, name, n);
   _ta_tag_names[id].name[n] = 0;
   _ta_budget_tag_new_locked(id); /* before the id is found: its first set registers under its budget */
+  /* Each probe is a compare-and-swap, not a load then a store (one writer:
+   * the tags lock): the first touch of a page of the hash is then a write,
+   * one fault, where a load mapped the zero page and the store faulted
+   * again (two of a new process's first faults were these). */
   for (uint32_t i = hash & (TA_TAG_HASH - 1);; i = (i + 1) & (TA_TAG_HASH - 1)) {
-    if (atomic_load_explicit(&_ta_tag_hash[i], memory_order_relaxed) == 0) {
-      atomic_store_explicit(&_ta_tag_hash[i], (uint16_t)(id + 1), memory_order_release);
+    uint16_t empty = 0;
+    if (atomic_compare_exchange_strong_explicit(&_ta_tag_hash[i], &empty, (uint16_t)(id + 1), memory_order_release, memory_order_relaxed))
       return;
-    }
   }
 }
 

@@ -499,6 +499,13 @@ static inline size_t _ta_small_slot(size_t size) { return (size + 15) >> 4; }
 typedef struct _ta_heap_s {
   _ta_ctr_t *ctr;           /* the thread's counters of its current tag, never
                                NULL; ctr->tag is the tag its mallocs get */
+  /* The fields a new heap sets come first, with direct[] and small[]: a
+   * heap is written on one page when it is made, not three. */
+  uint64_t slow_count;      /* slow paths taken (maintenance clock) */
+  uint64_t last_gc_ms;      /* last walk that returned empty pages */
+  struct _ta_heap_s *hnext; /* list of live heaps (_ta_heaps_lock) */
+  struct _ta_heap_s *hprev;
+  _ta_thread_t *thread;     /* owner */
   _ta_page_t *direct[TA_NUM_CLASSES]; /* never NULL: &_ta_page_empty at worst */
   _ta_page_t *small[TA_SMALL_SLOTS];  /* direct[] by size: slot (size + 15) / 16
                                holds direct[_ta_class_of(size)] for sizes up to
@@ -506,15 +513,10 @@ typedef struct _ta_heap_s {
   _ta_pageq_t queue[TA_NUM_CLASSES];  /* pages with free blocks (or maybe) */
   _ta_pageq_t full[TA_NUM_CLASSES];   /* pages with none, at last look */
   _Atomic(uint8_t) xfull[TA_NUM_CLASSES]; /* a remote free hit a full page */
-  uint64_t slow_count;      /* slow paths taken (maintenance clock) */
-  uint64_t last_gc_ms;      /* last walk that returned empty pages */
   uint64_t idle_slow;       /* slow_count at the last idle give-back (heap.c, _ta_heap_idle) */
   uint64_t idle_us;         /* when it was (_ta_now_us) */
   uint32_t idle_given;      /* pages it gave back */
   bool idle_pending;        /* a free emptied a direct page since */
-  struct _ta_heap_s *hnext; /* list of live heaps (_ta_heaps_lock) */
-  struct _ta_heap_s *hprev;
-  _ta_thread_t *thread;     /* owner */
   _ta_page_t *kept[TA_KEPT_EMPTY]; /* empty direct pages of big classes, oldest
                                first (heap.c, _ta_kept_note); entries may be
                                stale, checked before use */
