@@ -2,6 +2,7 @@ package reporter
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,6 +45,24 @@ func TestWithoutBooks(t *testing.T) {
 	require.NoError(t, none.WriteOverview(&tree))
 	require.Equal(t, "tagalloc: no process wrote its books\n\n1 program ran without tagalloc's books (their memory is not in this report):\n"+
 		"  pid 77      root (uid 0): its program defines malloc\n    /usr/lib/chromium/chromium --type=renderer\n", tree.String())
+
+	// Processes of one program with one reason share a line: Chromium's.
+	many := &Report{Schema: Schema}
+	for pid := 100; pid < 115; pid++ {
+		cmd := []string{"/usr/lib/chromium/chromium --type=renderer --lang=" + strconv.Itoa(pid)} // rewritten by the process: one word
+		if pid == 100 {
+			cmd = []string{"/usr/lib/chromium/chromium", "--type=renderer"}
+		}
+		many.WithoutBooks = append(many.WithoutBooks, WithoutBooks{PID: 214 - pid, User: "root", Program: "/usr/lib/chromium/chromium", Command: cmd, Why: "own malloc"})
+	}
+	many.WithoutBooks = append(many.WithoutBooks, WithoutBooks{PID: 200, UID: 7, Command: []string{"/usr/lib/chromium/chromium"}, Why: "own malloc"})
+	tree.Reset()
+	many.WriteWithoutBooks(&tree)
+	require.Equal(t, "\n16 programs ran without tagalloc's books (their memory is not in this report):\n"+
+		"  15 processes of /usr/lib/chromium/chromium, root (uid 0): own malloc\n"+
+		"    pids 100 101 102 103 104 105 106 107 108 109 110 111 and 3 more\n"+
+		"    e.g. /usr/lib/chromium/chromium --type=renderer --lang=114\n"+
+		"  pid 200     uid 7: own malloc\n    /usr/lib/chromium/chromium\n", tree.String(), "another user's process is a line of its own")
 
 	for _, bad := range []string{
 		`{"schema":"tagalloc.report/v2","processes":[],"without_books":[{"pid":0,"uid":0,"command":["x"],"why":"static"}]}`,

@@ -174,7 +174,7 @@ func TestRunNamesProgramsWithTheirOwnMalloc(t *testing.T) {
 	_, se, code := cli(t, "run", "--stacks", "off", "-o", out, "--", "sh", "-c", `"$0" -f; exec "$0"`, own)
 	require.Equal(t, 0, code, se)
 	const why = "its program defines malloc (an allocator of its own, as Chromium's): the library is loaded but never called"
-	require.Regexp(t, `pid \d+ +\S+ \(uid \d+\): `+regexp.QuoteMeta(why)+`\n    \S*own_malloc -f\n`, se)
+	require.Regexp(t, `  3 processes of \S*own_malloc, \S+ \(uid \d+\): `+regexp.QuoteMeta(why)+`\n    pids \d+ \d+ \d+\n    e\.g\. \S*own_malloc`, se, "one line: one program, one reason")
 	rep := validReport(t, reportSchema(t), out)
 	cmds := map[string]int{}
 	for _, p := range rep.WithoutBooks {

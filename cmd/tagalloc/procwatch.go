@@ -42,7 +42,7 @@ func withoutBooks(seen []*progImage, rep *reporter.Report) []reporter.WithoutBoo
 		if len(cmd) == 0 {
 			cmd = []string{img.comm}
 		}
-		out = append(out, reporter.WithoutBooks{PID: img.pid, UID: img.uids[1], User: userLogin(img.uids[1]), Command: cmd, Why: img.why()})
+		out = append(out, reporter.WithoutBooks{PID: img.pid, UID: img.uids[1], User: userLogin(img.uids[1]), Program: img.exe, Command: cmd, Why: img.why()})
 	}
 	return out
 }

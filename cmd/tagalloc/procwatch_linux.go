@@ -53,6 +53,7 @@ type progImage struct {
 	uids       [3]int // real, effective, saved
 	command    []string
 	comm       string
+	exe        string // its program file (/proc/PID/exe), "" if unreadable
 	startStack uint64
 	misses     int   // looks at its map that found no books of it
 	books      bool  // its map held a books file of the run
@@ -143,6 +144,7 @@ func (w *procWatch) pass() {
 		}
 		if p.img == nil {
 			p.img = &progImage{pid: pid, comm: st.comm, startStack: st.startStack, command: procCommand(pid)}
+			p.img.exe, _ = os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
 			p.img.uids, _ = processUIDs(pid)
 		}
 		w.look(p.img)

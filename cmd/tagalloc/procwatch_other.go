@@ -10,6 +10,7 @@ type progImage struct {
 	uids      [3]int
 	command   []string
 	comm      string
+	exe       string
 	misses    int
 	lib       bool
 	private   bool
