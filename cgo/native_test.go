@@ -347,7 +347,8 @@ var tsanAvailable = sync.OnceValue(func() bool {
 	return exec.Command(out).Run() == nil
 })
 
-// The library exports exactly the allocator's entry points and tagalloc_*.
+// The library exports exactly the allocator's entry points (glibc's
+// __libc_ names of them too) and tagalloc_*.
 func TestExportedSymbols(t *testing.T) {
 	f, err := elf.Open(lib(t))
 	require.NoError(t, err)
@@ -366,6 +367,7 @@ func TestExportedSymbols(t *testing.T) {
 	require.Equal(t, []string{"tagalloc_books"}, data)
 	sort.Strings(got)
 	want := []string{"ClearHeapBlockTagForThread", "SetHeapBlockTagForThread",
+		"__libc_calloc", "__libc_free", "__libc_malloc", "__libc_memalign", "__libc_pvalloc", "__libc_realloc", "__libc_valloc", // glibc's other names (alloc.c)
 		"aligned_alloc", "calloc", "free", "malloc", "malloc_trim", "malloc_usable_size",
 		"memalign", "posix_memalign", "pthread_cond_clockwait", "pthread_cond_timedwait", "pthread_cond_wait", "pthread_create", "pthread_join", "pvalloc", "realloc", "reallocarray",
 		"tagalloc_budget_stats", "tagalloc_check", "tagalloc_check_books", "tagalloc_collect_reports", "tagalloc_pop_tag",

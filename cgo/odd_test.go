@@ -53,3 +53,18 @@ func TestOdd(t *testing.T) {
 		})
 	}
 }
+
+// A program that wraps the C library's allocator through glibc's other
+// names for it (__libc_malloc and the rest: testdata/libc_wrap_test.c)
+// and frees blocks of functions it does not wrap (posix_memalign,
+// aligned_alloc, memalign, strdup) with its own free: the library
+// defines those names too, so nothing aborts and the wrapped calls are
+// in the books. In the checking build too.
+func TestLibcNames(t *testing.T) {
+	t.Parallel()
+	prog := buildC(t, "libc_wrap_test", "plain")
+	for _, l := range []string{lib(t), checkLib(t)} {
+		r := runProg(t, time.Minute, []string{"LD_PRELOAD=" + l}, prog)
+		requirePassed(t, "libc_wrap_test with "+filepath.Base(filepath.Dir(l)), r)
+	}
+}

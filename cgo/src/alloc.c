@@ -774,6 +774,30 @@ TA_EXPORT int TA_NAME(malloc_trim)(size_t pad) {
   return 1;
 }
 
+/* glibc's other names for its allocator: __libc_malloc and the rest. A
+ * program that defines malloc itself to wrap the C library's (a tracer, a
+ * counting shim) passes its calls on to these. It took the C library's
+ * blocks from them while a function it did not wrap (posix_memalign,
+ * aligned_alloc) came to this library, and its free gave our block to
+ * glibc's, which aborted ("free(): invalid pointer"). They are this
+ * library's too now, as mimalloc's and tcmalloc's are: the wrapped calls
+ * come here and are counted, and every block has one owner. In the
+ * checking build they reach check.c's entry points. */
+void *TA_NAME(malloc)(size_t);
+void TA_NAME(free)(void *);
+void *TA_NAME(calloc)(size_t, size_t);
+void *TA_NAME(realloc)(void *, size_t);
+void *TA_NAME(memalign)(size_t, size_t);
+void *TA_NAME(valloc)(size_t);
+void *TA_NAME(pvalloc)(size_t);
+TA_EXPORT void *TA_NAME(__libc_malloc)(size_t size) { return TA_NAME(malloc)(size); }
+TA_EXPORT void TA_NAME(__libc_free)(void *p) { TA_NAME(free)(p); }
+TA_EXPORT void *TA_NAME(__libc_calloc)(size_t n, size_t size) { return TA_NAME(calloc)(n, size); }
+TA_EXPORT void *TA_NAME(__libc_realloc)(void *p, size_t size) { return TA_NAME(realloc)(p, size); }
+TA_EXPORT void *TA_NAME(__libc_memalign)(size_t align, size_t size) { return TA_NAME(memalign)(align, size); }
+TA_EXPORT void *TA_NAME(__libc_valloc)(size_t size) { return TA_NAME(valloc)(size); }
+TA_EXPORT void *TA_NAME(__libc_pvalloc)(size_t size) { return TA_NAME(pvalloc)(size); }
+
 /* ---- tagalloc.h extras ------------------------------------------------------------ */
 
 TA_EXPORT int tagalloc_version(void) { return TAGALLOC_VERSION; }

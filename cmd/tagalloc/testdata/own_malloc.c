@@ -1,43 +1,70 @@
 /* own_malloc.c: a program with an allocator of its own, as Chromium's
- * allocator shim is: it defines malloc and the rest of the family (here
- * passing them on to the C library's own), so the loader finds its
- * malloc before a preloaded library's, for the program, its libraries
- * and the C library alike.
+ * allocator shim over PartitionAlloc is: it defines malloc and the rest
+ * of the family over its own memory (here a bump allocator on mmap that
+ * never reuses), so the loader finds its malloc before a preloaded
+ * library's, for the program, its libraries and the C library alike.
  *   own_malloc [-f]
  * It allocates for 300 ms (with -f, a forked child does too, as a zygote's
  * children do), then exits 0. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-extern void *__libc_malloc(size_t);
-extern void __libc_free(void *);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
+#define ARENA (64u << 20)
+static unsigned char *arena, *cur;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
-void *malloc(size_t n) { return __libc_malloc(n); }
-void free(void *p) { __libc_free(p); }
-void *calloc(size_t n, size_t m) { return __libc_calloc(n, m); }
-void *realloc(void *p, size_t n) { return __libc_realloc(p, n); }
-void *memalign(size_t a, size_t n) { return __libc_memalign(a, n); }
-void *aligned_alloc(size_t a, size_t n) { return __libc_memalign(a, n); }
+/* A block: its size in the 16 bytes before it. */
+static void *bump(size_t align, size_t n) {
+  if (align < 16) align = 16;
+  pthread_mutex_lock(&lock);
+  if (!arena) {
+    arena = mmap(NULL, ARENA, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (arena == MAP_FAILED) abort();
+    cur = arena;
+  }
+  uintptr_t p = ((uintptr_t)cur + 16 + align - 1) & ~(uintptr_t)(align - 1);
+  if (n > ARENA || p + n > (uintptr_t)arena + ARENA) {
+    pthread_mutex_unlock(&lock);
+    errno = ENOMEM;
+    return NULL;
+  }
+  cur = (unsigned char *)(p + n);
+  pthread_mutex_unlock(&lock);
+  ((size_t *)p)[-1] = n;
+  return (void *)p;
+}
+
+void *malloc(size_t n) { return bump(16, n); }
+void free(void *p) { (void)p; }
+void *calloc(size_t n, size_t m) { return n && m > SIZE_MAX / n ? NULL : bump(16, n * m); /* fresh: zero */ }
+void *realloc(void *p, size_t n) {
+  void *q = bump(16, n);
+  if (p && q) memcpy(q, p, ((size_t *)p)[-1] < n ? ((size_t *)p)[-1] : n);
+  return q;
+}
+void *memalign(size_t a, size_t n) { return bump(a, n); }
+void *aligned_alloc(size_t a, size_t n) { return bump(a, n); }
 int posix_memalign(void **out, size_t a, size_t n) {
-  void *p = __libc_memalign(a, n);
+  void *p = bump(a, n);
   if (!p) return ENOMEM;
   *out = p;
   return 0;
 }
+size_t malloc_usable_size(void *p) { return p ? ((size_t *)p)[-1] : 0; }
 
 static void churn(void) {
   struct timespec t0, t;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   do {
-    for (int i = 0; i < 1000; i++) {
+    for (int i = 0; i < 100; i++) {
       char *s = strdup("a string the C library allocates"); /* its malloc: ours */
       if (!s) exit(3);
       free(s);
