@@ -1,7 +1,10 @@
 /* small_random: random sizes 8..1024 bytes over a working set of slots.
  * Each thread owns an array of slots and, per step, frees a random slot's
  * block (checking its stamp) and puts a new block of random size there.
- * Usage: small_random [threads=1] [iters-per-thread=20000000] [slots=20000] [seed=1] */
+ * With read=0 a block is freed without being read first (an evicted
+ * buffer whose bytes went out long ago): over a working set bigger than
+ * the caches, the block's line is then the allocator's own miss.
+ * Usage: small_random [threads=1] [iters-per-thread=20000000] [slots=20000] [seed=1] [read=1] */
 #include "common.h"
 #include <pthread.h>
 
@@ -9,6 +12,7 @@ typedef struct {
 	int id;
 	long long iters;
 	long slots;
+	int read; /* read a block (its stamp) before freeing it */
 	uint64_t seed;
 	uint64_t sum;
 } worker_t;
@@ -26,9 +30,13 @@ static void *run(void *argp)
 		uint64_t x = rng_next(&r);
 		long k = (long)(x % (uint64_t)w->slots);
 		if (slot[k] != NULL) {
-			uint64_t stamp;
-			memcpy(&stamp, slot[k], sizeof stamp);
-			h = mix(h, stamp ^ slot[k][size[k] - 1]);
+			if (w->read) {
+				uint64_t stamp;
+				memcpy(&stamp, slot[k], sizeof stamp);
+				h = mix(h, stamp ^ slot[k][size[k] - 1]);
+			} else {
+				h = mix(h, size[k]);
+			}
 			free(slot[k]);
 		}
 		/* Sizes 8..1024, biased toward small ones like real programs. */
@@ -58,14 +66,15 @@ int main(int argc, char **argv)
 	long long iters = arg(argc, argv, 2, 20000000);
 	long slots = (long)arg(argc, argv, 3, 20000);
 	uint64_t seed = (uint64_t)arg(argc, argv, 4, 1);
-	if (threads < 1 || threads > 256 || iters < 0 || slots < 1)
-		die("usage: small_random [threads] [iters] [slots] [seed]");
+	int read = (int)arg(argc, argv, 5, 1);
+	if (threads < 1 || threads > 256 || iters < 0 || slots < 1 || (read != 0 && read != 1))
+		die("usage: small_random [threads] [iters] [slots] [seed] [read=0|1]");
 	worker_t *w = calloc((size_t)threads, sizeof *w);
 	pthread_t *t = calloc((size_t)threads, sizeof *t);
 	if (w == NULL || t == NULL)
 		die("out of memory");
 	for (int i = 0; i < threads; i++) {
-		w[i] = (worker_t){ .id = i, .iters = iters, .slots = slots, .seed = seed };
+		w[i] = (worker_t){ .id = i, .iters = iters, .slots = slots, .read = read, .seed = seed };
 		if (pthread_create(&t[i], NULL, run, &w[i]) != 0)
 			die("pthread_create failed");
 	}
