@@ -450,6 +450,10 @@ func TestMisuse(t *testing.T) {
 		"interior-remote":     "invalid pointer",
 		"foreign":             "invalid pointer",
 		"realloc-freed":       "realloc(",
+		// malloc_usable_size names an address that is no block
+		"usable-interior":    "malloc_usable_size(",
+		"usable-freed-large": "malloc_usable_size(",
+		"usable-foreign":     "malloc_usable_size(",
 	} {
 		t.Run(mode, func(t *testing.T) {
 			r := runProg(t, time.Minute, env, prog, mode)

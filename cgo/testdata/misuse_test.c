@@ -1,6 +1,7 @@
 /* misuse_test.c MODE: one kind of misuse, which the allocator must catch
  * (abort with a message naming it); mode "data-matches" must not abort.
  * Run preloaded: the Go test (TestMisuse) checks the signal and stderr. */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -92,6 +93,15 @@ int main(int argc, char **argv) {
   } else if (!strcmp(m, "foreign")) {
     static char not_ours[64];
     free(not_ours);
+  } else if (!strcmp(m, "usable-interior")) { /* malloc_usable_size's inline path */
+    printf("%zu\n", malloc_usable_size(p + 16));
+  } else if (!strcmp(m, "usable-freed-large")) {
+    void *q = malloc(1 << 20);
+    free(q);
+    printf("%zu\n", malloc_usable_size(q));
+  } else if (!strcmp(m, "usable-foreign")) {
+    static char not_ours[64];
+    printf("%zu\n", malloc_usable_size(not_ours));
   } else if (!strcmp(m, "realloc-freed")) {
     void *q = malloc(1 << 20);
     free(q);
