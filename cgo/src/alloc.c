@@ -226,8 +226,11 @@ static inline _ta_ptr_kind_t _ta_classify_in(const void *p, const _ta_page_t *pg
 }
 
 /* Classify p; pg gets its span head (small, large), huge_mapped a huge
- * block's size. */
-static _ta_ptr_kind_t _ta_classify(const void *p, _ta_page_t **pgp, size_t *huge_mapped) {
+ * block's size. Inline in its callers: malloc_usable_size, which programs
+ * that count their own heap (redis: around every malloc and free) call
+ * as often as malloc, paid a call and a frame for two out-parameters
+ * (perf: 329 samples of redis-server here, against malloc's 86). */
+static inline __attribute__((always_inline)) _ta_ptr_kind_t _ta_classify(const void *p, _ta_page_t **pgp, size_t *huge_mapped) {
   _ta_page_t *pg = _ta_page_of(p);
   *pgp = pg;
   if (!pg) return _ta_huge_lookup(p, huge_mapped) ? TA_PTR_HUGE : TA_PTR_BAD;
@@ -758,28 +761,13 @@ static size_t _ta_usable_of(void *p) {
 }
 #endif
 
-/* The generic case of malloc_usable_size: a large or huge block, or an
- * address that is not a block (which it names). */
-TA_NOINLINE static size_t _ta_usable_size_rest(void *p) {
+TA_API_DECL size_t TA_API(malloc_usable_size)(void *p) {
+  if (!p) return 0;
   _ta_page_t *pg;
   size_t mapped = 0;
   _ta_ptr_kind_t k = _ta_classify(p, &pg, &mapped);
-  if (k == TA_PTR_BAD) _ta_bad_pointer("malloc_usable_size", p);
+  if (ta_unlikely(k == TA_PTR_BAD)) _ta_bad_pointer("malloc_usable_size", p);
   return _ta_usable(k, pg, mapped);
-}
-
-/* Programs that keep their own count of the heap (redis: around every
- * malloc and free) call this as often as malloc: a small block of arena 0
- * is classified inline, without a call or a frame. */
-TA_API_DECL size_t TA_API(malloc_usable_size)(void *p) {
-  if (!p) return 0;
-  uintptr_t off = _ta_arena0_off(p);
-  if (ta_likely(off < _ta_arenas[0].size)) {
-    _ta_page_t *pg = _ta_arena0_head(off);
-    size_t idx;
-    if (ta_likely(pg->kind == TA_KIND_SMALL && _ta_classify_in(p, pg, &idx) == TA_PTR_SMALL)) return pg->block_size;
-  }
-  return _ta_usable_size_rest(p);
 }
 
 /* malloc_trim: return every free page we can to the OS. */
