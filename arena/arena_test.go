@@ -709,6 +709,28 @@ func TestFreeSpansJoinByState(t *testing.T) {
 	}
 }
 
+// A large block grows where it lies over the free spans after it in
+// either state, a dirty one and a purged one (free spans of different
+// states no longer join, so one span after it is not all there is).
+func TestGrowOverDirtyAndPurged(t *testing.T) {
+	noPurgeByAge(t)
+	spans := inARow(t, 2, 2, 2, 1) // A, D, P, then one in use
+	A, D, P := spans[0], spans[1], spans[2]
+	FreeLarge(P, P.Start())
+	Purge() // P purged (A and D in use)
+	FreeLarge(D, D.Start())
+	top := a.top
+	if u := ResizeLarge(A, A.Start(), 6*sizeclass.PageSize, nil); u != 6*sizeclass.PageSize {
+		t.Fatalf("A grown over a dirty and a purged span: %d usable bytes, want %d", u, 6*sizeclass.PageSize)
+	}
+	if a.top != top {
+		t.Errorf("top %d -> %d: the growth took fresh pages", top, a.top)
+	}
+	checkFinds(t, A)
+	checkFreeSpans(t)
+	FreeLarge(A, A.Start())
+}
+
 // A request that no dirty span holds takes a dirty span with the free
 // spans after it (arena.c's runs): its resident pages serve and only the
 // rest faults in, and what is left of the last free span stays free in

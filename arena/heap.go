@@ -283,41 +283,90 @@ func bestFitLocked(bins *[nBins]uint32, n uint32) *Span {
 // best fitting purged one (whose pages fault in again), else fresh pages
 // from the top. Every page of the span gets its head.
 func allocSpanLocked(n uint32, kind uint8) (*Span, error) {
-	s := bestFitLocked(&a.bins[1], n)
 	var page uint32
 	var flags uint8
+	s := bestFitLocked(&a.bins[1], n)
 	if s == nil {
 		if page, flags = runLocked(n); page == 0 {
 			learnLocked(uint64(n) << sizeclass.PageShift)
 			s = bestFitLocked(&a.bins[0], n)
 		}
 	}
-	if s != nil {
-		page, flags = s.page, s.flags
-		have := s.npages
-		unfileLocked(s)
-		if have > n {
-			markFreeLocked(page+n, have-n, flags)
-		}
-	} else if page != 0 {
-		// the run's pages, taken off their bins by runLocked
-	} else {
+	switch {
+	case s != nil:
+		page, flags = s.page, takeFreeLocked(s, s.page+n)
+	case page == 0: // no run either: fresh pages
 		if uintptr(a.top)+uintptr(n) > uintptr(len(a.descs)) {
 			return nil, fmt.Errorf("%w: the %d MiB arena is full", ErrOutOfMemory, a.size>>20)
 		}
 		page, flags = a.top, flagZero
-		a.top += n
-		a.touched.Store(uint64(a.top) << sizeclass.PageShift)
+		growTopLocked(a.top + n)
 	}
 	s = spanAt(page)
 	*s = Span{kind: kind, npages: n, page: page, flags: flags & (flagZero | flagTags), owner: -1}
-	for i := uint32(1); i < n; i++ {
-		d := spanAt(page + i)
-		d.kind, d.headOff = kindInner, i
-	}
+	markInnerLocked(s, 1, n)
 	a.inUse.Add(uint64(n) << sizeclass.PageShift)
 	noteAllocLocked(uint64(n) << sizeclass.PageShift)
 	return s, nil
+}
+
+// markInnerLocked makes pages [from, n) of span s its inner pages.
+func markInnerLocked(s *Span, from, n uint32) {
+	for i := from; i < n; i++ {
+		d := spanAt(s.page + i)
+		d.kind, d.headOff = kindInner, i
+	}
+}
+
+// takeFreeLocked takes free span f off its bins, its pages from page to
+// on (if it reaches that far) filed again as a free span in its state,
+// and returns its flags.
+func takeFreeLocked(f *Span, to uint32) uint8 {
+	flags, end := f.flags, f.page+f.npages
+	unfileLocked(f)
+	if end > to {
+		markFreeLocked(to, end-to, flags)
+	}
+	return flags
+}
+
+// growTopLocked hands out the arena's fresh pages up to page to.
+func growTopLocked(to uint32) {
+	a.top = to
+	a.touched.Store(uint64(to) << sizeclass.PageShift)
+}
+
+// reachesLocked says whether the free spans from page from on (purged or
+// dirty: free spans of one state never touch) and, past the last, the
+// arena's fresh top hold pages up to page to.
+func reachesLocked(from, to uint32) bool {
+	for from < to && from < a.top && spanAt(from).kind == kindFree {
+		from += spanAt(from).npages
+	}
+	return from >= to || from == a.top && uintptr(to) <= uintptr(len(a.descs))
+}
+
+// takeRunLocked takes pages [from, to), which reachesLocked found free
+// or fresh: the free spans off their bins (what the last holds past to
+// stays free, as it was), the top's fresh pages. It returns the tags
+// flag of the spans and how many of the pages fault in again (purged or
+// fresh).
+func takeRunLocked(from, to uint32) (tags uint8, clean uint32) {
+	for p := from; p < to && p < a.top; {
+		f := spanAt(p)
+		next := p + f.npages
+		flags := takeFreeLocked(f, to)
+		tags |= flags & flagTags
+		if flags&flagDirty == 0 {
+			clean += min(next, to) - p
+		}
+		p = next
+	}
+	if to > a.top {
+		clean += to - a.top
+		growTopLocked(to)
+	}
+	return tags, clean
 }
 
 // runTries is how many dirty spans, newest first, runLocked looks at
@@ -325,47 +374,22 @@ func allocSpanLocked(n uint32, kind uint8) (*Span, error) {
 const runTries = 64
 
 // runLocked takes n pages that start with a dirty span too short for
-// them and go on over the free spans after it (purged or dirty: free
-// spans of one state never touch) and, past the last, the arena's fresh
-// top, as arena.c does: only the pages after the dirty span fault in
-// (they teach the retain limit, as a purged span taken does). The newest
-// runTries dirty spans are tried. It returns the first page and the
-// pages' flags (tags; never zero), or page 0 if no run holds n pages.
+// them and go on over the free spans after it and the fresh top, as
+// arena.c does: only the pages after the dirty span fault in (they teach
+// the retain limit, as a purged span taken does). The newest runTries
+// dirty spans are tried. It returns the first page and the pages' flags
+// (tags; never zero), or page 0 if no run holds n pages.
 func runLocked(n uint32) (uint32, uint8) {
 	tries := 0
 	for i := a.dirtyLast; i != 0 && tries < runTries; i, tries = spanAt(i).dprev, tries+1 {
 		d := spanAt(i)
-		end := d.page + d.npages
-		for end < d.page+n && end < a.top && spanAt(end).kind == kindFree {
-			end += spanAt(end).npages
-		}
-		if end < d.page+n && (end != a.top || uintptr(d.page)+uintptr(n) > uintptr(len(a.descs))) {
+		if !reachesLocked(d.page, d.page+n) {
 			continue // a span in use, or the arena's end, comes first
 		}
-		page, want := d.page, d.page+n
-		var flags uint8
-		var clean uint32
-		for p := page; p < want && p < a.top; {
-			f := spanAt(p)
-			next := p + f.npages
-			flags |= f.flags & flagTags
-			fl := f.flags
-			unfileLocked(f)
-			if fl&flagDirty == 0 {
-				clean += min(next, want) - p
-			}
-			if next > want { // the last one's rest stays free, as it was
-				markFreeLocked(want, next-want, fl)
-			}
-			p = next
-		}
-		if want > a.top { // the top's fresh pages
-			clean += want - a.top
-			a.top = want
-			a.touched.Store(uint64(a.top) << sizeclass.PageShift)
-		}
+		page := d.page
+		tags, clean := takeRunLocked(page, page+n)
 		learnLocked(uint64(clean) << sizeclass.PageShift)
-		return page, flags
+		return page, tags
 	}
 	return 0, 0
 }
@@ -617,46 +641,21 @@ func ResizeLarge(s *Span, p unsafe.Pointer, size uintptr, admit func(extra uintp
 }
 
 // growLocked extends the large span s to n pages (n > s.npages) over the
-// free span right after it and, past that, the arena's fresh top; false,
-// and nothing taken, if they do not reach or admit refuses. Pages that
-// were not resident (purged or fresh) teach the retain limit, as a span
-// taken from them does (allocSpanLocked).
+// free spans right after it (dirty or purged) and, past them, the arena's
+// fresh top; false, and nothing taken, if they do not reach or admit
+// refuses. Pages that were not resident (purged or fresh) teach the
+// retain limit, as a span taken from them does (allocSpanLocked).
 func growLocked(s *Span, n uint32, admit func(extra uintptr) bool) bool {
-	have, end := s.npages, s.page+n
-	next := s.page + have
-	var r *Span // the free span after s
-	if next < a.top {
-		if r = spanAt(next); r.kind != kindFree {
-			return false
-		}
-		next += r.npages
-	}
-	if next < end && (next != a.top || uintptr(end) > uintptr(len(a.descs))) {
+	have := s.npages
+	if !reachesLocked(s.page+have, s.page+n) {
 		return false // a span in use, or the arena's end, before n pages
 	}
 	if admit != nil && !admit(uintptr(n-have)<<sizeclass.PageShift) {
 		return false
 	}
-	var clean uint32 // pages taken that fault in again
-	if r != nil {
-		unfileLocked(r)
-		s.flags |= r.flags & flagTags
-		if next > end { // the rest stays free, as it was
-			markFreeLocked(end, next-end, r.flags)
-		}
-		if r.flags&flagDirty == 0 {
-			clean = min(next, end) - r.page
-		}
-	}
-	if next < end { // the top's fresh pages
-		clean += end - next
-		a.top = end
-		a.touched.Store(uint64(a.top) << sizeclass.PageShift)
-	}
-	for i := have; i < n; i++ {
-		d := spanAt(s.page + i)
-		d.kind, d.headOff = kindInner, i
-	}
+	tags, clean := takeRunLocked(s.page+have, s.page+n)
+	s.flags |= tags
+	markInnerLocked(s, have, n)
 	s.npages = n
 	s.flags &^= flagZero
 	a.inUse.Add(uint64(n-have) << sizeclass.PageShift)
