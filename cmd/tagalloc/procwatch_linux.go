@@ -34,8 +34,8 @@ import (
 type procWatch struct {
 	books string
 	procs map[int]*watched
-	own   map[fileID]bool // programs looked at for a malloc of their own, by file
-	ended []*progImage    // programs that ended (exit or exec) without books seen
+	progs map[fileID]progFile // program files read, by file
+	ended []*progImage        // programs that ended (exit or exec) without books seen
 	stopc chan struct{}
 	done  chan []*progImage
 }
@@ -70,7 +70,7 @@ type progImage struct {
 
 // startProcWatch follows pid and its descendants until stop.
 func startProcWatch(pid int, books string) *procWatch {
-	w := &procWatch{books: books, procs: map[int]*watched{}, own: map[fileID]bool{}, stopc: make(chan struct{}), done: make(chan []*progImage, 1)}
+	w := &procWatch{books: books, procs: map[int]*watched{}, progs: map[fileID]progFile{}, stopc: make(chan struct{}), done: make(chan []*progImage, 1)}
 	if st, ok := readProcStat(pid); ok {
 		w.procs[pid] = &watched{start: st.start}
 	}
@@ -224,10 +224,10 @@ func (w *procWatch) look(img *progImage) {
 	// may come before its first allocation): it kept its books in its
 	// memory, if it has any
 	private := img.private || m.lib && img.misses >= 1 && readsPrivate(img.pid)
-	static := img.static || !m.loader && !hasInterpreter("/proc/"+strconv.Itoa(img.pid)+"/exe")
+	static := img.static || !m.loader && !w.program(img.pid).interp
 	// the library there, no books, none in its memory either (looked at
 	// twice): a program with a malloc of its own never calls it
-	own := img.ownMalloc || m.lib && !private && img.misses >= 1 && w.definesMalloc(img.pid)
+	own := img.ownMalloc || m.lib && !private && img.misses >= 1 && w.program(img.pid).malloc
 	if st, ok := readProcStat(img.pid); !ok || !img.same(st) {
 		return
 	}
@@ -364,65 +364,56 @@ func procCommand(pid int) []string {
 // fileID is a file's identity: its device and inode.
 type fileID struct{ dev, ino uint64 }
 
-// definesMalloc says whether the program pid runs defines malloc in its
-// dynamic symbols (Chromium's allocator shim does, as does any program
-// linked with an allocator of its own and exporting it). The loader looks
-// a symbol up in the program before the preloaded libraries, so such a
-// program's mallocs, its libraries' and the C library's own all go to
-// its allocator: the library is loaded and never called. Each program
-// file is read once (Chromium's zygote forks a dozen processes of one).
-func (w *procWatch) definesMalloc(pid int) bool {
-	exe := "/proc/" + strconv.Itoa(pid) + "/exe"
-	fi, err := os.Stat(exe)
-	if err != nil {
-		return false
-	}
-	var id fileID
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		id = fileID{uint64(st.Dev), st.Ino}
-		if own, ok := w.own[id]; ok {
-			return own
-		}
-	}
-	own := exportsMalloc(exe)
-	if id != (fileID{}) {
-		w.own[id] = own
-	}
-	return own
+// progFile is what the watch reads of a program file's ELF headers.
+type progFile struct {
+	// interp: it names a dynamic loader (true when the file cannot be
+	// read: then nothing says it is static).
+	interp bool
+	// malloc: it defines malloc among its dynamic symbols (Chromium's
+	// allocator shim does, as does any program linked with an allocator
+	// of its own and exporting it). The loader looks a symbol up in the
+	// program before the preloaded libraries, so such a program's
+	// mallocs, its libraries' and the C library's own all go to its
+	// allocator: the library is loaded and never called.
+	malloc bool
 }
 
-// exportsMalloc says whether the ELF file at path defines malloc among
-// its dynamic symbols (false when it cannot be read).
-func exportsMalloc(path string) bool {
+// program reads the program file pid runs, once a file (Chromium's
+// zygote forks a dozen processes of one).
+func (w *procWatch) program(pid int) progFile {
+	exe := "/proc/" + strconv.Itoa(pid) + "/exe"
+	var id fileID
+	if fi, err := os.Stat(exe); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			id = fileID{uint64(st.Dev), st.Ino}
+			if pf, ok := w.progs[id]; ok {
+				return pf
+			}
+		}
+	}
+	pf := readProgFile(exe)
+	if id != (fileID{}) {
+		w.progs[id] = pf
+	}
+	return pf
+}
+
+// readProgFile reads the ELF file at path.
+func readProgFile(path string) progFile {
 	f, err := elf.Open(path)
 	if err != nil {
-		return false
+		return progFile{interp: true}
 	}
 	defer f.Close()
-	syms, err := f.DynamicSymbols()
-	if err != nil {
-		return false
+	var pf progFile
+	for _, p := range f.Progs {
+		pf.interp = pf.interp || p.Type == elf.PT_INTERP
 	}
+	syms, _ := f.DynamicSymbols() // a static program has none
 	for _, s := range syms {
 		if s.Name == "malloc" && s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
-			return true
+			pf.malloc = true
 		}
 	}
-	return false
-}
-
-// hasInterpreter says whether the program at path names a dynamic loader
-// (true when it cannot be read: then nothing says it is static).
-func hasInterpreter(path string) bool {
-	f, err := elf.Open(path)
-	if err != nil {
-		return true
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return true
-		}
-	}
-	return false
+	return pf
 }
