@@ -30,12 +30,22 @@ const MaxWithoutBooksShown = 20
 // maxPIDsShown is how many pids a line of several processes lists.
 const maxPIDsShown = 12
 
+// UserLabel is how a report names a user: "name (uid N)", or "uid N"
+// for an id with no name. The name may come from a file: hostile.
+func UserLabel(name string, uid int) string {
+	if name == "" {
+		return fmt.Sprintf("uid %d", uid)
+	}
+	return fmt.Sprintf("%s (uid %d)", termtext.Cut(name, 32), uid)
+}
+
 // WriteWithoutBooks lists the programs of the run that ran without books.
 // Processes of one program file (Program, else the command's first word:
 // Chromium's processes rewrite their command lines) with one reason and
-// one user share a line, by pid (Chromium's browser, zygotes and renderers are a dozen
-// processes of one program, each with a malloc of its own), the lines in
-// the order the first of each came. Their commands and reasons are read from a file: hostile.
+// one user share a line, by pid (Chromium's browser, zygotes and
+// renderers are a dozen processes of one program, each with a malloc of
+// its own), the lines in the order the first of each came. Their
+// commands and reasons are read from a file: hostile.
 func (r *Report) WriteWithoutBooks(w io.Writer) {
 	progs := r.WithoutBooks
 	if len(progs) == 0 {
@@ -72,10 +82,7 @@ func (r *Report) WriteWithoutBooks(w io.Writer) {
 			break
 		}
 		g := groups[k]
-		who := fmt.Sprintf("uid %d", k.uid)
-		if k.user != "" {
-			who = fmt.Sprintf("%s (uid %d)", termtext.Cut(k.user, 32), k.uid)
-		}
+		who := UserLabel(k.user, k.uid)
 		why := termtext.Cut(k.why, 200)
 		if len(g) == 1 {
 			fmt.Fprintf(w, "  pid %-7d %s: %s\n    %s\n", g[0].PID, who, why, termtext.Cut(strings.Join(g[0].Command, " "), 70))

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/tagalloc/tagalloc/procbooks"
+	"github.com/tagalloc/tagalloc/reporter"
 	"github.com/tagalloc/tagalloc/tagtable"
 )
 
@@ -48,12 +49,7 @@ func processUIDs(pid int) ([3]int, error) {
 }
 
 // userName is "name (uid N)", or "uid N" for an id with no name.
-func userName(uid int) string {
-	if name := userLogin(uid); name != "" {
-		return fmt.Sprintf("%s (uid %d)", name, uid)
-	}
-	return fmt.Sprintf("uid %d", uid)
-}
+func userName(uid int) string { return reporter.UserLabel(userLogin(uid), uid) }
 
 // userLogin is the name of user uid ("" if it has none).
 func userLogin(uid int) string {
