@@ -614,8 +614,8 @@ func FreeLarge(s *Span, p unsafe.Pointer) {
 // the pages of size bytes (size > sizeclass.MaxSmall), as the native
 // realloc does (arena.c's _ta_span_grow_inplace and
 // _ta_span_shrink_inplace): the pages past them go back to the free
-// spans, or the free pages right after it (a free span, then the arena's
-// fresh top) join it. It returns the block's new usable bytes, or 0 if it
+// spans, or the free pages right after it (free spans, dirty or purged,
+// then the arena's fresh top) join it. It returns the block's new usable bytes, or 0 if it
 // cannot grow there (the caller moves the block). Before it takes pages
 // it asks admit, if not nil, for the extra bytes (under the arena lock:
 // admit must not call the arena); a false answer takes nothing and
