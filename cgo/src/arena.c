@@ -82,6 +82,9 @@ static inline size_t _ta_page_index(const _ta_arena_t *a, const _ta_page_t *pg) 
  * moved into): a bit a 2 MiB unit, and one more at each end (the arena's
  * base is 64 KiB-aligned). */
 static inline size_t _ta_moved_map_bytes(size_t size) { return ((size >> TA_PMD_SHIFT) + 2 + 63) / 64 * sizeof(uint64_t); }
+/* The map of spans emptied by other threads of an arena of size bytes: a
+ * bit a page (arena.c, pages emptied by other threads). */
+static inline size_t _ta_emptied_map_bytes(size_t size) { return ((size >> TA_PAGE_SHIFT) + 63) / 64 * sizeof(uint64_t); }
 
 static bool _ta_arena_add_locked(size_t want) {
   size_t n = atomic_load_explicit(&_ta_narenas, memory_order_relaxed);
@@ -90,7 +93,7 @@ static bool _ta_arena_add_locked(size_t want) {
   for (size_t size = want; size >= min; size /= 2) {
     size_t npages = size >> TA_PAGE_SHIFT;
     size_t dbytes = _ta_align_up(npages * sizeof(_ta_page_t), TA_OS_PAGE);
-    size_t mbytes = _ta_moved_map_bytes(size);
+    size_t mbytes = _ta_moved_map_bytes(size) + _ta_emptied_map_bytes(size);
     void *d = _ta_os_reserve(dbytes + mbytes, TA_OS_PAGE);
     if (!d) continue;
     void *base = _ta_os_reserve(size, TA_PAGE_SIZE);
@@ -106,6 +109,7 @@ static bool _ta_arena_add_locked(size_t want) {
     a->top = 0;
     a->pages = d;
     a->moved = (uint64_t *)((uint8_t *)d + dbytes);
+    a->emptied = (uint64_t *)((uint8_t *)a->moved + _ta_moved_map_bytes(size));
     /* Publish: readers check index < _ta_narenas before using the slot. */
     atomic_store_explicit(&_ta_narenas, n + 1, memory_order_release);
     return true;
@@ -598,6 +602,107 @@ static void _ta_unlock_purge(bool all, uint64_t now) {
 static void _ta_arena_purge(bool all) {
   if (!_ta_arena_lock_take()) return; /* a signal handler: not now */
   _ta_unlock_purge(all, _ta_now_ms());
+}
+
+/* ---- pages emptied by other threads -------------------------------------------
+ * A small span every block of which other threads freed is empty, and
+ * only its owner gave it back: at its next malloc of the class that
+ * found it (heap.c), or its heap walk. An owner that sleeps (a producer
+ * whose consumers freed all it made, waiting for more work in a call we
+ * do not see) held it for good: 1 GiB of 1 KiB blocks one thread made
+ * and another freed stayed resident (as with mimalloc, jemalloc and
+ * tcmalloc; glibc kept half). Now the free that makes a page's remote
+ * count every block it has (page.c, _ta_free_remote_push) sets the
+ * page's bit in its arena's emptied map (a hint: the page may be
+ * collected, given back and used again before anyone looks) and wakes
+ * the purger. At each of its looks (every half purge delay) the purger,
+ * under the arena lock (no span in use is given back meanwhile, so none
+ * changes class or kind), takes each bit's page as it finds it. Still a
+ * small span whose remote list holds every one of its blocks (then no
+ * block is out, none is on the owner's own list, and the owner touches
+ * none of them before it takes the list), it is marked seen
+ * (TA_XF_SEEN, in the word, by compare-and-swap: a collect clears it);
+ * seen at the look before and still so, its pages are purged where they
+ * are: TA_XF_PURGING, madvise, TA_XF_PURGED. The page stays on its
+ * owner's lists; whoever collects it next (page.c, _ta_page_collect)
+ * waits out TA_XF_PURGING, and finding TA_XF_PURGED takes every block
+ * back without the list (its memory is zero now) and carves the page
+ * anew, or gives it back as fresh pages. So a page its owner keeps using
+ * (it collects it within the delay) is never purged, and one left alone
+ * is purged one to two looks after it was emptied (the arena's rule for
+ * free spans: older than the purge delay, they go). The lock stays held
+ * through the system calls, a batch at a time: a fork (its prepare takes
+ * the lock) never copies a page mid-purge, which the child, without a
+ * purger, would wait on for good. Not in the checking build: its collect
+ * walks every list. */
+#define TA_EMPTIED_BATCH 16
+static _Atomic(size_t) _ta_emptied_pending; /* bits set in the emptied maps (the purger's) */
+
+/* Page idx of arena ai: a push just made its remote list every block of
+ * it (the caller read ai and idx before the push). */
+static void _ta_emptied_note(size_t ai, size_t idx) {
+#if TA_CHECK
+  (void)ai, (void)idx;
+#else
+  uint64_t bit = (uint64_t)1 << (idx % 64);
+  if (!(__atomic_fetch_or(&_ta_arenas[ai].emptied[idx / 64], bit, __ATOMIC_RELAXED) & bit))
+    atomic_fetch_add_explicit(&_ta_emptied_pending, 1, memory_order_seq_cst); /* against the purger's last look */
+#endif
+}
+
+/* Purge batch[0..n) (each TA_XF_PURGING, was its word before), under the
+ * lock, and mark each purged. A push since (a double free: it cleared
+ * the state) leaves the word to the owner's collect, which aborts. */
+static void _ta_emptied_purge_locked(_ta_page_t **batch, const uintptr_t *was, size_t n) {
+  for (size_t i = 0; i < n; i++) _ta_os_purge(batch[i]->start, (size_t)batch[i]->npages << TA_PAGE_SHIFT);
+  for (size_t i = 0; i < n; i++) {
+    uintptr_t x = was[i] | TA_XF_PURGING;
+    atomic_compare_exchange_strong_explicit(&batch[i]->xthread_free, &x, was[i] | TA_XF_PURGED, memory_order_release, memory_order_relaxed);
+  }
+}
+
+/* The purger's look at the pages other threads' frees emptied. */
+static void _ta_emptied_purge(void) {
+  if (atomic_load_explicit(&_ta_emptied_pending, memory_order_relaxed) == 0) return;
+  if (!_ta_arena_lock_take()) return;
+  _ta_page_t *batch[TA_EMPTIED_BATCH];
+  uintptr_t was[TA_EMPTIED_BATCH];
+  size_t n = 0, na = atomic_load_explicit(&_ta_narenas, memory_order_relaxed);
+  for (size_t ai = 0; ai < na; ai++) {
+    _ta_arena_t *a = &_ta_arenas[ai];
+    for (size_t w = 0; w < (a->top + 63) / 64; w++) {
+      for (uint64_t m = __atomic_load_n(&a->emptied[w], __ATOMIC_RELAXED); m; m &= m - 1) {
+        uint64_t bit = m & -m;
+        /* cleared first: a push that empties the page again from here on
+         * sets it again, and counts it */
+        __atomic_fetch_and(&a->emptied[w], ~bit, __ATOMIC_RELAXED);
+        atomic_fetch_sub_explicit(&_ta_emptied_pending, 1, memory_order_relaxed);
+        _ta_page_t *pg = &a->pages[w * 64 + (size_t)__builtin_ctzll(bit)];
+        if (pg->kind != TA_KIND_SMALL) continue;
+        /* a count only after the page's setup (which another thread may be
+         * doing, outside the lock, on a span just taken): its blocks were
+         * handed out, then pushed; so reserved is read only then */
+        uintptr_t x = atomic_load_explicit(&pg->xthread_free, memory_order_acquire);
+        if (_ta_xf_count(x) == 0 || _ta_xf_count(x) != pg->reserved || (x & (TA_XF_PURGING | TA_XF_PURGED))) continue;
+        if (!(x & TA_XF_SEEN)) { /* first look: again at the next */
+          if (atomic_compare_exchange_strong_explicit(&pg->xthread_free, &x, x | TA_XF_SEEN, memory_order_relaxed, memory_order_relaxed))
+            _ta_emptied_note(ai, (size_t)(pg - a->pages));
+          continue;
+        }
+        uintptr_t clean = x & ~TA_XF_SEEN;
+        if (!atomic_compare_exchange_strong_explicit(&pg->xthread_free, &x, clean | TA_XF_PURGING, memory_order_acquire, memory_order_relaxed))
+          continue; /* collected meanwhile */
+        batch[n] = pg;
+        was[n++] = clean;
+        if (n == TA_EMPTIED_BATCH) {
+          _ta_emptied_purge_locked(batch, was, n);
+          n = 0;
+        }
+      }
+    }
+  }
+  _ta_emptied_purge_locked(batch, was, n);
+  _ta_arena_lock_drop();
 }
 
 /* ---- spans ------------------------------------------------------------------ */

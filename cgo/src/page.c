@@ -151,13 +151,34 @@ static void _ta_take_requested(_ta_heap_t *h, _ta_page_t *pg, unsigned c, _ta_bl
  * the free list (_ta_check_double_free), and tagalloc_check's
  * _ta_page_check finds the cycle. */
 static void _ta_page_collect(_ta_page_t *pg) {
-  if (atomic_load_explicit(&pg->xthread_free, memory_order_relaxed) == 0) return;
-  uintptr_t w = atomic_exchange_explicit(&pg->xthread_free, 0, memory_order_acquire);
+  uintptr_t w = atomic_load_explicit(&pg->xthread_free, memory_order_relaxed);
+  if (w == 0) return;
+  /* taken whole, but never while the purger purges the page (arena.c,
+   * pages emptied by other threads): it holds the lock a few
+   * microseconds a page */
+  do {
+    while (ta_unlikely(w & TA_XF_PURGING)) {
+      TA_CPU_RELAX();
+      w = atomic_load_explicit(&pg->xthread_free, memory_order_relaxed);
+    }
+  } while (!atomic_compare_exchange_weak_explicit(&pg->xthread_free, &w, 0, memory_order_acquire, memory_order_relaxed));
   _ta_block_t *list = _ta_xf_list(w);
   uint32_t k = _ta_xf_count(w);
   if (ta_unlikely(k > pg->used || (k == 0) != (list == NULL)))
     _ta_fatal("page %p: %u blocks freed from other threads but only %u in use (double free?)", pg->start, k, pg->used);
   if (!list) return;
+  if (ta_unlikely(w & TA_XF_PURGED)) {
+    /* Every block came back and the purger purged the pages: the lists
+     * are gone with them (the owner's own is empty: every block was on
+     * this one), and the page is carved again from zero pages, none of
+     * them resident. */
+    pg->free = NULL;
+    pg->used = 0;
+    __atomic_store_n(&pg->capacity, (uint16_t)0, __ATOMIC_RELAXED);
+    uint8_t f = __atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & (uint8_t)~TA_PF_RESIDENT;
+    __atomic_store_n(&pg->flags, (uint8_t)(f | TA_PF_ZERO), __ATOMIC_RELAXED);
+    return;
+  }
   if (pg->free) {
 #if !TA_CHECK
     if (k == pg->used) {
@@ -204,10 +225,14 @@ static void _ta_page_collect(_ta_page_t *pg) {
  * page has blocks, so a corrupted list cannot hang us. */
 static bool _ta_rchains_hold(const _ta_page_t *pg, const _ta_block_t *b);
 TA_NOINLINE static void _ta_check_double_free(_ta_page_t *pg, _ta_block_t *b, const char *fn) {
-  const _ta_block_t *lists[2] = {_ta_xf_list(atomic_load_explicit(&pg->xthread_free, memory_order_acquire)), pg->free};
+  uintptr_t xf = atomic_load_explicit(&pg->xthread_free, memory_order_acquire);
+  const _ta_block_t *lists[2] = {_ta_xf_list(xf), pg->free};
   bool owner = atomic_load_explicit(&pg->heap, memory_order_relaxed) == _ta_tls_heap;
-  /* a stashed page's blocks are all free (its list is no one's to walk) */
-  bool found = atomic_load_explicit(&pg->in_full, memory_order_acquire) == TA_IN_STASHED;
+  /* a stashed page's blocks are all free (its list is no one's to walk),
+   * and a page emptied by others that the purger marks (arena.c) */
+  bool found = atomic_load_explicit(&pg->in_full, memory_order_acquire) == TA_IN_STASHED ||
+               ((xf & TA_XF_STATE) && _ta_xf_count(xf) == pg->reserved);
+  if (found) lists[0] = NULL; /* purged, or being purged: no list to walk */
   for (int i = 0; i < (owner ? 2 : 1); i++) { /* only the owner may read its own list */
     uint32_t steps = 0;
     for (const _ta_block_t *f = lists[i]; f && steps <= pg->reserved; f = f->next, steps++) found |= f == b;
@@ -222,12 +247,17 @@ TA_NOINLINE static void _ta_check_double_free(_ta_page_t *pg, _ta_block_t *b, co
  * again. The push and the in_full read are sequentially consistent,
  * pairing with the owner's store of in_full before its last collect (see
  * heap.c): either the owner sees these blocks, or this thread sees in_full
- * and sets the hint. True: pg is an exited thread's page these blocks may
- * have emptied (the caller gives it back: _ta_aband_release_if_empty). */
-static bool _ta_free_remote_push(_ta_page_t *pg, _ta_block_t *first, _ta_block_t *last, uint32_t n) {
+ * and sets the hint. TA_PUSH_ABANDONED: pg is an exited thread's page
+ * these blocks may have emptied (the caller gives it back:
+ * _ta_aband_release_if_empty); TA_PUSH_EMPTIED: a live thread's page they
+ * emptied, noted for the purger (the caller wakes it, where it may). */
+enum { TA_PUSH_ABANDONED = 1, TA_PUSH_EMPTIED = 2 };
+static unsigned _ta_free_remote_push(_ta_page_t *pg, _ta_block_t *first, _ta_block_t *last, uint32_t n) {
   /* Read what we need before the push: once pushed, the owner may collect
    * the blocks and hand the span to someone else. Only atomics after it. */
   unsigned c = pg->sclass;
+  uint32_t all = pg->reserved;
+  size_t ai = pg->arena, idx = _ta_page_index(&_ta_arenas[ai], pg);
   uintptr_t old = atomic_load_explicit(&pg->xthread_free, memory_order_relaxed);
   do {
     last->next = _ta_xf_list(old);
@@ -240,7 +270,7 @@ static bool _ta_free_remote_push(_ta_page_t *pg, _ta_block_t *first, _ta_block_t
      * wait for a thread that needs this class to adopt it (heap.c). The
      * count is compared with aband_used, not used (which an adopter may
      * be writing): the lock decides. */
-    return _ta_xf_count(old) + n == atomic_load_explicit(&pg->aband_used, memory_order_relaxed);
+    return _ta_xf_count(old) + n == atomic_load_explicit(&pg->aband_used, memory_order_relaxed) ? TA_PUSH_ABANDONED : 0;
   }
   if (in_full) {
     _ta_heap_t *h = atomic_load_explicit(&pg->heap, memory_order_acquire);
@@ -249,13 +279,19 @@ static bool _ta_free_remote_push(_ta_page_t *pg, _ta_block_t *first, _ta_block_t
     if (h && !atomic_load_explicit(&h->xfull[c], memory_order_relaxed))
       atomic_store_explicit(&h->xfull[c], 1, memory_order_release);
   }
-  return false;
+  /* every block of the page is free: the purger looks at it if its owner
+   * does not take it back soon (arena.c, pages emptied by other threads) */
+  if (_ta_xf_count(old) + n != all) return 0;
+  _ta_emptied_note(ai, idx);
+  return TA_PUSH_EMPTIED;
 }
 
 /* _ta_free_remote_push, and give back the exited thread's page the
  * blocks emptied. */
 static void _ta_free_remote_give(_ta_page_t *pg, _ta_block_t *first, _ta_block_t *last, uint32_t n) {
-  if (_ta_free_remote_push(pg, first, last, n)) _ta_aband_release_if_empty(pg);
+  unsigned r = _ta_free_remote_push(pg, first, last, n);
+  if (r == TA_PUSH_ABANDONED) _ta_aband_release_if_empty(pg);
+  else if (r == TA_PUSH_EMPTIED) _ta_purger_kick();
 }
 
 /* ---- remote frees in batches ---------------------------------------------- */
@@ -385,6 +421,12 @@ static void _ta_page_check(const _ta_page_t *pg) {
   size_t lim = pg->reserved, counts[2] = {0, 0};
   uintptr_t xf = atomic_load(&pg->xthread_free);
   const _ta_block_t *lists[2] = {pg->free, _ta_xf_list(xf)};
+  if (xf & (TA_XF_PURGING | TA_XF_PURGED)) { /* every block came back, the list purged (arena.c) */
+    if (_ta_xf_count(xf) != pg->reserved || pg->used != pg->reserved || pg->free || pg->capacity != pg->reserved)
+      _ta_fatal("page %p: purged as emptied, yet used %u, capacity %u, own list %p, %u freed by others of %u", pg->start, pg->used,
+                pg->capacity, (void *)pg->free, _ta_xf_count(xf), pg->reserved);
+    return;
+  }
   for (int i = 0; i < 2; i++) {
     for (const _ta_block_t *b = lists[i]; b; b = b->next) {
       if (!_ta_is_carved(pg, b))

@@ -33,10 +33,12 @@ static _Atomic(bool) _ta_purger_idle; /* waiting on the condition variable */
 static bool _ta_purger_work;          /* under _ta_purger_lock: wake up */
 
 /* May any free memory be resident: dirty spans (arena.c's bound, which
- * counts every page of a guessed span), or cached huge mappings? */
+ * counts every page of a guessed span), cached huge mappings, or spans
+ * in use that other threads' frees emptied (arena.c)? */
 static inline bool _ta_purger_due(void) {
   return atomic_load_explicit(&_ta_arena_dirty_bytes, memory_order_seq_cst) != 0 ||
-         atomic_load_explicit(&_ta_huge_cached_pages, memory_order_seq_cst) != 0;
+         atomic_load_explicit(&_ta_huge_cached_pages, memory_order_seq_cst) != 0 ||
+         atomic_load_explicit(&_ta_emptied_pending, memory_order_seq_cst) != 0;
 }
 
 static void *_ta_purger_main(void *arg) {
@@ -50,6 +52,7 @@ static void *_ta_purger_main(void *arg) {
     }
     _ta_arena_purge(false);
     _ta_huge_purge(false);
+    _ta_emptied_purge();
     /* Idle, then a last look: an operation that left memory free after
      * this store sees the purger idle and wakes it. */
     _ta_mutex_lock(&_ta_purger_lock);
@@ -116,7 +119,8 @@ static void _ta_purger_kick(void) {
   if (ta_unlikely(st == TA_PURGER_NONE)) {
     if (!_ta_opt.purger) return; /* TAGALLOC_PURGER=0 */
     size_t free_res = atomic_load_explicit(&_ta_arena_dirty_bytes, memory_order_relaxed) +
-                      (atomic_load_explicit(&_ta_huge_cached_pages, memory_order_relaxed) << TA_PAGE_SHIFT);
+                      ((atomic_load_explicit(&_ta_huge_cached_pages, memory_order_relaxed) +
+                        atomic_load_explicit(&_ta_emptied_pending, memory_order_relaxed)) << TA_PAGE_SHIFT);
     if (free_res > _ta_opt.retain_min) _ta_purger_start();
     return;
   }

@@ -925,8 +925,13 @@ static void _ta_walk_heap(void) {
       size_t np = h->npages ? h->npages : 1;
       if (h->kind == TA_KIND_SMALL) {
         /* live: carved and on neither free list; each is its tag's */
+        uintptr_t xf = atomic_load(&h->xthread_free);
+        if ((xf & (TA_XF_PURGING | TA_XF_PURGED)) && _ta_xf_count(xf) == h->reserved) {
+          i += np; /* every block came back, the list purged with the pages (arena.c) */
+          continue;
+        }
         memset(freed, 0, sizeof freed);
-        const _ta_block_t *lists[2] = {h->free, _ta_xf_list(atomic_load(&h->xthread_free))};
+        const _ta_block_t *lists[2] = {h->free, _ta_xf_list(xf)};
         for (int l = 0; l < 2; l++)
           for (const _ta_block_t *b = lists[l]; b; b = b->next) {
             size_t k = _ta_block_index(h, b);

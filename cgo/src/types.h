@@ -236,7 +236,17 @@ typedef struct _ta_block_s {
  * 4096 blocks, so neither field overflows into the other. */
 #define TA_XF_SHIFT 48
 #define TA_XF_ONE ((uintptr_t)1 << TA_XF_SHIFT)
-static inline _ta_block_t *_ta_xf_list(uintptr_t w) { return (_ta_block_t *)(w & (TA_XF_ONE - 1)); }
+/* The list's low 4 bits are never a block's (blocks are 16-aligned): they
+ * hold the state of a page every block of which other threads freed, as
+ * the purger sees it (arena.c, "pages emptied by other threads"). A push
+ * clears them (it is a double free then: the count passes the page's
+ * blocks, and the owner's collect aborts); the owner's collect takes the
+ * word whole but waits out TA_XF_PURGING. */
+#define TA_XF_SEEN 1         /* the purger found it emptied; purged at its next look if still so */
+#define TA_XF_PURGING 2      /* its pages being purged: whoever collects waits */
+#define TA_XF_PURGED 4       /* purged: the blocks' memory is zero, their list gone */
+#define TA_XF_STATE ((uintptr_t)15)
+static inline _ta_block_t *_ta_xf_list(uintptr_t w) { return (_ta_block_t *)(w & (TA_XF_ONE - 1) & ~TA_XF_STATE); }
 static inline uint32_t _ta_xf_count(uintptr_t w) { return (uint32_t)(w >> TA_XF_SHIFT); }
 _Static_assert(sizeof(uintptr_t) == 8, "xthread_free packs a count above a 48-bit pointer");
 
@@ -397,6 +407,9 @@ typedef struct _ta_arena_s {
   uint64_t *moved;    /* bit u: pages were moved into the 2 MiB unit u of the
                          arena's range (arena.c, "units moved into"); after
                          the descriptors, in their mapping */
+  uint64_t *emptied;  /* bit i: other threads' frees emptied the small span
+                         headed by page i (arena.c, "pages emptied by other
+                         threads"); after the moved map */
 } _ta_arena_t;
 
 /* ---- tags and their books -------------------------------------------------- */

@@ -8,7 +8,10 @@
 #include "tcheck.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -365,6 +368,118 @@ static void test_moves_heal(void) {
   t_check();
 }
 
+/* ---- pages emptied by other threads (arena.c) ----------------------------
+ * A producer thread makes blocks and writes them, the main thread frees
+ * every one of them (remote frees), and the producer sleeps in a call the
+ * library does not see (nanosleep), so it never collects its pages. */
+#define EMPTIED_SIZE 1024
+#define EMPTIED_N (24 * 1024) /* 24 MiB of blocks */
+static char *emptied_blocks[EMPTIED_N];
+static atomic_int emptied_phase; /* 1: made; 2: freed, sleep on; 3: wake; 4: made again, checked */
+static atomic_long emptied_faults; /* the producer's minor faults making them again */
+
+static void wait_phase(int want) {
+  struct timespec ts = {0, 1000000};
+  while (atomic_load(&emptied_phase) < want) nanosleep(&ts, NULL);
+}
+
+static long thread_faults(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_THREAD, &ru);
+  return ru.ru_minflt;
+}
+
+static void *emptied_producer(void *arg) {
+  (void)arg;
+  for (int i = 0; i < EMPTIED_N; i++) {
+    emptied_blocks[i] = malloc(EMPTIED_SIZE);
+    if (emptied_blocks[i]) memset(emptied_blocks[i], 0x5a, EMPTIED_SIZE);
+  }
+  atomic_store(&emptied_phase, 1);
+  wait_phase(3);
+  /* awake: its pages, purged or not, check as they are (heap.c's
+   * invariants of this thread's pages), and serve blocks again */
+  t_check();
+  long f0 = thread_faults();
+  int bad = 0;
+  for (int i = 0; i < EMPTIED_N; i++) {
+    emptied_blocks[i] = malloc(EMPTIED_SIZE);
+    if (!emptied_blocks[i]) {
+      bad++;
+      continue;
+    }
+    memset(emptied_blocks[i], i & 0xff, EMPTIED_SIZE);
+  }
+  atomic_store(&emptied_faults, thread_faults() - f0);
+  for (int i = 0; i < EMPTIED_N; i++)
+    if (emptied_blocks[i] && (emptied_blocks[i][0] != (char)(i & 0xff) || emptied_blocks[i][EMPTIED_SIZE - 1] != (char)(i & 0xff))) bad++;
+  CHECK(bad == 0, "%d of %d blocks made again went missing or were overwritten", bad, EMPTIED_N);
+  for (int i = 0; i < EMPTIED_N; i++) free(emptied_blocks[i]);
+  t_check();
+  atomic_store(&emptied_phase, 4);
+  return NULL;
+}
+
+/* Resident share, in percent, of the 64 KiB spans holding the blocks. */
+static int emptied_resident_pct(void) {
+  size_t res = 0, total = 0;
+  uintptr_t last = 0;
+  static unsigned char vec[16];
+  for (int i = 0; i < EMPTIED_N; i++) {
+    uintptr_t span = (uintptr_t)emptied_blocks[i] & ~(uintptr_t)0xffff;
+    if (span == last) continue;
+    last = span;
+    if (mincore((void *)span, 0x10000, vec) != 0) return -1;
+    for (int k = 0; k < 16; k++) res += vec[k] & 1;
+    total += 16;
+  }
+  return total ? (int)(res * 100 / total) : -1;
+}
+
+/* Free the producer's blocks from this thread and see its pages, which
+ * it no longer collects, purged by the purger within the purge delay's
+ * two looks (waiting up to 10 s for a slow machine), the heap walk equal
+ * to the books meanwhile; then the producer makes them again. With
+ * keep (a purge delay far longer than the test), the pages stay, and
+ * the producer makes its blocks again on them with few faults. */
+static void emptied(int keep) {
+  atomic_store(&emptied_phase, 0);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, emptied_producer, NULL) == 0, "pthread_create");
+  wait_phase(1);
+  int before = emptied_resident_pct();
+  CHECK(before >= 90, "the producer's pages %d%% resident once written", before);
+  for (int i = 0; i < EMPTIED_N; i++) free(emptied_blocks[i]);
+  t_purge(); /* pushes the blocks this thread holds to push later (page.c) */
+  struct timespec t0, now, tick = {0, 20000000};
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int pct = 100;
+  double secs = 0;
+  do {
+    nanosleep(&tick, NULL);
+    pct = emptied_resident_pct();
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    secs = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
+  } while (pct > 10 && secs < (keep ? 1.0 : 10.0));
+  if (keep) {
+    CHECK(pct >= 90, "emptied pages the purge delay keeps: %d%% resident after %.2f s", pct, secs);
+  } else {
+    CHECK(pct <= 10, "emptied pages still %d%% resident after %.2f s", pct, secs);
+    printf("  %d MiB of blocks freed by another thread: %d%% -> %d%% of their pages resident in %.2f s\n",
+           EMPTIED_N * EMPTIED_SIZE >> 20, before, pct, secs);
+  }
+  t_check_books(); /* the heap walk, the purged pages in it, equals the books */
+  atomic_store(&emptied_phase, 3);
+  wait_phase(4);
+  pthread_join(t, NULL);
+  long faults = atomic_load(&emptied_faults);
+  if (keep) CHECK(faults < EMPTIED_N * EMPTIED_SIZE / OS_PAGE / 8, "made again on kept pages with %ld faults", faults);
+  t_check_books();
+}
+
+static void test_emptied_purged(void) { emptied(0); }
+static void test_emptied_kept(void) { emptied(1); }
+
 int main(void) {
   if (!t_tagalloc_active()) {
     fprintf(stderr, "tagalloc is not the allocator\n");
@@ -375,6 +490,7 @@ int main(void) {
    * loaded machine's slow rounds would have spans purged by age. */
   if (getenv("OSPOLICY_TURNOVER")) {
     RUN(test_turnover_kept);
+    RUN(test_emptied_kept);
     return t_summary();
   }
   if (getenv("OSPOLICY_FIRST")) {
@@ -388,5 +504,6 @@ int main(void) {
   RUN(test_kept_by_what_is_resident);
   RUN(test_huge_cache_parts);
   RUN(test_huge_growing_takes_part);
+  RUN(test_emptied_purged);
   return t_summary();
 }
