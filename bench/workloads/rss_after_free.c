@@ -6,9 +6,38 @@
  * Prints metrics in KiB, and "work_s", the time of the allocate/touch/free
  * phase, which the runner reports as this workload's time (the idle second
  * would otherwise swamp it).
- * Usage: rss_after_free [mib=1024] [seed=1] [wait-ms=1000] */
+ * With remote=1 another thread frees the blocks, and the thread that made
+ * them waits in nanosleep, a call no allocator sees, through the frees and
+ * the second after (a producer whose consumer freed all it made, idle
+ * until more work comes): only an allocator that can give back memory its
+ * owner thread does not look at returns it.
+ * Usage: rss_after_free [mib=1024] [seed=1] [wait-ms=1000] [remote=0] */
 #include "common.h"
+#include <pthread.h>
 #include <unistd.h>
+
+struct freeing {
+	unsigned char **blk;
+	size_t *len, n;
+	uint64_t h;
+	volatile int done;
+};
+
+static void free_all(struct freeing *f)
+{
+	for (size_t i = 0; i < f->n; i++) {
+		f->h = mix(f->h, f->blk[i][0] ^ f->blk[i][f->len[i] - 1]);
+		free(f->blk[i]);
+	}
+}
+
+static void *freer(void *arg)
+{
+	struct freeing *f = arg;
+	free_all(f);
+	__atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
 
 static size_t pick_size(rng_t *r)
 {
@@ -25,8 +54,9 @@ int main(int argc, char **argv)
 	long long mib = arg(argc, argv, 1, 1024);
 	uint64_t seed = (uint64_t)arg(argc, argv, 2, 1);
 	long long wait_ms = arg(argc, argv, 3, 1000);
-	if (mib < 1 || wait_ms < 0)
-		die("usage: rss_after_free [mib] [seed] [wait-ms]");
+	long long remote = arg(argc, argv, 4, 0);
+	if (mib < 1 || wait_ms < 0 || remote < 0 || remote > 1)
+		die("usage: rss_after_free [mib] [seed] [wait-ms] [remote: 0 or 1]");
 	rng_t r = { seed };
 	size_t goal = (size_t)mib << 20, total = 0, n = 0, cap = 1 << 16;
 	unsigned char **blk = xmalloc(cap * sizeof *blk);
@@ -60,18 +90,27 @@ int main(int argc, char **argv)
 		blk[j] = tb;
 		len[j] = tl;
 	}
-	uint64_t h = 0;
-	for (size_t i = 0; i < n; i++) {
-		h = mix(h, blk[i][0] ^ blk[i][len[i] - 1]);
-		free(blk[i]);
+	struct freeing f = { blk, len, n, 0, 0 };
+	pthread_t t;
+	if (!remote) {
+		free_all(&f);
+	} else {
+		if (pthread_create(&t, NULL, freer, &f) != 0)
+			die("pthread_create");
+		struct timespec tick = { 0, 1000000 };
+		while (!__atomic_load_n(&f.done, __ATOMIC_ACQUIRE))
+			nanosleep(&tick, NULL);
 	}
 	double work = now_seconds() - t0;
+	long after = vm_rss_kib();
+	struct timespec idle = { (time_t)(wait_ms / 1000), (long)(wait_ms % 1000) * 1000000L };
+	nanosleep(&idle, NULL);
+	long later = vm_rss_kib();
+	if (remote)
+		pthread_join(t, NULL);
 	free(blk);
 	free(len);
-	long after = vm_rss_kib();
-	usleep((useconds_t)(wait_ms * 1000));
-	long later = vm_rss_kib();
-	print_checksum(mix(h, (uint64_t)n));
+	print_checksum(mix(f.h, (uint64_t)n));
 	print_metric("work_s", work);
 	print_metric("rss_base_kib", (double)base);
 	print_metric("rss_peak_kib", (double)peak);
