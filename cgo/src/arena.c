@@ -635,7 +635,8 @@ static void _ta_arena_purge(bool all) {
  * the lock) never copies a page mid-purge, which the child, without a
  * purger, would wait on for good. Not in the checking build: its collect
  * walks every list. */
-#define TA_EMPTIED_BATCH 16
+#define TA_EMPTIED_BATCH 16       /* spans a batch, */
+#define TA_EMPTIED_BATCH_PAGES 32 /* or 2 MiB of them: the lock is held through their madvise */
 static _Atomic(size_t) _ta_emptied_pending; /* bits set in the emptied maps (the purger's) */
 
 /* Page idx of arena ai: a push just made its remote list every block of
@@ -667,7 +668,7 @@ static void _ta_emptied_purge(void) {
   if (!_ta_arena_lock_take()) return;
   _ta_page_t *batch[TA_EMPTIED_BATCH];
   uintptr_t was[TA_EMPTIED_BATCH];
-  size_t n = 0, na = atomic_load_explicit(&_ta_narenas, memory_order_relaxed);
+  size_t n = 0, pages = 0, na = atomic_load_explicit(&_ta_narenas, memory_order_relaxed);
   for (size_t ai = 0; ai < na; ai++) {
     _ta_arena_t *a = &_ta_arenas[ai];
     for (size_t w = 0; w < (a->top + 63) / 64; w++) {
@@ -694,9 +695,10 @@ static void _ta_emptied_purge(void) {
           continue; /* collected meanwhile */
         batch[n] = pg;
         was[n++] = clean;
-        if (n == TA_EMPTIED_BATCH) {
+        pages += pg->npages;
+        if (n == TA_EMPTIED_BATCH || pages >= TA_EMPTIED_BATCH_PAGES) {
           _ta_emptied_purge_locked(batch, was, n);
-          n = 0;
+          n = pages = 0;
         }
       }
     }
