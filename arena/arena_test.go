@@ -1090,3 +1090,98 @@ func TestArenaRandomOps(t *testing.T) {
 	}
 	checkFreeSpans(t)
 }
+
+// TestEmptiedSpansPurged: spans every block of which another cache freed
+// are purged where they are at the purge timer's second look (emptied.go),
+// their owner's next refill takes them back empty and gives them to the
+// arena; a span its owner collects between the looks is not purged. The
+// looks are made here (the timer is kept away).
+func TestEmptiedSpansPurged(t *testing.T) {
+	noPurgeByAge(t)
+	owner, other := newTestCache(), newTestCache()
+	const class = 20 // 416 B, 157 per span
+	n := int(sizeclass.Classes[class].Objects)
+	var blocks []unsafe.Pointer
+	for len(blocks) < 3*n { // two full spans and a current one with every block out
+		p := popOrNew(t, owner, class, 2)
+		unsafe.Slice((*byte)(p), 416)[100] = 0x5a
+		blocks = append(blocks, p)
+	}
+	spans := []*Span{SpanOf(blocks[0]), SpanOf(blocks[n]), SpanOf(blocks[2*n])}
+	if spans[2] != owner.Cur(class) || spans[2].used != uint32(n) || spans[0].state != stateFull || spans[1].state != stateFull {
+		t.Fatalf("spans: states %d %d %d, current %p used %d", spans[0].state, spans[1].state, spans[2].state, owner.Cur(class), spans[2].used)
+	}
+	free := func(bs []unsafe.Pointer) {
+		for _, p := range bs {
+			if s := SpanOf(p); !other.Free(s, p, Check(s, p, 1)) {
+				t.Fatal(TakeMisuse())
+			}
+		}
+		ReleaseSpans(other.TakeRelease()) // as alloc does after a free: arms the timer
+	}
+	look := func() {
+		a.mu.Lock()
+		lookEmptiedLocked()
+		a.mu.Unlock()
+	}
+	live := func() (blocks int) {
+		Walk(func(tag uint32, usable uintptr) {
+			if tag == 2 && usable == 416 {
+				blocks++
+			}
+		})
+		return blocks
+	}
+	before := live()
+	free(blocks[:n])   // the first full span
+	free(blocks[2*n:]) // the current one
+	if p := a.emptiedPending.Load(); p != 2 {
+		t.Fatalf("%d spans noted emptied, want 2", p)
+	}
+	look()
+	for _, i := range []int{0, 2} {
+		if w := spans[i].remote.Load(); w&remoteSeen == 0 || w&remotePurged != 0 || unsafe.Slice((*byte)(blocks[i*n+1]), 416)[100] != 0x5a {
+			t.Fatalf("span %d after the first look: word %#x", i, w)
+		}
+	}
+	look()
+	for _, i := range []int{0, 2} {
+		if w := spans[i].remote.Load(); w&remotePurged == 0 || remoteCount(w) != uint32(n) {
+			t.Fatalf("span %d after the second look: word %#x", i, w)
+		}
+		for _, p := range blocks[i*n : (i+1)*n] {
+			if b := unsafe.Slice((*byte)(p), 416); b[100] != 0 || *(*uint64)(unsafe.Add(p, 8)) != 0 {
+				t.Fatalf("span %d: a block of it still holds its bytes after the purge", i)
+			}
+		}
+	}
+	if got := live(); got != before-2*n {
+		t.Fatalf("the walk counts %d blocks, want %d (the purged spans' none)", got, before-2*n)
+	}
+	// The owner's refill takes both back, empty, and gives them back.
+	inUse := ReadStats().SpansInUse
+	if p, _ := owner.Refill(class, 2); p != nil {
+		t.Fatal("a block from an emptied span")
+	}
+	ReleaseSpans(owner.TakeRelease())
+	if SpanOf(blocks[0]) != nil || SpanOf(blocks[2*n]) != nil || ReadStats().SpansInUse != inUse-2*uint64(sizeclass.Classes[class].Pages)<<sizeclass.PageShift {
+		t.Fatalf("the emptied spans were not given back (in use %d -> %d)", inUse, ReadStats().SpansInUse)
+	}
+	// Collected between the looks: kept as it was, never purged.
+	free(blocks[n : 2*n])
+	look()
+	if p, _ := owner.Refill(class, 2); p != nil {
+		t.Fatal("a block from an emptied span")
+	}
+	if s := spans[1]; s.used != 0 || s.remote.Load() != 0 || unsafe.Slice((*byte)(blocks[n+1]), 416)[100] != 0x5a {
+		t.Fatalf("collected after the first look: used %d, word %#x", s.used, s.remote.Load())
+	}
+	look()
+	if a.emptiedPending.Load() != 0 {
+		t.Fatalf("a collected span looked at again: %d pending", a.emptiedPending.Load())
+	}
+	ReleaseSpans(owner.TakeRelease())
+	if SpanOf(blocks[n]) != nil {
+		t.Fatal("the span collected between the looks was not given back")
+	}
+}

@@ -233,12 +233,20 @@ func (c *Cache) Refill(class int, tag uint32) (p unsafe.Pointer, zero bool) {
 // retire files the exhausted current span as full (on no list: a free
 // brings it back). If a remote free raced in, it keeps the span and pops.
 func (c *Cache) retire(s *Span, tag uint32) (unsafe.Pointer, bool) {
+	if s.used == 0 { // only a span emptied by others and purged (collect): back to the arena
+		c.toRelease(s)
+		return nil, false
+	}
 	s.state = stateFull
 	s.full.Store(fullYes)
 	if s.remote.Load() != 0 && s.full.CompareAndSwap(fullYes, fullNo) {
 		s.state = stateCur
 		if s.collect(); s.hasFree() {
 			return c.pop(s, tag)
+		}
+		if s.used == 0 { // emptied by others and purged (collect)
+			c.toRelease(s)
+			return nil, false
 		}
 		s.state = stateFull
 		s.full.Store(fullYes) // (a double free panicked in collect otherwise)
@@ -262,6 +270,19 @@ func PopDebug(s *Span, tag uint32) (unsafe.Pointer, bool) {
 		markAlloc(s, p, reused)
 	}
 	return p, z
+}
+
+// toReclaim pushes full span s, claimed (fullClaimed), on its owner's
+// reclaim stack.
+func (s *Span) toReclaim() {
+	o := caches[s.owner].Load()
+	for {
+		old := o.reclaim.Load()
+		s.rnext = old
+		if o.reclaim.CompareAndSwap(old, s.page) {
+			return
+		}
+	}
 }
 
 // drainReclaim takes back the full spans other caches freed into: to the
@@ -362,14 +383,7 @@ func Validate(s *Span, p unsafe.Pointer, capBytes uintptr) {
 func (c *Cache) Free(s *Span, p unsafe.Pointer, off uint32) bool {
 	if s.owner != c.id {
 		if s.pushRemote(p, off) {
-			o := caches[s.owner].Load()
-			for {
-				old := o.reclaim.Load()
-				s.rnext = old
-				if o.reclaim.CompareAndSwap(old, s.page) {
-					break
-				}
-			}
+			s.toReclaim()
 		}
 		return true
 	}
@@ -412,10 +426,13 @@ func (c *Cache) TakeRelease() uint32 {
 
 // ReleaseSpans gives a TakeRelease list back to the arena.
 func ReleaseSpans(list uint32) {
-	if list == 0 {
+	if list == 0 && !a.emptiedKick.Load() {
 		return
 	}
 	a.mu.Lock()
+	if a.emptiedKick.Swap(false) && list == 0 {
+		purgeLocked(false) // arms the timer for the spans a free emptied (emptied.go)
+	}
 	for list != 0 {
 		s := spanAt(list)
 		list = s.next

@@ -47,6 +47,12 @@ var a struct {
 	bits  []byte         // Debug: 512 bytes (4096 bits) per page: blocks in use
 	top   uint32         // pages ever handed out; [top, len(descs)) is fresh
 	bins  [2][nBins]uint32
+	// Spans other caches' frees emptied (emptied.go): a bit a page, in a
+	// mapping of their own; how many bits are set; whether a free noted
+	// one since the last arena call (ReleaseSpans arms the timer).
+	emptied        []atomic.Uint64
+	emptiedPending atomic.Int64
+	emptiedKick    atomic.Bool
 	// Dirty free spans, oldest first (the order they became free in):
 	// purging starts at dirty, and the span freed last is dirtyLast.
 	dirty, dirtyLast uint32
@@ -126,6 +132,11 @@ func initArena(opt Options) error {
 		return fmt.Errorf("%w: reserving the tag map: %v", ErrOutOfMemory, err)
 	}
 	a.tags = unsafe.Pointer(&a.tmem[0])
+	em, err := osReserve((npages+63)/64*8, "tagalloc-go emptied map")
+	if err != nil {
+		return fmt.Errorf("%w: reserving the emptied map: %v", ErrOutOfMemory, err)
+	}
+	a.emptied = unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&em[0])), (npages+63)/64)
 	if opt.Debug {
 		if a.bits, err = osReserve(npages*512, "tagalloc-go debug bitmap"); err != nil {
 			return fmt.Errorf("%w: reserving the debug bitmap: %v", ErrOutOfMemory, err)
@@ -500,10 +511,11 @@ func purgeLocked(all bool) {
 		cached = expireCachedLocked(all, now, limit)
 		huge.mu.Unlock()
 	}
-	if (a.dirty != 0 || cached) && a.timer == nil {
+	if (a.dirty != 0 || cached || a.emptiedPending.Load() != 0) && a.timer == nil {
 		a.timer = time.AfterFunc(a.opt.PurgeDelay, func() {
 			a.mu.Lock()
 			a.timer = nil
+			lookEmptiedLocked()
 			purgeLocked(false)
 			a.mu.Unlock()
 		})
@@ -720,8 +732,11 @@ func Walk(fn func(tag uint32, usable uintptr)) {
 					inFree[idx] = true
 				}
 			}
+			if w := s.remote.Load(); w&(remotePurging|remotePurged) != 0 && remoteCount(w) == s.objects {
+				break // every block came back, the list purged with the pages (emptied.go)
+			}
 			mark(s.free)
-			mark(uint32(s.remote.Load()))
+			mark(remoteHead(s.remote.Load()))
 			for idx, free := range inFree {
 				if free {
 					continue

@@ -286,18 +286,42 @@ func (s *Span) pushLocal(p unsafe.Pointer, off uint32) bool {
 	return true
 }
 
+// The remote word: the offset+1 of the first block of the list other
+// caches freed into (bits 0-31), how many blocks it holds (bits 32-47),
+// and, for a span every block of which is on it, its state as the purge
+// timer sees it (emptied.go; arena.c's TA_XF_SEEN, PURGING, PURGED). A
+// push clears the state (a double free then: the count passes the
+// span's blocks).
+const (
+	remoteCountShift = 32
+	remoteCountMask  = 0xffff
+	remoteSeen       = 1 << 56
+	remotePurging    = 1 << 57
+	remotePurged     = 1 << 58
+)
+
+func remoteHead(w uint64) uint32  { return uint32(w) }
+func remoteCount(w uint64) uint32 { return uint32(w>>remoteCountShift) & remoteCountMask }
+
 // pushRemote returns a block from another cache: a lock-free push (only
 // the owner ever takes, and it takes the whole list, so there is no ABA).
 // It reports whether the span was full and is now the caller's to hand
-// to the owner's reclaim stack.
+// to the owner's reclaim stack. If the push makes the list every block of
+// the span, the span is noted for the purge timer (emptied.go).
 func (s *Span) pushRemote(p unsafe.Pointer, off uint32) (claimed bool) {
 	*(*uint64)(unsafe.Add(p, 8)) = keyOf(p)
+	page, objects := s.page, s.objects // before the push: then the owner may collect, and give the span back
+	var n uint32
 	for {
 		old := s.remote.Load()
-		*(*uint32)(p) = uint32(old)
-		if s.remote.CompareAndSwap(old, uint64(off)+1) {
+		*(*uint32)(p) = remoteHead(old)
+		n = remoteCount(old) + 1
+		if s.remote.CompareAndSwap(old, uint64(off)+1|uint64(n&remoteCountMask)<<remoteCountShift) {
 			break
 		}
+	}
+	if n == objects {
+		noteEmptied(page)
 	}
 	// After the push: the owner sets full, then looks at remote; one of us
 	// sees the other.
@@ -305,12 +329,27 @@ func (s *Span) pushRemote(p unsafe.Pointer, off uint32) (claimed bool) {
 }
 
 // collect moves the blocks other caches freed to the owner's free list,
-// returning how many.
+// returning how many. A span the purge timer purged (or is purging),
+// every block on the list, has its blocks back and no list: it is empty,
+// with nothing to carve (its memory goes back to the arena, and the arena
+// lock orders that after the purge: emptied.go).
 func (s *Span) collect() uint32 {
-	if s.remote.Load() == 0 {
+	w := s.remote.Load()
+	if w == 0 {
 		return 0
 	}
-	head := uint32(s.remote.Swap(0))
+	for !s.remote.CompareAndSwap(w, 0) { // the purge timer may mark it meanwhile
+		w = s.remote.Load()
+	}
+	if w&(remotePurging|remotePurged) != 0 {
+		if n := remoteCount(w); n == s.used && s.free == 0 {
+			s.used = 0
+			return n
+		}
+		noteMisuse(misuse("double Free into the span at %#x (more blocks freed back than the %d in use)", uintptr(s.Start()), s.used))
+		return 0
+	}
+	head := remoteHead(w)
 	n := uint32(0)
 	last := head
 	limit := uint32(s.npages) << sizeclass.PageShift
