@@ -84,7 +84,9 @@
 // tcmalloc) and ≤ 1.00× glibc, the geometric mean ≤ 0.95× mimalloc, peak
 // RSS ≤ 1.10× glibc, minor faults ≤ 1.5× the best peer's (plus
 // FaultsSlack), and ≥ 90% of rss_after_free's memory returned to the OS
-// within one idle second.
+// within one idle second (rss_after_remote_free's too: the same program,
+// the blocks freed by another thread while the one that made them
+// sleeps).
 //
 // # Errors
 //

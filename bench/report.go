@@ -162,7 +162,8 @@ func Summarize(r *Result, subject string, baselines []string, t Targets) *Summar
 	return s
 }
 
-// returned computes MetricReturned from one rss_after_free sample.
+// returned computes MetricReturned from one rss_after_free (or
+// rss_after_remote_free) sample.
 func returned(m map[string]float64) (float64, bool) {
 	base, ok1 := m["rss_base_kib"]
 	peak, ok2 := m["rss_peak_kib"]
