@@ -54,7 +54,7 @@ type header struct {
 	ArenaTouched      uint64  // 216: pages ever handed out (top)
 	HugeLive          uint64  // 224: mappings of huge blocks
 	HugeCached        uint64  // 232: freed huge mappings kept for reuse
-	Descriptors       uint64  // 240: page descriptors of touched pages, side arrays carved, maps of units moved into
+	Descriptors       uint64  // 240: page descriptors of touched pages, side arrays carved, maps of units moved into and of spans emptied
 	// version 2
 	ReportsOff   uint32 // 248: memory reports (report.c): REPORTS_MAX slots of REPORT_SLOT bytes
 	ReportsCount uint32 // 252: slots valid, published last

@@ -67,6 +67,7 @@ static size_t _ta_used_pages;         /* pages in spans in use */
 static size_t _ta_side_carved;        /* bytes of side arrays carved from their chunks (below) */
 static size_t _ta_moved_maps;         /* bytes of the maps of units moved into that a bit was ever set in (units moved into, below) */
 static bool _ta_moved_used[TA_MAX_ARENAS]; /* arena i's map counted in _ta_moved_maps */
+static _Atomic(bool) _ta_emptied_used[TA_MAX_ARENAS]; /* a bit was set in arena i's emptied map (counted to its top) */
 static size_t _ta_used_hwm;           /* high-water mark of _ta_used_pages, decaying */
 static size_t _ta_recent_big;         /* the largest span allocated in the last TA_RECENT_MS */
 static uint64_t _ta_recent_big_ms;    /* when it was */
@@ -484,7 +485,14 @@ static void _ta_books_publish_arena_locked(void) {
                         ((uint64_t)_ta_dirty_bound() * TA_OS_PAGE) + ((uint64_t)_ta_purging_pages << TA_PAGE_SHIFT),
                         memory_order_relaxed);
   atomic_store_explicit(&_ta_books->arena_touched, (uint64_t)top << TA_PAGE_SHIFT, memory_order_relaxed);
-  atomic_store_explicit(&_ta_books->descriptors, (uint64_t)top * sizeof(_ta_page_t) + _ta_side_carved + _ta_moved_maps, memory_order_relaxed);
+  size_t emptied = 0; /* the OS pages of the emptied maps' words up to each arena's top, once one was written */
+  for (size_t i = 0; i < n; i++) {
+    if (!atomic_load_explicit(&_ta_emptied_used[i], memory_order_relaxed)) continue;
+    uintptr_t from = (uintptr_t)_ta_arenas[i].emptied, to = from + _ta_emptied_map_bytes((size_t)_ta_arenas[i].top << TA_PAGE_SHIFT);
+    emptied += _ta_align_up(to, TA_OS_PAGE) - (from & ~(uintptr_t)(TA_OS_PAGE - 1));
+  }
+  atomic_store_explicit(&_ta_books->descriptors, (uint64_t)top * sizeof(_ta_page_t) + _ta_side_carved + _ta_moved_maps + emptied,
+                        memory_order_relaxed);
 }
 
 /* ---- units moved into ---------------------------------------------------------- */
@@ -646,6 +654,7 @@ static void _ta_emptied_note(size_t ai, size_t idx) {
   (void)ai, (void)idx;
 #else
   uint64_t bit = (uint64_t)1 << (idx % 64);
+  if (!atomic_load_explicit(&_ta_emptied_used[ai], memory_order_relaxed)) atomic_store_explicit(&_ta_emptied_used[ai], true, memory_order_relaxed);
   if (!(__atomic_fetch_or(&_ta_arenas[ai].emptied[idx / 64], bit, __ATOMIC_RELAXED) & bit))
     atomic_fetch_add_explicit(&_ta_emptied_pending, 1, memory_order_seq_cst); /* against the purger's last look */
 #endif

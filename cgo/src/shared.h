@@ -74,7 +74,7 @@ typedef struct _ta_books_s {
   _Atomic(uint64_t) arena_touched;         /* 216: pages ever handed out (top) */
   _Atomic(uint64_t) huge_live;             /* 224: mappings of huge blocks */
   _Atomic(uint64_t) huge_cached;           /* 232: freed huge mappings kept for reuse */
-  _Atomic(uint64_t) descriptors;           /* 240: page descriptors of touched pages, side arrays carved, maps of units moved into */
+  _Atomic(uint64_t) descriptors;           /* 240: page descriptors of touched pages, side arrays carved, maps of units moved into and of spans emptied */
   /* version 2 */
   uint32_t reports_off;                    /* 248: memory reports (report.c): REPORTS_MAX slots of REPORT_SLOT bytes */
   _Atomic(uint32_t) reports_count;         /* 252: slots valid, published last */

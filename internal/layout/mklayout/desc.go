@@ -120,7 +120,7 @@ var BooksHeader = Struct{
 		{"arena_touched", "ArenaTouched", U64, 0, true, 1, "pages ever handed out (top)"},
 		{"huge_live", "HugeLive", U64, 0, true, 1, "mappings of huge blocks"},
 		{"huge_cached", "HugeCached", U64, 0, true, 1, "freed huge mappings kept for reuse"},
-		{"descriptors", "Descriptors", U64, 0, true, 1, "page descriptors of touched pages, side arrays carved, maps of units moved into"},
+		{"descriptors", "Descriptors", U64, 0, true, 1, "page descriptors of touched pages, side arrays carved, maps of units moved into and of spans emptied"},
 		{"reports_off", "ReportsOff", U32, 0, false, 2, "memory reports (report.c): REPORTS_MAX slots of REPORT_SLOT bytes"},
 		{"reports_count", "ReportsCount", U32, 0, true, 2, "slots valid, published last"},
 		{"reported_off", "ReportedOff", U64, 0, false, 3, "tag_slots u64: heap bytes of each tag that reporters measured (tagalloc_report_block) in the last collection (0: none)"},
