@@ -36,6 +36,9 @@ func noteEmptied(page uint32) {
 	if a.bits != nil {
 		return
 	}
+	if !a.emptiedUsed.Load() {
+		a.emptiedUsed.Store(true)
+	}
 	w, bit := &a.emptied[page/64], uint64(1)<<(page%64)
 	if w.Or(bit)&bit == 0 {
 		a.emptiedPending.Add(1)

@@ -53,6 +53,7 @@ var a struct {
 	emptied        []atomic.Uint64
 	emptiedPending atomic.Int64
 	emptiedKick    atomic.Bool
+	emptiedUsed    atomic.Bool // a bit was set: the map counts in Bookkeeping
 	// Dirty free spans, oldest first (the order they became free in):
 	// purging starts at dirty, and the span freed last is dirtyLast.
 	dirty, dirtyLast uint32
@@ -694,6 +695,16 @@ type Stats struct {
 }
 
 // ReadStats reads the figures (without the lock: each is one atomic word).
+// emptiedMapBytes is the OS pages of the emptied map's words up to
+// touched bytes of the arena, once a bit was set (emptied.go).
+func emptiedMapBytes(touched uint64) uint64 {
+	if !a.emptiedUsed.Load() {
+		return 0
+	}
+	const osPage = 4096 // the map is a mapping of its own: whole OS pages from its start
+	return (touched/sizeclass.PageSize/64*8 + 8 + osPage - 1) &^ (osPage - 1)
+}
+
 func ReadStats() Stats {
 	t := a.touched.Load()
 	return Stats{
@@ -702,7 +713,7 @@ func ReadStats() Stats {
 		Touched:      t,
 		HugeLive:     a.hugeLive.Load(),
 		HugeCached:   a.hugeCached.Load(),
-		Bookkeeping:  t / sizeclass.PageSize * uint64(unsafe.Sizeof(Span{})),
+		Bookkeeping:  t/sizeclass.PageSize*uint64(unsafe.Sizeof(Span{})) + emptiedMapBytes(t),
 		HugeBlocks:   a.hugeCount.Load(),
 	}
 }
