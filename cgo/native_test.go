@@ -368,8 +368,9 @@ func TestExportedSymbols(t *testing.T) {
 	sort.Strings(got)
 	want := []string{"ClearHeapBlockTagForThread", "SetHeapBlockTagForThread",
 		"__libc_calloc", "__libc_free", "__libc_malloc", "__libc_memalign", "__libc_pvalloc", "__libc_realloc", "__libc_valloc", // glibc's other names (alloc.c)
-		"aligned_alloc", "calloc", "free", "malloc", "malloc_trim", "malloc_usable_size",
+		"aligned_alloc", "calloc", "epoll_pwait", "epoll_wait", "free", "malloc", "malloc_trim", "malloc_usable_size",
 		"memalign", "posix_memalign", "pthread_cond_clockwait", "pthread_cond_timedwait", "pthread_cond_wait", "pthread_create", "pthread_join", "pvalloc", "realloc", "reallocarray",
+		"sem_clockwait", "sem_timedwait", "sem_wait", // idle points (tags.c)
 		"tagalloc_budget_stats", "tagalloc_check", "tagalloc_check_books", "tagalloc_collect_reports", "tagalloc_pop_tag",
 		"tagalloc_purge", "tagalloc_push_tag", "tagalloc_register_reporter", "tagalloc_report", "tagalloc_report_block",
 		"tagalloc_set_budget", "tagalloc_set_budget_callback", "tagalloc_set_tag", "tagalloc_tag_peak", "tagalloc_tag_stats", "tagalloc_unregister_reporter", "tagalloc_version", "valloc"}

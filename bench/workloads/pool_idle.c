@@ -5,10 +5,13 @@
  * on 16 MiB of 1 KiB blocks while the workers wait on a condition
  * variable. Peak RSS shows what idle workers hold for their next tasks:
  * an allocator whose threads keep pages of every size class they used
- * holds them through the main thread's work.
- * Usage: pool_idle [workers=8] [rounds=5] */
+ * holds them through the main thread's work. With sem=1 the pool waits on
+ * semaphores instead (a task a post), as CPython's queues and some pools'
+ * workers do.
+ * Usage: pool_idle [workers=8] [rounds=5] [sem=0] */
 #include "common.h"
 #include <pthread.h>
+#include <semaphore.h>
 
 #define TASK_BLOCKS 2000
 #define MAIN_BLOCKS 16384
@@ -18,6 +21,8 @@ static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_COND
 static long long next_task, end_task; /* tasks [next_task, end_task) wait; each has its own seed */
 static int running, quit;
 static uint64_t task_sum; /* under mu: the sum of every task's, in any order */
+static int use_sem;
+static sem_t work_sem, done_sem; /* sem=1: a post a task (or a quit), a post when a round's last task is done */
 
 static uint64_t task(long long k)
 {
@@ -35,6 +40,32 @@ static uint64_t task(long long k)
 		free(p[i]);
 	}
 	return sum;
+}
+
+/* A worker of the pool waiting on semaphores. */
+static void *sem_worker(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		while (sem_wait(&work_sem) != 0)
+			;
+		pthread_mutex_lock(&mu);
+		if (next_task == end_task) { /* a quit */
+			pthread_mutex_unlock(&mu);
+			return NULL;
+		}
+		long long k = next_task++;
+		running++;
+		pthread_mutex_unlock(&mu);
+		uint64_t s = task(k);
+		pthread_mutex_lock(&mu);
+		task_sum += s;
+		running--;
+		int last = next_task == end_task && running == 0;
+		pthread_mutex_unlock(&mu);
+		if (last)
+			sem_post(&done_sem);
+	}
 }
 
 static void *worker(void *arg)
@@ -64,20 +95,33 @@ int main(int argc, char **argv)
 {
 	int workers = (int)arg(argc, argv, 1, 8);
 	long long rounds = arg(argc, argv, 2, 5);
-	if (workers < 1 || workers > 256 || rounds < 1)
-		die("usage: pool_idle [workers] [rounds]");
+	use_sem = (int)arg(argc, argv, 3, 0);
+	if (workers < 1 || workers > 256 || rounds < 1 || use_sem < 0 || use_sem > 1)
+		die("usage: pool_idle [workers] [rounds] [sem: 0 or 1]");
+	if (use_sem && (sem_init(&work_sem, 0, 0) != 0 || sem_init(&done_sem, 0, 0) != 0))
+		die("sem_init failed");
 	pthread_t *t = xmalloc((size_t)workers * sizeof *t);
 	for (int i = 0; i < workers; i++)
-		if (pthread_create(&t[i], NULL, worker, NULL) != 0)
+		if (pthread_create(&t[i], NULL, use_sem ? sem_worker : worker, NULL) != 0)
 			die("pthread_create failed");
 	uint64_t h = 0;
 	for (long long r = 0; r < rounds; r++) {
-		pthread_mutex_lock(&mu);
-		end_task += 4 * workers;
-		pthread_cond_broadcast(&work_cv);
-		while (next_task != end_task || running != 0)
-			pthread_cond_wait(&done_cv, &mu);
-		pthread_mutex_unlock(&mu);
+		if (use_sem) {
+			pthread_mutex_lock(&mu);
+			end_task += 4 * workers;
+			pthread_mutex_unlock(&mu);
+			for (int i = 0; i < 4 * workers; i++)
+				sem_post(&work_sem);
+			while (sem_wait(&done_sem) != 0)
+				;
+		} else {
+			pthread_mutex_lock(&mu);
+			end_task += 4 * workers;
+			pthread_cond_broadcast(&work_cv);
+			while (next_task != end_task || running != 0)
+				pthread_cond_wait(&done_cv, &mu);
+			pthread_mutex_unlock(&mu);
+		}
 		/* the pool idles: the main thread works alone */
 		unsigned char **big = xmalloc(MAIN_BLOCKS * sizeof *big);
 		for (int i = 0; i < MAIN_BLOCKS; i++) {
@@ -94,6 +138,9 @@ int main(int argc, char **argv)
 	quit = 1;
 	pthread_cond_broadcast(&work_cv);
 	pthread_mutex_unlock(&mu);
+	if (use_sem)
+		for (int i = 0; i < workers; i++)
+			sem_post(&work_sem);
 	for (int i = 0; i < workers; i++)
 		pthread_join(t[i], NULL);
 	free(t);

@@ -10,6 +10,8 @@
  * (tagalloc_check's walk). */
 
 #include <dlfcn.h>
+#include <semaphore.h>
+#include <sys/epoll.h>
 
 #include "../include/tagalloc.h"
 
@@ -897,6 +899,65 @@ TA_EXPORT int TA_NAME(pthread_cond_clockwait)(pthread_cond_t *c, pthread_mutex_t
   return real(c, m, clock, at);
 }
 #endif
+
+/* Other waits that may sleep long are idle points as the condition
+ * variables' are (heap.c, _ta_heap_idle: spaced, and only if there may be
+ * something to give): a semaphore's (CPython's locks and queues wait in
+ * sem_clockwait or sem_timedwait, a pool's workers may in sem_wait) and
+ * an event loop's epoll_wait (redis, libuv). A thread asleep in one held
+ * the empty pages it keeps for its next mallocs, and the blocks of other
+ * threads' pages it holds to push later, which kept those pages from
+ * being emptied (the purger's, arena.c). An epoll_wait with a zero
+ * timeout does not wait: no idle point. Not poll, select or nanosleep:
+ * those are async-signal-safe (poll, by POSIX) or usual in a handler,
+ * and a handler that interrupted a malloc must not walk its heap. A C
+ * library without one of these functions gives its caller ENOSYS. */
+typedef int (*_ta_sem_wait_t)(sem_t *);
+typedef int (*_ta_sem_timedwait_t)(sem_t *, const struct timespec *);
+typedef int (*_ta_epoll_wait_t)(int, struct epoll_event *, int, int);
+typedef int (*_ta_epoll_pwait_t)(int, struct epoll_event *, int, int, const sigset_t *);
+static _Atomic(void *) _ta_real_sem_wait, _ta_real_sem_timedwait, _ta_real_epoll_wait, _ta_real_epoll_pwait;
+
+/* The real function (NULL: errno ENOSYS), after the idle point. */
+static void *_ta_wait_real(_Atomic(void *) *slot, const char *name, void *direct, bool idle) {
+  void *real = _ta_real_fn(slot, name, NULL, direct);
+  if (!real) {
+    errno = ENOSYS;
+    return NULL;
+  }
+  if (idle) _ta_heap_idle(_ta_tls_heap, false);
+  return real;
+}
+
+TA_EXPORT int TA_NAME(sem_wait)(sem_t *sem) {
+  _ta_sem_wait_t real = (_ta_sem_wait_t)_ta_wait_real(&_ta_real_sem_wait, "sem_wait", (void *)sem_wait, true);
+  return real ? real(sem) : -1;
+}
+
+TA_EXPORT int TA_NAME(sem_timedwait)(sem_t *sem, const struct timespec *at) {
+  _ta_sem_timedwait_t real = (_ta_sem_timedwait_t)_ta_wait_real(&_ta_real_sem_timedwait, "sem_timedwait", (void *)sem_timedwait, true);
+  return real ? real(sem, at) : -1;
+}
+
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 30) /* its headers declare it from 2.30 */
+typedef int (*_ta_sem_clockwait_t)(sem_t *, clockid_t, const struct timespec *);
+static _Atomic(void *) _ta_real_sem_clockwait;
+
+TA_EXPORT int TA_NAME(sem_clockwait)(sem_t *sem, clockid_t clock, const struct timespec *at) {
+  _ta_sem_clockwait_t real = (_ta_sem_clockwait_t)_ta_wait_real(&_ta_real_sem_clockwait, "sem_clockwait", (void *)sem_clockwait, true);
+  return real ? real(sem, clock, at) : -1;
+}
+#endif
+
+TA_EXPORT int TA_NAME(epoll_wait)(int fd, struct epoll_event *ev, int max, int timeout) {
+  _ta_epoll_wait_t real = (_ta_epoll_wait_t)_ta_wait_real(&_ta_real_epoll_wait, "epoll_wait", (void *)epoll_wait, timeout != 0);
+  return real ? real(fd, ev, max, timeout) : -1;
+}
+
+TA_EXPORT int TA_NAME(epoll_pwait)(int fd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask) {
+  _ta_epoll_pwait_t real = (_ta_epoll_pwait_t)_ta_wait_real(&_ta_real_epoll_pwait, "epoll_pwait", (void *)epoll_pwait, timeout != 0);
+  return real ? real(fd, ev, max, timeout, mask) : -1;
+}
 
 /* ---- the accounting identity ------------------------------------------------------------ */
 

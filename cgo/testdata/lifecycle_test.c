@@ -7,9 +7,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -429,6 +431,79 @@ static void test_wait_gives_back_empty_pages(void) {
   CHECK(first + 4 <= before, "pages in use %zu before pthread_cond_wait, %zu after: the empty ones stayed", before, first);
 }
 
+/* The other waits that are idle points (tags.c): a semaphore's (timed
+ * out, by its clock and by a clock given, and one another thread posts)
+ * and epoll_wait's and epoll_pwait's that time out. An epoll_wait that
+ * does not wait (a zero timeout) is none: the pages stay. Sizes of their
+ * own (classes no other test here uses), made and emptied again before
+ * each wait, a give-back's spacing apart. */
+static sem_t idle_sem;
+static void *post_later(void *arg) {
+  (void)arg;
+  usleep(2000);
+  sem_post(&idle_sem);
+  return NULL;
+}
+static void test_other_waits_give_back_empty_pages(void) {
+  static const size_t sizes[6] = {470, 600, 1700, 1900, 4500, 5000};
+  CHECK(sem_init(&idle_sem, 0, 0) == 0, "sem_init");
+  int ep = epoll_create1(0);
+  CHECK(ep >= 0, "epoll_create1");
+  struct epoll_event ev[4];
+  for (int k = 0; k < 6; k++) {
+    usleep(2000); /* the give-backs are a millisecond apart at least */
+    use_and_empty(sizes, 6);
+    size_t before = t_check();
+    struct timespec at;
+    const char *what = "";
+    int rc = 0;
+    size_t after = SIZE_MAX;
+    switch (k) {
+    case 0:
+      what = "sem_timedwait";
+      clock_gettime(CLOCK_REALTIME, &at);
+      at.tv_nsec += 2000000;
+      if (at.tv_nsec >= 1000000000) at.tv_sec++, at.tv_nsec -= 1000000000;
+      rc = sem_timedwait(&idle_sem, &at) == -1 && errno == ETIMEDOUT ? 0 : -1;
+      break;
+    case 1:
+      what = "sem_clockwait";
+      clock_gettime(CLOCK_MONOTONIC, &at);
+      at.tv_nsec += 2000000;
+      if (at.tv_nsec >= 1000000000) at.tv_sec++, at.tv_nsec -= 1000000000;
+      rc = sem_clockwait(&idle_sem, CLOCK_MONOTONIC, &at) == -1 && errno == ETIMEDOUT ? 0 : -1;
+      break;
+    case 2: {
+      what = "sem_wait";
+      pthread_t t;
+      CHECK(pthread_create(&t, NULL, post_later, NULL) == 0, "pthread_create");
+      rc = sem_wait(&idle_sem);
+      after = t_check(); /* before the join, an idle point too */
+      pthread_join(t, NULL);
+      break;
+    }
+    case 3:
+      what = "epoll_wait";
+      rc = epoll_wait(ep, ev, 4, 2);
+      break;
+    case 4:
+      what = "epoll_pwait";
+      rc = epoll_pwait(ep, ev, 4, 2, NULL);
+      break;
+    case 5:
+      what = "epoll_wait with a zero timeout";
+      rc = epoll_wait(ep, ev, 4, 0);
+      break;
+    }
+    if (after == SIZE_MAX) after = t_check();
+    CHECK(rc == 0, "%s returned %d", what, rc);
+    if (k < 5) CHECK(after + 4 <= before, "pages in use %zu before %s, %zu after: the empty ones stayed", before, what, after);
+    else CHECK(after == before, "pages in use %zu before %s, %zu after: it gave some back", before, what, after);
+  }
+  close(ep);
+  sem_destroy(&idle_sem);
+}
+
 static void test_active(void) { CHECK(t_tagalloc_active(), "tagalloc is not the allocator in this process"); }
 
 int main(void) {
@@ -447,6 +522,7 @@ int main(void) {
     RUN(test_page_of_big_blocks_emptied_by_another_thread);
     RUN(test_join_gives_back_empty_pages);
     RUN(test_wait_gives_back_empty_pages);
+    RUN(test_other_waits_give_back_empty_pages);
     RUN(test_passed_classes_are_not_kept);
   }
   RUN(test_purger_thread);
