@@ -1185,3 +1185,53 @@ func TestEmptiedSpansPurged(t *testing.T) {
 		t.Fatal("the span collected between the looks was not given back")
 	}
 }
+
+// TestSweepGivesBackMixedSpans: a span whose blocks came back partly to
+// its owner (local frees) and partly from another cache is empty, on the
+// owner's partial list, with no one to see it while its class is not
+// refilled: the owner's sweep (every sweepEvery-th Refill of any class,
+// at most once a purge delay) gives it back.
+func TestSweepGivesBackMixedSpans(t *testing.T) {
+	owner, other := newTestCache(), newTestCache()
+	const class, otherClass = 21, 22 // 448 B and 480 B
+	n := int(sizeclass.Classes[class].Objects)
+	var blocks []unsafe.Pointer
+	for len(blocks) < 2*n { // a full span, and a current one
+		blocks = append(blocks, popOrNew(t, owner, class, 2))
+	}
+	s := SpanOf(blocks[0])
+	for i, p := range blocks[:n] { // every other block freed here, the rest elsewhere
+		c := owner
+		if i%2 == 1 {
+			c = other
+		}
+		if !c.Free(s, p, Check(s, p, 1)) {
+			t.Fatal(TakeMisuse())
+		}
+	}
+	ReleaseSpans(other.TakeRelease())
+	if s.state != statePartial || remoteCount(s.remote.Load()) != s.used || s.used == 0 {
+		t.Fatalf("mixed span: state %d, used %d, remote %d", s.state, s.used, remoteCount(s.remote.Load()))
+	}
+	// Refills of another class: the sweep waits for its turn and its delay.
+	popOrNew(t, owner, otherClass, 2)
+	owner.refills = sweepEvery - 2
+	owner.lastSweep = int64(time.Since(a.start)) // just swept
+	owner.Refill(otherClass, 2)
+	owner.Refill(otherClass, 2)
+	if SpanOf(blocks[0]) != s || s.state != statePartial {
+		t.Fatal("swept before a purge delay passed")
+	}
+	owner.refills = sweepEvery - 1
+	owner.lastSweep -= int64(a.opt.PurgeDelay)
+	owner.Refill(otherClass, 2)
+	ReleaseSpans(owner.TakeRelease())
+	if SpanOf(blocks[0]) != nil {
+		t.Fatalf("the emptied span stayed: state %d, used %d", s.state, s.used)
+	}
+	for _, p := range blocks[n:] { // the current span's, freed at home
+		s := SpanOf(p)
+		owner.Free(s, p, Check(s, p, 1))
+	}
+	ReleaseSpans(owner.TakeRelease())
+}

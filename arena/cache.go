@@ -8,6 +8,7 @@ package arena
 
 import (
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/tagalloc/tagalloc/sizeclass"
@@ -21,10 +22,12 @@ const MaxCaches = 1024
 // requires the caller's exclusivity over the cache (package alloc: the P
 // it is pinned to, or the shared shard's lock).
 type Cache struct {
-	bins    Bins
-	id      int32
-	release uint32        // spans to give back to the arena, linked by next (TakeRelease)
-	reclaim atomic.Uint32 // full spans other caches freed into, linked by rnext (any writer)
+	bins      Bins
+	id        int32
+	release   uint32        // spans to give back to the arena, linked by next (TakeRelease)
+	reclaim   atomic.Uint32 // full spans other caches freed into, linked by rnext (any writer)
+	refills   uint32        // Refill calls, pacing the sweep
+	lastSweep int64         // when the last sweep ran (ns since the arena began)
 }
 
 // Bins are a cache's spans, per class.
@@ -182,6 +185,9 @@ func (s *Span) PushFast(p unsafe.Pointer, off uintptr) {
 // carved anew (from the current span, or the one set aside for the
 // partial list). nil means a new span is needed (NewSmall, then Install).
 func (c *Cache) Refill(class int, tag uint32) (p unsafe.Pointer, zero bool) {
+	if c.refills++; c.refills%sweepEvery == 0 {
+		c.maybeSweep()
+	}
 	b := &c.bins[class]
 	cur := b.cur
 	if cur != &emptySpan {
@@ -228,6 +234,45 @@ func (c *Cache) Refill(class int, tag uint32) (p unsafe.Pointer, zero bool) {
 		}
 	}
 	return nil, false
+}
+
+// sweepEvery paces the sweep: a cache looks at its partial spans of
+// every class at most once a purge delay, at one Refill in sweepEvery
+// (arena.c's periodic heap walk, _ta_heap_collect_all). A span whose
+// blocks came back partly to its owner's list and partly to its remote
+// list is empty with no one to see it while its class is not refilled:
+// the purge timer takes only spans all of whose blocks came back
+// remotely (emptied.go), and goroutines move between Ps, so a span's
+// frees are often both (8,192 blocks made on one goroutine and freed on
+// four others: every span).
+const sweepEvery = 256
+
+func (c *Cache) maybeSweep() {
+	now := int64(time.Since(a.start))
+	if now-c.lastSweep < int64(a.opt.PurgeDelay) {
+		return
+	}
+	c.lastSweep = now
+	c.sweep()
+}
+
+// sweep gives back the partial spans whose remote list holds every block
+// they have in use (collected, they are empty).
+func (c *Cache) sweep() {
+	for class := range c.bins {
+		b := &c.bins[class]
+		for i := b.partial; i != 0; {
+			s := spanAt(i)
+			i = s.next
+			if w := s.remote.Load(); w == 0 || remoteCount(w) != s.used {
+				continue
+			}
+			if s.collect(); s.used == 0 {
+				listRemove(&b.partial, s)
+				c.toRelease(s)
+			}
+		}
+	}
 }
 
 // retire files the exhausted current span as full (on no list: a free
