@@ -548,7 +548,20 @@ static void _ta_heap_idle(_ta_heap_t *h, bool whole) {
     _ta_heap_collect_all(h, true);
     return;
   }
-  _ta_rchain_flush_all(h);
+  /* The periodic walk of the malloc slow path (every TA_GC_INTERVAL_MS
+   * at most), if it is due: a thread that sleeps takes no slow path, and
+   * the pages its own frees and other threads' emptied between them (a
+   * producer that frees some of what it makes and hands the rest on)
+   * stayed on its lists; the purger takes only pages all of whose blocks
+   * other threads freed (arena.c). Its direct pages stay: the loop below
+   * decides for them. */
+  uint64_t ms = _ta_now_ms();
+  if (ms - h->last_gc_ms >= TA_GC_INTERVAL_MS) {
+    h->last_gc_ms = ms;
+    _ta_heap_collect_all(h, false);
+  } else {
+    _ta_rchain_flush_all(h);
+  }
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
     _ta_page_t *pg = h->direct[c];
     if (pg == &_ta_page_empty) continue;

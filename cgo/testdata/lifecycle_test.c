@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -504,6 +505,54 @@ static void test_other_waits_give_back_empty_pages(void) {
   sem_destroy(&idle_sem);
 }
 
+/* A thread's pages emptied partly by its own frees and partly by
+ * another thread's, then the thread waits (an idle point): the periodic
+ * walk of its heap, due after a quarter of a second (heap.c,
+ * _ta_heap_idle), gives them back; the purger would not (not every block
+ * came back from other threads), and a thread asleep takes no malloc
+ * slow path. */
+#define MIXED_N 88 /* 8 pages of 5,632 B blocks */
+static void *mixed_blocks[MIXED_N];
+static atomic_int mixed_freed;
+static void *free_odd(void *arg) {
+  (void)arg;
+  for (int i = 1; i < MIXED_N; i += 2) free(mixed_blocks[i]);
+  atomic_store(&mixed_freed, 1);
+  return NULL;
+}
+static int idle_wait(void) { /* a 1 ms sem_timedwait: an idle point */
+  struct timespec at;
+  clock_gettime(CLOCK_REALTIME, &at);
+  at.tv_nsec += 1000000;
+  if (at.tv_nsec >= 1000000000) at.tv_sec++, at.tv_nsec -= 1000000000;
+  sem_t sem;
+  sem_init(&sem, 0, 0);
+  int rc = sem_timedwait(&sem, &at) == -1 && errno == ETIMEDOUT ? 0 : -1;
+  sem_destroy(&sem);
+  return rc;
+}
+static void test_wait_walks_heap_when_due(void) {
+  usleep(2000);
+  CHECK(idle_wait() == 0, "sem_timedwait"); /* the other tests' direct pages go first */
+  for (int i = 0; i < MIXED_N; i++) {
+    mixed_blocks[i] = malloc(5500);
+    CHECK(mixed_blocks[i] != NULL, "malloc");
+    if (mixed_blocks[i]) memset(mixed_blocks[i], i, 5500);
+  }
+  void *keep = malloc(5500); /* the direct page stays in use */
+  for (int i = 0; i < MIXED_N; i += 2) free(mixed_blocks[i]);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, free_odd, NULL) == 0, "pthread_create");
+  while (!atomic_load(&mixed_freed)) usleep(1000);
+  usleep(300000); /* past the walk's interval */
+  size_t before = t_check();
+  CHECK(idle_wait() == 0, "sem_timedwait");
+  size_t after = t_check();
+  CHECK(after + 6 <= before, "pages in use %zu before sem_timedwait, %zu after: the pages emptied by both threads stayed", before, after);
+  pthread_join(t, NULL);
+  free(keep);
+}
+
 static void test_active(void) { CHECK(t_tagalloc_active(), "tagalloc is not the allocator in this process"); }
 
 int main(void) {
@@ -523,6 +572,7 @@ int main(void) {
     RUN(test_join_gives_back_empty_pages);
     RUN(test_wait_gives_back_empty_pages);
     RUN(test_other_waits_give_back_empty_pages);
+    RUN(test_wait_walks_heap_when_due);
     RUN(test_passed_classes_are_not_kept);
   }
   RUN(test_purger_thread);
