@@ -65,7 +65,11 @@
 // fits, else a dirty span with the free spans after it, else a purged
 // span, else the arena's fresh top. A freed huge block's mapping waits in a
 // cache on the same terms (what the retain limit leaves after the free
-// spans, at most PurgeDelay), then is unmapped.
+// spans, at most PurgeDelay), then is unmapped. A span in use every block
+// of which other caches freed is purged where it stays, by the same timer,
+// if its owner has not taken it back within the delay (emptied.go); a
+// cache gives back its spans freed partly at home and partly elsewhere at
+// a sweep of its partial lists (cache.go, sweep).
 //
 // Errors: running out of arena or OS memory is ErrOutOfMemory. Misuse
 // found outside an exclusive section panics with a *MisuseError; found
