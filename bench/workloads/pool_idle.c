@@ -42,7 +42,21 @@ static uint64_t task(long long k)
 	return sum;
 }
 
-/* A worker of the pool waiting on semaphores. */
+/* Run the next task, with mu held (released while it runs); true if it
+ * was the round's last to finish. */
+static int run_next_locked(void)
+{
+	long long k = next_task++;
+	running++;
+	pthread_mutex_unlock(&mu);
+	uint64_t s = task(k);
+	pthread_mutex_lock(&mu);
+	task_sum += s;
+	running--;
+	return next_task == end_task && running == 0;
+}
+
+/* A worker of the pool waiting on semaphores: a post a task, or a quit. */
 static void *sem_worker(void *arg)
 {
 	(void)arg;
@@ -54,14 +68,7 @@ static void *sem_worker(void *arg)
 			pthread_mutex_unlock(&mu);
 			return NULL;
 		}
-		long long k = next_task++;
-		running++;
-		pthread_mutex_unlock(&mu);
-		uint64_t s = task(k);
-		pthread_mutex_lock(&mu);
-		task_sum += s;
-		running--;
-		int last = next_task == end_task && running == 0;
+		int last = run_next_locked();
 		pthread_mutex_unlock(&mu);
 		if (last)
 			sem_post(&done_sem);
@@ -77,14 +84,7 @@ static void *worker(void *arg)
 			pthread_cond_wait(&work_cv, &mu);
 		if (next_task == end_task)
 			break;
-		long long k = next_task++;
-		running++;
-		pthread_mutex_unlock(&mu);
-		uint64_t s = task(k);
-		pthread_mutex_lock(&mu);
-		task_sum += s;
-		running--;
-		if (next_task == end_task && running == 0)
+		if (run_next_locked())
 			pthread_cond_signal(&done_cv);
 	}
 	pthread_mutex_unlock(&mu);
