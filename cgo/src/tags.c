@@ -859,32 +859,41 @@ TA_EXPORT int TA_NAME(pthread_join)(pthread_t t, void **ret) {
  * library without it, ours says EINVAL (a program linked against it could
  * not have started there, and one that looks it up finds ours). */
 #define TA_COND_VERSION "GLIBC_2.3.2" /* the condition variables of glibc 2.3.2 on */
+/* A wait's function in the C library (NULL if it has none: errno
+ * ENOSYS, for the wrappers that report by errno), after the idle point
+ * (heap.c, _ta_heap_idle) if idle: every wait wrapper below is one. */
+static void *_ta_wait_real(_Atomic(void *) *slot, const char *name, const char *version, void *direct, bool idle) {
+  void *real = _ta_real_fn(slot, name, version, direct);
+  if (!real) {
+    errno = ENOSYS;
+    return NULL;
+  }
+  if (idle) _ta_heap_idle(_ta_tls_heap, false);
+  return real;
+}
+
 typedef int (*_ta_cond_wait_t)(pthread_cond_t *, pthread_mutex_t *);
 typedef int (*_ta_cond_timedwait_t)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
 static _Atomic(void *) _ta_real_cond_wait, _ta_real_cond_timedwait;
 
-static _ta_cond_wait_t _ta_cond_wait_real(void) {
-  return (_ta_cond_wait_t)_ta_real_fn(&_ta_real_cond_wait, "pthread_cond_wait", TA_COND_VERSION, (void *)pthread_cond_wait);
+static _ta_cond_wait_t _ta_cond_wait_real(bool idle) {
+  return (_ta_cond_wait_t)_ta_wait_real(&_ta_real_cond_wait, "pthread_cond_wait", TA_COND_VERSION, (void *)pthread_cond_wait, idle);
 }
 
 static int _ta_cond_wait_plain(pthread_cond_t *c, pthread_mutex_t *m) {
-  _ta_cond_wait_t real = _ta_cond_wait_real();
+  _ta_cond_wait_t real = _ta_cond_wait_real(false);
   return real ? real(c, m) : EINVAL;
 }
 
 TA_EXPORT int TA_NAME(pthread_cond_wait)(pthread_cond_t *c, pthread_mutex_t *m) {
-  _ta_cond_wait_t real = _ta_cond_wait_real();
-  if (!real) return EINVAL;
-  _ta_heap_idle(_ta_tls_heap, false);
-  return real(c, m);
+  _ta_cond_wait_t real = _ta_cond_wait_real(true);
+  return real ? real(c, m) : EINVAL;
 }
 
 TA_EXPORT int TA_NAME(pthread_cond_timedwait)(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *at) {
-  _ta_cond_timedwait_t real = (_ta_cond_timedwait_t)_ta_real_fn(&_ta_real_cond_timedwait, "pthread_cond_timedwait", TA_COND_VERSION,
-                                                                (void *)pthread_cond_timedwait);
-  if (!real) return EINVAL;
-  _ta_heap_idle(_ta_tls_heap, false);
-  return real(c, m, at);
+  _ta_cond_timedwait_t real = (_ta_cond_timedwait_t)_ta_wait_real(&_ta_real_cond_timedwait, "pthread_cond_timedwait", TA_COND_VERSION,
+                                                                  (void *)pthread_cond_timedwait, true);
+  return real ? real(c, m, at) : EINVAL;
 }
 
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 30) /* its headers declare it from 2.30 */
@@ -892,11 +901,9 @@ typedef int (*_ta_cond_clockwait_t)(pthread_cond_t *, pthread_mutex_t *, clockid
 static _Atomic(void *) _ta_real_cond_clockwait;
 
 TA_EXPORT int TA_NAME(pthread_cond_clockwait)(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clock, const struct timespec *at) {
-  _ta_cond_clockwait_t real = (_ta_cond_clockwait_t)_ta_real_fn(&_ta_real_cond_clockwait, "pthread_cond_clockwait", NULL,
-                                                                (void *)pthread_cond_clockwait);
-  if (!real) return EINVAL;
-  _ta_heap_idle(_ta_tls_heap, false);
-  return real(c, m, clock, at);
+  _ta_cond_clockwait_t real = (_ta_cond_clockwait_t)_ta_wait_real(&_ta_real_cond_clockwait, "pthread_cond_clockwait", NULL,
+                                                                  (void *)pthread_cond_clockwait, true);
+  return real ? real(c, m, clock, at) : EINVAL;
 }
 #endif
 
@@ -918,24 +925,13 @@ typedef int (*_ta_epoll_wait_t)(int, struct epoll_event *, int, int);
 typedef int (*_ta_epoll_pwait_t)(int, struct epoll_event *, int, int, const sigset_t *);
 static _Atomic(void *) _ta_real_sem_wait, _ta_real_sem_timedwait, _ta_real_epoll_wait, _ta_real_epoll_pwait;
 
-/* The real function (NULL: errno ENOSYS), after the idle point. */
-static void *_ta_wait_real(_Atomic(void *) *slot, const char *name, void *direct, bool idle) {
-  void *real = _ta_real_fn(slot, name, NULL, direct);
-  if (!real) {
-    errno = ENOSYS;
-    return NULL;
-  }
-  if (idle) _ta_heap_idle(_ta_tls_heap, false);
-  return real;
-}
-
 TA_EXPORT int TA_NAME(sem_wait)(sem_t *sem) {
-  _ta_sem_wait_t real = (_ta_sem_wait_t)_ta_wait_real(&_ta_real_sem_wait, "sem_wait", (void *)sem_wait, true);
+  _ta_sem_wait_t real = (_ta_sem_wait_t)_ta_wait_real(&_ta_real_sem_wait, "sem_wait", NULL, (void *)sem_wait, true);
   return real ? real(sem) : -1;
 }
 
 TA_EXPORT int TA_NAME(sem_timedwait)(sem_t *sem, const struct timespec *at) {
-  _ta_sem_timedwait_t real = (_ta_sem_timedwait_t)_ta_wait_real(&_ta_real_sem_timedwait, "sem_timedwait", (void *)sem_timedwait, true);
+  _ta_sem_timedwait_t real = (_ta_sem_timedwait_t)_ta_wait_real(&_ta_real_sem_timedwait, "sem_timedwait", NULL, (void *)sem_timedwait, true);
   return real ? real(sem, at) : -1;
 }
 
@@ -944,18 +940,18 @@ typedef int (*_ta_sem_clockwait_t)(sem_t *, clockid_t, const struct timespec *);
 static _Atomic(void *) _ta_real_sem_clockwait;
 
 TA_EXPORT int TA_NAME(sem_clockwait)(sem_t *sem, clockid_t clock, const struct timespec *at) {
-  _ta_sem_clockwait_t real = (_ta_sem_clockwait_t)_ta_wait_real(&_ta_real_sem_clockwait, "sem_clockwait", (void *)sem_clockwait, true);
+  _ta_sem_clockwait_t real = (_ta_sem_clockwait_t)_ta_wait_real(&_ta_real_sem_clockwait, "sem_clockwait", NULL, (void *)sem_clockwait, true);
   return real ? real(sem, clock, at) : -1;
 }
 #endif
 
 TA_EXPORT int TA_NAME(epoll_wait)(int fd, struct epoll_event *ev, int max, int timeout) {
-  _ta_epoll_wait_t real = (_ta_epoll_wait_t)_ta_wait_real(&_ta_real_epoll_wait, "epoll_wait", (void *)epoll_wait, timeout != 0);
+  _ta_epoll_wait_t real = (_ta_epoll_wait_t)_ta_wait_real(&_ta_real_epoll_wait, "epoll_wait", NULL, (void *)epoll_wait, timeout != 0);
   return real ? real(fd, ev, max, timeout) : -1;
 }
 
 TA_EXPORT int TA_NAME(epoll_pwait)(int fd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask) {
-  _ta_epoll_pwait_t real = (_ta_epoll_pwait_t)_ta_wait_real(&_ta_real_epoll_pwait, "epoll_pwait", (void *)epoll_pwait, timeout != 0);
+  _ta_epoll_pwait_t real = (_ta_epoll_pwait_t)_ta_wait_real(&_ta_real_epoll_pwait, "epoll_pwait", NULL, (void *)epoll_pwait, timeout != 0);
   return real ? real(fd, ev, max, timeout, mask) : -1;
 }
 
