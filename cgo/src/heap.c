@@ -534,6 +534,20 @@ static __thread bool _ta_tls_heapless;
  * give-back. */
 #define TA_IDLE_US 1000
 #define TA_IDLE_WORK 16
+
+/* The periodic walk of h (its empty pages back, the direct ones kept),
+ * and of the pages exited threads left, if TA_GC_INTERVAL_MS passed since
+ * the last: true if it walked. Every 256th malloc slow path looks, and an
+ * idle point (below). */
+static bool _ta_heap_walk_if_due(_ta_heap_t *h) {
+  uint64_t now = _ta_now_ms();
+  if (now - h->last_gc_ms < TA_GC_INTERVAL_MS) return false;
+  h->last_gc_ms = now;
+  _ta_heap_collect_all(h, false);
+  _ta_heaps_reclaim_abandoned();
+  return true;
+}
+
 static void _ta_heap_idle(_ta_heap_t *h, bool whole) {
   if (h == &_ta_heap_empty || _ta_tls_arena || _ta_tls_heapless) return;
   uint64_t work = h->slow_count - h->idle_slow;
@@ -548,20 +562,13 @@ static void _ta_heap_idle(_ta_heap_t *h, bool whole) {
     _ta_heap_collect_all(h, true);
     return;
   }
-  /* The periodic walk of the malloc slow path (every TA_GC_INTERVAL_MS
-   * at most), if it is due: a thread that sleeps takes no slow path, and
-   * the pages its own frees and other threads' emptied between them (a
-   * producer that frees some of what it makes and hands the rest on)
-   * stayed on its lists; the purger takes only pages all of whose blocks
-   * other threads freed (arena.c). Its direct pages stay: the loop below
-   * decides for them. */
-  uint64_t ms = _ta_now_ms();
-  if (ms - h->last_gc_ms >= TA_GC_INTERVAL_MS) {
-    h->last_gc_ms = ms;
-    _ta_heap_collect_all(h, false);
-  } else {
-    _ta_rchain_flush_all(h);
-  }
+  /* The periodic walk of the malloc slow path, if it is due: a thread
+   * that sleeps takes no slow path, and the pages its own frees and other
+   * threads' emptied between them (a producer that frees some of what it
+   * makes and hands the rest on) stayed on its lists; the purger takes
+   * only pages all of whose blocks other threads freed (arena.c). Its
+   * direct pages stay: the loop below decides for them. */
+  if (!_ta_heap_walk_if_due(h)) _ta_rchain_flush_all(h);
   for (unsigned c = 0; c < TA_NUM_CLASSES; c++) {
     _ta_page_t *pg = h->direct[c];
     if (pg == &_ta_page_empty) continue;
@@ -600,14 +607,7 @@ TA_NOINLINE static void *_ta_malloc_slow(_ta_heap_t *h, unsigned c, size_t size)
   }
   _ta_direct_set(h, c, &_ta_page_empty); /* until a page is found (a signal handler's malloc may look meanwhile) */
   if (h->rchains) _ta_rchain_flush_all(h); /* remote frees held (page.c) */
-  if (ta_unlikely((++h->slow_count & 255) == 0)) {
-    uint64_t now = _ta_now_ms();
-    if (now - h->last_gc_ms >= TA_GC_INTERVAL_MS) {
-      h->last_gc_ms = now;
-      _ta_heap_collect_all(h, false);
-      _ta_heaps_reclaim_abandoned();
-    }
-  }
+  if (ta_unlikely((++h->slow_count & 255) == 0)) (void)_ta_heap_walk_if_due(h);
   _ta_page_t *pg = _ta_find_page(h, c);
   if (ta_unlikely(!pg && _ta_tls_arena)) /* a signal handler inside arena work */
     return _ta_malloc_beside_arena(size, _ta_classes[c].size);
