@@ -647,12 +647,14 @@ static void _ta_arena_purge(bool all) {
 #define TA_EMPTIED_BATCH_PAGES 32 /* or 2 MiB of them: the lock is held through their madvise */
 static _Atomic(size_t) _ta_emptied_pending; /* bits set in the emptied maps (the purger's) */
 
-/* Page idx of arena ai: a push just made its remote list every block of
- * it (the caller read ai and idx before the push). */
-static void _ta_emptied_note(size_t ai, size_t idx) {
+/* Page pg of arena ai (the caller read ai before its push: only the
+ * descriptor's address is used after it, which never moves): a push just
+ * made its remote list every block of it. */
+static void _ta_emptied_note(size_t ai, const _ta_page_t *pg) {
 #if TA_CHECK
-  (void)ai, (void)idx;
+  (void)ai, (void)pg;
 #else
+  size_t idx = _ta_page_index(&_ta_arenas[ai], pg);
   uint64_t bit = (uint64_t)1 << (idx % 64);
   if (!atomic_load_explicit(&_ta_emptied_used[ai], memory_order_relaxed)) atomic_store_explicit(&_ta_emptied_used[ai], true, memory_order_relaxed);
   if (!(__atomic_fetch_or(&_ta_arenas[ai].emptied[idx / 64], bit, __ATOMIC_RELAXED) & bit))
@@ -693,10 +695,10 @@ static void _ta_emptied_purge(void) {
          * doing, outside the lock, on a span just taken): its blocks were
          * handed out, then pushed; so reserved is read only then */
         uintptr_t x = atomic_load_explicit(&pg->xthread_free, memory_order_acquire);
-        if (_ta_xf_count(x) == 0 || _ta_xf_count(x) != pg->reserved || (x & (TA_XF_PURGING | TA_XF_PURGED))) continue;
+        if (_ta_xf_count(x) == 0 || _ta_xf_count(x) != pg->reserved || _ta_xf_gone(x)) continue;
         if (!(x & TA_XF_SEEN)) { /* first look: again at the next */
           if (atomic_compare_exchange_strong_explicit(&pg->xthread_free, &x, x | TA_XF_SEEN, memory_order_relaxed, memory_order_relaxed))
-            _ta_emptied_note(ai, (size_t)(pg - a->pages));
+            _ta_emptied_note(ai, pg);
           continue;
         }
         uintptr_t clean = x & ~TA_XF_SEEN;

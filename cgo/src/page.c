@@ -229,9 +229,9 @@ TA_NOINLINE static void _ta_check_double_free(_ta_page_t *pg, _ta_block_t *b, co
   const _ta_block_t *lists[2] = {_ta_xf_list(xf), pg->free};
   bool owner = atomic_load_explicit(&pg->heap, memory_order_relaxed) == _ta_tls_heap;
   /* a stashed page's blocks are all free (its list is no one's to walk),
-   * and a page emptied by others that the purger marks (arena.c) */
-  bool found = atomic_load_explicit(&pg->in_full, memory_order_acquire) == TA_IN_STASHED ||
-               ((xf & TA_XF_STATE) && _ta_xf_count(xf) == pg->reserved);
+   * and so are those of a page the purger marked, every block on the
+   * list other threads free into (arena.c: a push clears the mark) */
+  bool found = atomic_load_explicit(&pg->in_full, memory_order_acquire) == TA_IN_STASHED || (xf & TA_XF_STATE);
   if (found) lists[0] = NULL; /* purged, or being purged: no list to walk */
   for (int i = 0; i < (owner ? 2 : 1); i++) { /* only the owner may read its own list */
     uint32_t steps = 0;
@@ -257,7 +257,7 @@ static unsigned _ta_free_remote_push(_ta_page_t *pg, _ta_block_t *first, _ta_blo
    * the blocks and hand the span to someone else. Only atomics after it. */
   unsigned c = pg->sclass;
   uint32_t all = pg->reserved;
-  size_t ai = pg->arena, idx = _ta_page_index(&_ta_arenas[ai], pg);
+  size_t ai = pg->arena;
   uintptr_t old = atomic_load_explicit(&pg->xthread_free, memory_order_relaxed);
   do {
     last->next = _ta_xf_list(old);
@@ -282,7 +282,7 @@ static unsigned _ta_free_remote_push(_ta_page_t *pg, _ta_block_t *first, _ta_blo
   /* every block of the page is free: the purger looks at it if its owner
    * does not take it back soon (arena.c, pages emptied by other threads) */
   if (_ta_xf_count(old) + n != all) return 0;
-  _ta_emptied_note(ai, idx);
+  _ta_emptied_note(ai, pg);
   return TA_PUSH_EMPTIED;
 }
 
@@ -421,7 +421,7 @@ static void _ta_page_check(const _ta_page_t *pg) {
   size_t lim = pg->reserved, counts[2] = {0, 0};
   uintptr_t xf = atomic_load(&pg->xthread_free);
   const _ta_block_t *lists[2] = {pg->free, _ta_xf_list(xf)};
-  if (xf & (TA_XF_PURGING | TA_XF_PURGED)) { /* every block came back, the list purged (arena.c) */
+  if (_ta_xf_gone(xf)) { /* every block came back, the list purged (arena.c) */
     if (_ta_xf_count(xf) != pg->reserved || pg->used != pg->reserved || pg->free || pg->capacity != pg->reserved)
       _ta_fatal("page %p: purged as emptied, yet used %u, capacity %u, own list %p, %u freed by others of %u", pg->start, pg->used,
                 pg->capacity, (void *)pg->free, _ta_xf_count(xf), pg->reserved);

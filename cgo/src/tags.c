@@ -983,7 +983,7 @@ static void _ta_walk_heap(void) {
       if (h->kind == TA_KIND_SMALL) {
         /* live: carved and on neither free list; each is its tag's */
         uintptr_t xf = atomic_load(&h->xthread_free);
-        if ((xf & (TA_XF_PURGING | TA_XF_PURGED)) && _ta_xf_count(xf) == h->reserved) {
+        if (_ta_xf_gone(xf)) {
           i += np; /* every block came back, the list purged with the pages (arena.c) */
           continue;
         }

@@ -248,6 +248,9 @@ typedef struct _ta_block_s {
 #define TA_XF_STATE ((uintptr_t)15)
 static inline _ta_block_t *_ta_xf_list(uintptr_t w) { return (_ta_block_t *)(w & (TA_XF_ONE - 1) & ~TA_XF_STATE); }
 static inline uint32_t _ta_xf_count(uintptr_t w) { return (uint32_t)(w >> TA_XF_SHIFT); }
+/* The list is gone with the pages (purged, or being purged): every block
+ * of the page came back, and none may be read. */
+static inline bool _ta_xf_gone(uintptr_t w) { return (w & (TA_XF_PURGING | TA_XF_PURGED)) != 0; }
 _Static_assert(sizeof(uintptr_t) == 8, "xthread_free packs a count above a 48-bit pointer");
 
 /* Never 0 (fresh memory); randomized at initialization. */
