@@ -277,26 +277,27 @@ func (c *Cache) sweep() {
 
 // retire files the exhausted current span as full (on no list: a free
 // brings it back). If a remote free raced in, it keeps the span and pops.
+// A span with no block out (its collect took back a span the purge timer
+// purged, emptied.go: nothing to carve, nothing on its list) goes back to
+// the arena instead, whichever collect found it.
 func (c *Cache) retire(s *Span, tag uint32) (unsafe.Pointer, bool) {
-	if s.used == 0 { // only a span emptied by others and purged (collect): back to the arena
-		c.toRelease(s)
-		return nil, false
-	}
-	s.state = stateFull
-	s.full.Store(fullYes)
-	if s.remote.Load() != 0 && s.full.CompareAndSwap(fullYes, fullNo) {
-		s.state = stateCur
-		if s.collect(); s.hasFree() {
-			return c.pop(s, tag)
-		}
-		if s.used == 0 { // emptied by others and purged (collect)
+	for {
+		if s.used == 0 {
 			c.toRelease(s)
 			return nil, false
 		}
 		s.state = stateFull
-		s.full.Store(fullYes) // (a double free panicked in collect otherwise)
+		s.full.Store(fullYes)
+		if s.remote.Load() == 0 || !s.full.CompareAndSwap(fullYes, fullNo) {
+			return nil, false
+		}
+		s.state = stateCur
+		if s.collect(); s.hasFree() {
+			return c.pop(s, tag)
+		}
+		// none: a double free dropped the list (collect noted it), or the
+		// span was purged; the loop files it again, or gives it back
 	}
-	return nil, false
 }
 
 func (c *Cache) pop(s *Span, tag uint32) (unsafe.Pointer, bool) {

@@ -65,7 +65,7 @@ func lookEmptiedLocked() {
 			// the count first: objects is the owner's to set up on a span
 			// just taken; a count means its blocks were handed out since
 			x := s.remote.Load()
-			if n := remoteCount(x); n == 0 || n != s.objects || x&(remotePurging|remotePurged) != 0 {
+			if n := remoteCount(x); n == 0 || n != s.objects || remoteGone(x) {
 				continue
 			}
 			if x&remoteSeen == 0 { // first look: again at the next

@@ -743,11 +743,12 @@ func Walk(fn func(tag uint32, usable uintptr)) {
 					inFree[idx] = true
 				}
 			}
-			if w := s.remote.Load(); w&(remotePurging|remotePurged) != 0 && remoteCount(w) == s.objects {
+			w := s.remote.Load()
+			if remoteGone(w) {
 				break // every block came back, the list purged with the pages (emptied.go)
 			}
 			mark(s.free)
-			mark(remoteHead(s.remote.Load()))
+			mark(remoteHead(w))
 			for idx, free := range inFree {
 				if free {
 					continue

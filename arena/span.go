@@ -303,6 +303,10 @@ const (
 func remoteHead(w uint64) uint32  { return uint32(w) }
 func remoteCount(w uint64) uint32 { return uint32(w>>remoteCountShift) & remoteCountMask }
 
+// remoteGone says the list went with the span's pages (purged, or being
+// purged): every block came back, and none may be read.
+func remoteGone(w uint64) bool { return w&(remotePurging|remotePurged) != 0 }
+
 // pushRemote returns a block from another cache: a lock-free push (only
 // the owner ever takes, and it takes the whole list, so there is no ABA).
 // It reports whether the span was full and is now the caller's to hand
@@ -341,7 +345,7 @@ func (s *Span) collect() uint32 {
 	for !s.remote.CompareAndSwap(w, 0) { // the purge timer may mark it meanwhile
 		w = s.remote.Load()
 	}
-	if w&(remotePurging|remotePurged) != 0 {
+	if remoteGone(w) {
 		if n := remoteCount(w); n == s.used && s.free == 0 {
 			s.used = 0
 			return n
