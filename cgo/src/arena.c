@@ -662,14 +662,17 @@ static void _ta_emptied_note(size_t ai, const _ta_page_t *pg) {
 #endif
 }
 
-/* Purge batch[0..n) (each TA_XF_PURGING, was its word before), under the
- * lock, and mark each purged. A push since (a double free: it cleared
- * the state) leaves the word to the owner's collect, which aborts. */
-static void _ta_emptied_purge_locked(_ta_page_t **batch, const uintptr_t *was, size_t n) {
+/* Purge batch[0..n) (each marked TA_XF_PURGING), under the lock, and
+ * mark each purged. Nothing but a push changes a word so marked (its
+ * collect waits): a push since (a double free) cleared the mark and
+ * leaves the word to the owner's collect, which aborts. */
+static void _ta_emptied_purge_locked(_ta_page_t **batch, size_t n) {
   for (size_t i = 0; i < n; i++) _ta_os_purge(batch[i]->start, (size_t)batch[i]->npages << TA_PAGE_SHIFT);
   for (size_t i = 0; i < n; i++) {
-    uintptr_t x = was[i] | TA_XF_PURGING;
-    atomic_compare_exchange_strong_explicit(&batch[i]->xthread_free, &x, was[i] | TA_XF_PURGED, memory_order_release, memory_order_relaxed);
+    uintptr_t x = atomic_load_explicit(&batch[i]->xthread_free, memory_order_relaxed);
+    if (x & TA_XF_PURGING)
+      atomic_compare_exchange_strong_explicit(&batch[i]->xthread_free, &x, (x & ~(uintptr_t)TA_XF_PURGING) | TA_XF_PURGED,
+                                              memory_order_release, memory_order_relaxed);
   }
 }
 
@@ -678,7 +681,6 @@ static void _ta_emptied_purge(void) {
   if (atomic_load_explicit(&_ta_emptied_pending, memory_order_relaxed) == 0) return;
   if (!_ta_arena_lock_take()) return;
   _ta_page_t *batch[TA_EMPTIED_BATCH];
-  uintptr_t was[TA_EMPTIED_BATCH];
   size_t n = 0, pages = 0, na = atomic_load_explicit(&_ta_narenas, memory_order_relaxed);
   for (size_t ai = 0; ai < na; ai++) {
     _ta_arena_t *a = &_ta_arenas[ai];
@@ -701,20 +703,19 @@ static void _ta_emptied_purge(void) {
             _ta_emptied_note(ai, pg);
           continue;
         }
-        uintptr_t clean = x & ~TA_XF_SEEN;
-        if (!atomic_compare_exchange_strong_explicit(&pg->xthread_free, &x, clean | TA_XF_PURGING, memory_order_acquire, memory_order_relaxed))
+        if (!atomic_compare_exchange_strong_explicit(&pg->xthread_free, &x, (x & ~(uintptr_t)TA_XF_SEEN) | TA_XF_PURGING, memory_order_acquire,
+                                                     memory_order_relaxed))
           continue; /* collected meanwhile */
-        batch[n] = pg;
-        was[n++] = clean;
+        batch[n++] = pg;
         pages += pg->npages;
         if (n == TA_EMPTIED_BATCH || pages >= TA_EMPTIED_BATCH_PAGES) {
-          _ta_emptied_purge_locked(batch, was, n);
+          _ta_emptied_purge_locked(batch, n);
           n = pages = 0;
         }
       }
     }
   }
-  _ta_emptied_purge_locked(batch, was, n);
+  _ta_emptied_purge_locked(batch, n);
   _ta_arena_lock_drop();
 }
 
