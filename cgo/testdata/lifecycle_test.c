@@ -340,6 +340,15 @@ static void test_purger_started_by_abandoned_page(void) {
 static void *do_nothing(void *arg) { return arg; }
 /* Eight blocks of each of the n sizes (8 at most), written, then all
  * freed: each size's class is left with an empty current page. */
+/* The time ms milliseconds from now on clock (a timed wait's deadline). */
+static struct timespec after_ms(clockid_t clock, long ms) {
+  struct timespec at;
+  clock_gettime(clock, &at);
+  at.tv_nsec += ms * 1000000;
+  if (at.tv_nsec >= 1000000000) at.tv_sec++, at.tv_nsec -= 1000000000;
+  return at;
+}
+
 static void use_and_empty(const size_t *sizes, int n) {
   void *p[8][8];
   for (int s = 0; s < n; s++)
@@ -390,10 +399,7 @@ static void test_wait_gives_back_empty_pages(void) {
   usleep(2000); /* the give-backs are a millisecond apart at least: none just before */
   use_and_empty(timed, 6);
   size_t before = t_check();
-  struct timespec at;
-  clock_gettime(CLOCK_REALTIME, &at);
-  at.tv_nsec += 2000000;
-  if (at.tv_nsec >= 1000000000) at.tv_sec++, at.tv_nsec -= 1000000000;
+  struct timespec at = after_ms(CLOCK_REALTIME, 2);
   pthread_mutex_lock(&wait_mu);
   int rc = pthread_cond_timedwait(&wait_cv, &wait_mu, &at);
   pthread_mutex_unlock(&wait_mu);
@@ -404,9 +410,7 @@ static void test_wait_gives_back_empty_pages(void) {
   usleep(2000); /* C++'s wait_for and wait_until: pthread_cond_clockwait */
   use_and_empty(clocked, 6);
   before = t_check();
-  clock_gettime(CLOCK_MONOTONIC, &at);
-  at.tv_nsec += 2000000;
-  if (at.tv_nsec >= 1000000000) at.tv_sec++, at.tv_nsec -= 1000000000;
+  at = after_ms(CLOCK_MONOTONIC, 2);
   pthread_mutex_lock(&wait_mu);
   rc = pthread_cond_clockwait(&wait_cv, &wait_mu, CLOCK_MONOTONIC, &at);
   pthread_mutex_unlock(&wait_mu);
@@ -462,16 +466,12 @@ static void test_other_waits_give_back_empty_pages(void) {
     switch (k) {
     case 0:
       what = "sem_timedwait";
-      clock_gettime(CLOCK_REALTIME, &at);
-      at.tv_nsec += 2000000;
-      if (at.tv_nsec >= 1000000000) at.tv_sec++, at.tv_nsec -= 1000000000;
+      at = after_ms(CLOCK_REALTIME, 2);
       rc = sem_timedwait(&idle_sem, &at) == -1 && errno == ETIMEDOUT ? 0 : -1;
       break;
     case 1:
       what = "sem_clockwait";
-      clock_gettime(CLOCK_MONOTONIC, &at);
-      at.tv_nsec += 2000000;
-      if (at.tv_nsec >= 1000000000) at.tv_sec++, at.tv_nsec -= 1000000000;
+      at = after_ms(CLOCK_MONOTONIC, 2);
       rc = sem_clockwait(&idle_sem, CLOCK_MONOTONIC, &at) == -1 && errno == ETIMEDOUT ? 0 : -1;
       break;
     case 2: {
@@ -521,10 +521,7 @@ static void *free_odd(void *arg) {
   return NULL;
 }
 static int idle_wait(void) { /* a 1 ms sem_timedwait: an idle point */
-  struct timespec at;
-  clock_gettime(CLOCK_REALTIME, &at);
-  at.tv_nsec += 1000000;
-  if (at.tv_nsec >= 1000000000) at.tv_sec++, at.tv_nsec -= 1000000000;
+  struct timespec at = after_ms(CLOCK_REALTIME, 1);
   sem_t sem;
   sem_init(&sem, 0, 0);
   int rc = sem_timedwait(&sem, &at) == -1 && errno == ETIMEDOUT ? 0 : -1;
