@@ -438,8 +438,9 @@ static void test_wait_gives_back_empty_pages(void) {
 
 /* The other waits that are idle points (tags.c): a semaphore's (timed
  * out, by its clock and by a clock given, and one another thread posts)
- * and epoll_wait's and epoll_pwait's that time out. An epoll_wait that
- * does not wait (a zero timeout) is none: the pages stay. Sizes of their
+ * and epoll_wait's and epoll_pwait's that time out. A wait that does
+ * not wait (epoll_wait with a zero timeout, sem_wait and sem_timedwait on
+ * a semaphore posted: a lock that is free) is none: the pages stay. Sizes of their
  * own (classes no other test here uses), made and emptied again before
  * each wait, a give-back's spacing apart. */
 static sem_t idle_sem;
@@ -455,7 +456,7 @@ static void test_other_waits_give_back_empty_pages(void) {
   int ep = epoll_create1(0);
   CHECK(ep >= 0, "epoll_create1");
   struct epoll_event ev[4];
-  for (int k = 0; k < 6; k++) {
+  for (int k = 0; k < 8; k++) {
     usleep(2000); /* the give-backs are a millisecond apart at least */
     use_and_empty(sizes, 6);
     size_t before = t_check();
@@ -494,6 +495,19 @@ static void test_other_waits_give_back_empty_pages(void) {
     case 5:
       what = "epoll_wait with a zero timeout";
       rc = epoll_wait(ep, ev, 4, 0);
+      break;
+    case 6:
+      what = "sem_wait on a semaphore posted";
+      sem_post(&idle_sem);
+      before = t_check(); /* sem_post may allocate nothing, but count after it */
+      rc = sem_wait(&idle_sem);
+      break;
+    case 7:
+      what = "sem_timedwait on a semaphore posted";
+      sem_post(&idle_sem);
+      at = after_ms(CLOCK_REALTIME, 2);
+      before = t_check();
+      rc = sem_timedwait(&idle_sem, &at);
       break;
     }
     if (after == SIZE_MAX) after = t_check();
