@@ -147,11 +147,17 @@ static bool _ta_pwrite_all(int fd, const void *buf, size_t len, size_t off) {
  * arg), if given, writes its first contents before it is mapped, with
  * pwrite: through the mapping, a fault on a hole of a fresh file reads
  * ahead (and zeroes) the pages after it too (the books of a shell's
- * forked child: 7 ms; an events file's header: 0.8 ms). The file is made
- * whole under a temporary name and renamed into place, never truncated: a
- * reader that has the previous file of this pid open (the process
- * exec'd) keeps reading that one. */
-static void *_ta_file_make(const char *ext, size_t size, void *want, bool (*fill)(int fd, const void *arg), const void *arg) {
+ * forked child: 7 ms; an events file's header: 0.8 ms). ready(p), if
+ * given, finishes it through the mapping. The file is made whole under a
+ * temporary name and renamed into place, never truncated: a reader that
+ * has the previous file of this pid open (the process exec'd) keeps
+ * reading that one, and a file under its name always says whose it is (a
+ * process killed just after it exec'd left its books file all zeros,
+ * which tagalloc run could not read: 2 of the processes of CPython's
+ * test_subprocess and test_signal; a forked child's said its parent's
+ * pid until it was renamed, and a reader merged it into the parent's). */
+static void *_ta_file_make(const char *ext, size_t size, void *want, bool (*fill)(int fd, const void *arg), const void *arg,
+                           void (*ready)(void *p)) {
   char path[600], tmp[620];
   if (!_ta_books_path(path, sizeof path, getpid(), ext)) return NULL;
   size_t n = strlen(path);
@@ -168,6 +174,7 @@ static void *_ta_file_make(const char *ext, size_t size, void *want, bool (*fill
   if (ftruncate(fd, (off_t)size) == 0 && (!fill || fill(fd, arg)))
     p = mmap(want, size, PROT_READ | PROT_WRITE, MAP_SHARED | (want ? MAP_FIXED : 0), fd, 0);
   close(fd);
+  if (p != MAP_FAILED && ready) ready(p);
   if (p != MAP_FAILED && rename(tmp, path) != 0) {
     if (!want) munmap(p, size);
     p = MAP_FAILED;
@@ -183,14 +190,28 @@ static void *_ta_file_make(const char *ext, size_t size, void *want, bool (*fill
 
 static bool _ta_books_snap_put(int fd, const void *unused);
 
+/* A books file's readiness (_ta_file_make): no readahead on faults (the
+ * file is sparse, and a fault on a hole would otherwise fill, and zero,
+ * the pages around it too), then the header of a new process's books, or
+ * a forked child's pid in the copy of its parent's. */
+static void _ta_books_no_readahead(void *p) { (void)madvise(p, TA_BOOKS_SIZE, MADV_RANDOM); }
+static void _ta_books_ready_new(void *p) {
+  _ta_books_no_readahead(p);
+  _ta_books_format(p);
+  _ta_books_identify(p);
+}
+static void _ta_books_identify_child(_ta_books_t *b);
+static void _ta_books_ready_forked(void *p) {
+  _ta_books_no_readahead(p);
+  _ta_books_identify_child(p);
+}
+
 /* A new books file for this process, mapped at want (or anywhere if
- * NULL); in a forked child, filled from the fork's copy (fill). */
+ * NULL), its header written; in a forked child, filled from the fork's
+ * copy (fill). */
 static void *_ta_books_map_file(void *want, bool fill) {
-  void *p = _ta_file_make(".tagalloc", TA_BOOKS_SIZE, want, fill ? _ta_books_snap_put : NULL, NULL);
-  /* No readahead on faults: the file is sparse, and a fault on a hole would
-   * otherwise fill (and zero) the pages around it too. */
-  if (p) (void)madvise(p, TA_BOOKS_SIZE, MADV_RANDOM);
-  return p;
+  return _ta_file_make(".tagalloc", TA_BOOKS_SIZE, want, fill ? _ta_books_snap_put : NULL, NULL,
+                       fill ? _ta_books_ready_forked : _ta_books_ready_new);
 }
 
 /* Set up the region: file-backed if $TAGALLOC_DIR names a directory. */
@@ -207,12 +228,14 @@ static bool _ta_books_init(void) {
     if (!p) _ta_warn("cannot create the books in TAGALLOC_DIR=%s (errno %d): keeping them private", dir, errno);
     else _ta_books_shared = true;
   }
-  if (!p) p = _ta_os_reserve(TA_BOOKS_SIZE, TA_OS_PAGE);
-  if (!p) return false;
+  if (!p) {
+    p = _ta_os_reserve(TA_BOOKS_SIZE, TA_OS_PAGE);
+    if (!p) return false;
+    _ta_books_format(p);
+    _ta_books_identify(p);
+  }
   _ta_os_name(p, TA_BOOKS_SIZE, "tagalloc books");
   _ta_books = p;
-  _ta_books_format(_ta_books);
-  _ta_books_identify(_ta_books);
   tagalloc_books = p;
   return true;
 }
@@ -324,6 +347,7 @@ static bool _ta_books_fork_child(void) {
       if (priv == MAP_FAILED) _ta_fatal("fork: cannot make the child's books");
       _ta_books_shared = false;
       if (_ta_books_snap) _ta_books_snap_put(-1, NULL);
+      _ta_books_identify_child(_ta_books);
     }
     if (_ta_books_snap) {
       _ta_os_release(_ta_books_snap, _ta_books_snap_pages * TA_OS_PAGE);
@@ -332,14 +356,17 @@ static bool _ta_books_fork_child(void) {
     } else {
       _ta_warn("fork: no memory to copy the books: the child's may be off");
     }
+  } else {
+    _ta_books_identify_child(_ta_books); /* private: the copy fork made */
   }
-  /* a forked child: its parent is the process these books were, and its
-   * command line the parent's, already in them (fork and exit cost 45 us
-   * more than under glibc; the open and read of /proc/self/cmdline were
-   * three system calls of it) */
-  _ta_books_identify_process(_ta_books, _ta_books->pid, _ta_books_fork_ns);
   return resync;
 }
+
+/* A forked child's books b, a copy of its parent's: its parent is the
+ * process these books were, and its command line the parent's, already
+ * in them (fork and exit cost 45 us more than under glibc; the open and
+ * read of /proc/self/cmdline were three system calls of it). */
+static void _ta_books_identify_child(_ta_books_t *b) { _ta_books_identify_process(b, b->pid, _ta_books_fork_ns); }
 
 /* At exit() (not at a crash or kill): say so. */
 __attribute__((destructor)) static void _ta_books_exit(void) {
