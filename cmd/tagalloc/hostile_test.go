@@ -191,6 +191,20 @@ func TestHostileRegion(t *testing.T) {
 			end()
 		})
 	}
+	t.Run("child", func(t *testing.T) {
+		// a child wrecks its books and exits; its parent's still make the
+		// report, which says whose were left out
+		for _, mode := range []string{"zero", "header", "used"} {
+			out := filepath.Join(t.TempDir(), "r.json")
+			_, se, code := runBounded(t, "run", "-o", out, "--", prog, mode, "child")
+			requireCalm(t, "run", se)
+			require.Equal(t, 0, code, "%s", se)
+			rep, err := reporter.ReadFile(out)
+			require.NoError(t, err, "%s: no report: %s", mode, se)
+			require.Len(t, rep.Processes, 1, "%s: the parent alone", mode)
+			require.Contains(t, se, "tagalloc: run: left out of the report: ", mode)
+		}
+	})
 	t.Run("events", func(t *testing.T) {
 		// the events file truncated while tagalloc run --stacks drains it
 		// (a SIGBUS in tagalloc before OpenEvents and Drain caught faults)

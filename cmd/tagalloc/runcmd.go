@@ -137,8 +137,13 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 	defer prog.end()
 	rep, err := finalReport(books, cmd.ProcessState, dr, res.resident, stderr, prog)
 	prog.clear()
-	if err != nil {
+	if err != nil && len(rep.Processes) == 0 {
 		return code, fmt.Errorf("run: reading the books: %w", err)
+	}
+	// One process's books that cannot be read (wrecked by the program)
+	// cost the report that process, not the others'.
+	for _, e := range unjoin(err) {
+		fmt.Fprintf(stderr, "tagalloc: run: left out of the report: %v\n", e)
 	}
 	if dr != nil {
 		// What this run named, for the next (the symbolizer's disk cache),
@@ -166,6 +171,18 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, savedLine(saved, hasStacks(rep)))
 	}
 	return code, werr
+}
+
+// unjoin lists the errors errors.Join joined in err (err itself if it
+// joins none; nothing if nil).
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // saveReport writes rep where o says: -o - to stdout, -o FILE to FILE,

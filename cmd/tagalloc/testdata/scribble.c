@@ -4,7 +4,7 @@
  * finds it (the library's exported tagalloc_books pointer), and lets
  * tagalloc read the wreck.
  *
- * usage: scribble MODE [exit|wait]
+ * usage: scribble MODE [exit|wait|child]
  *   MODE: random (bytes after the header), header (the header's fields
  *   after magic, version and sizes, but the bytes in use), cycle (the thread list and a heap list loop),
  *   counts (huge counters, tag counts, sizes and offsets), used (claims
@@ -14,7 +14,9 @@
  *   its events file truncated to nothing while the launcher drains it).
  *   exit (default): exit(0) at once, through the library's exit handler
  *   (tagalloc run reads the books at the end); wait: print "ready PID",
- *   wait until stdin closes, then _exit.
+ *   wait until stdin closes, then _exit; child: fork first, the child
+ *   scribbles its own books (a copy of this process's) and exits, this
+ *   process waits for it and exits with its books whole.
  * After scribbling it never allocates again: its own allocator keeps
  * pointers into the region, and writing through scribbled ones would
  * crash the target before tagalloc had a chance to read. */
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../../cgo/include/tagalloc.h"
@@ -86,6 +89,18 @@ int main(int argc, char **argv) {
   pthread_t t[4];
   for (long i = 0; i < 4; i++) pthread_create(&t[i], NULL, work, (void *)i);
   for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  if (argc > 2 && strcmp(argv[2], "child") == 0) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      perror("fork");
+      return 2;
+    }
+    if (pid > 0) {
+      int st;
+      if (waitpid(pid, &st, 0) != pid) return 2;
+      exit(0);
+    }
+  }
   void **sym = dlsym(RTLD_DEFAULT, "tagalloc_books");
   if (!sym || !*sym) {
     fprintf(stderr, "scribble: no tagalloc_books (not preloaded?)\n");
