@@ -930,20 +930,28 @@ static _Atomic(void *) _ta_real_sem_wait, _ta_real_sem_timedwait, _ta_real_epoll
  * machinery's module locks) is mostly free, and each of its waits was a
  * give-back of the pages the next mallocs took again: python_bench 59.2k
  * -> 62.2k faults, 138.6 -> 140.6 MiB. sem_trywait is a compare-and-swap
- * in the C library, no system call; POSIX lets a timed wait that can
- * take the semaphore at once skip checking its deadline, as this does. */
-static bool _ta_sem_idle(sem_t *sem) {
-  return sem_trywait(sem) != 0;
+ * in the C library, no system call. As glibc's waits do before they take
+ * a free semaphore: a deadline or clock it refuses goes to the C
+ * library's wait (EINVAL, whatever the count), and a pending cancellation
+ * is acted on (these waits are cancellation points even when they do not
+ * wait). errno stays as it was when the semaphore is taken. */
+static bool _ta_sem_idle(sem_t *sem, const struct timespec *at, clockid_t clock) {
+  if (at && (at->tv_nsec < 0 || at->tv_nsec >= 1000000000 || (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC))) return true;
+  pthread_testcancel();
+  int e = errno;
+  if (sem_trywait(sem) != 0) return true;
+  errno = e;
+  return false;
 }
 
 TA_EXPORT int TA_NAME(sem_wait)(sem_t *sem) {
-  if (!_ta_sem_idle(sem)) return 0;
+  if (!_ta_sem_idle(sem, NULL, CLOCK_REALTIME)) return 0;
   _ta_sem_wait_t real = (_ta_sem_wait_t)_ta_wait_real(&_ta_real_sem_wait, "sem_wait", NULL, (void *)sem_wait, true);
   return real ? real(sem) : -1;
 }
 
 TA_EXPORT int TA_NAME(sem_timedwait)(sem_t *sem, const struct timespec *at) {
-  if (!_ta_sem_idle(sem)) return 0;
+  if (!_ta_sem_idle(sem, at, CLOCK_REALTIME)) return 0;
   _ta_sem_timedwait_t real = (_ta_sem_timedwait_t)_ta_wait_real(&_ta_real_sem_timedwait, "sem_timedwait", NULL, (void *)sem_timedwait, true);
   return real ? real(sem, at) : -1;
 }
@@ -953,7 +961,7 @@ typedef int (*_ta_sem_clockwait_t)(sem_t *, clockid_t, const struct timespec *);
 static _Atomic(void *) _ta_real_sem_clockwait;
 
 TA_EXPORT int TA_NAME(sem_clockwait)(sem_t *sem, clockid_t clock, const struct timespec *at) {
-  if (!_ta_sem_idle(sem)) return 0;
+  if (!_ta_sem_idle(sem, at, clock)) return 0;
   _ta_sem_clockwait_t real = (_ta_sem_clockwait_t)_ta_wait_real(&_ta_real_sem_clockwait, "sem_clockwait", NULL, (void *)sem_clockwait, true);
   return real ? real(sem, clock, at) : -1;
 }

@@ -519,6 +519,51 @@ static void test_other_waits_give_back_empty_pages(void) {
   sem_destroy(&idle_sem);
 }
 
+/* The semaphores' wrappers take a free semaphore without waiting (no
+ * idle point), and answer as the C library's waits do: a deadline or
+ * clock they refuse is EINVAL whatever the count, a pending cancellation
+ * is acted on, and errno is left alone by a wait that takes it. */
+static sem_t cancel_sem;
+static atomic_int cancel_sent;
+static void *wait_cancelled(void *arg) {
+  (void)arg;
+  while (!atomic_load(&cancel_sent)) {
+  }
+  sem_wait(&cancel_sem); /* a cancellation point even with the semaphore free */
+  return (void *)1;
+}
+static void test_sem_waits_as_the_c_library(void) {
+  sem_t sem;
+  CHECK(sem_init(&sem, 0, 2) == 0, "sem_init");
+  struct timespec bad = after_ms(CLOCK_REALTIME, 2);
+  bad.tv_nsec = 2000000000;
+  errno = 0;
+  CHECK(sem_timedwait(&sem, &bad) == -1 && errno == EINVAL, "sem_timedwait with tv_nsec 2e9 on a free semaphore: not EINVAL (errno %d)", errno);
+  errno = 0;
+  CHECK(sem_clockwait(&sem, CLOCK_PROCESS_CPUTIME_ID, &bad) == -1 && errno == EINVAL, "sem_clockwait by a CPU clock: not EINVAL (errno %d)", errno);
+  int v = -1;
+  sem_getvalue(&sem, &v);
+  CHECK(v == 2, "a refused wait took the semaphore: %d left of 2", v);
+  while (v++ < 2) sem_post(&sem); /* the waits below must not block */
+  errno = 12345;
+  CHECK(sem_wait(&sem) == 0 && errno == 12345, "sem_wait on a free semaphore changed errno to %d", errno);
+  struct timespec at = after_ms(CLOCK_MONOTONIC, 2);
+  CHECK(sem_clockwait(&sem, CLOCK_MONOTONIC, &at) == 0 && errno == 12345, "sem_clockwait on a free semaphore: errno %d", errno);
+  sem_destroy(&sem);
+
+  CHECK(sem_init(&cancel_sem, 0, 1) == 0, "sem_init");
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, wait_cancelled, NULL) == 0, "pthread_create");
+  CHECK(pthread_cancel(t) == 0, "pthread_cancel");
+  atomic_store(&cancel_sent, 1);
+  void *ret = NULL;
+  CHECK(pthread_join(t, &ret) == 0, "pthread_join");
+  CHECK(ret == PTHREAD_CANCELED, "sem_wait on a free semaphore did not act on a pending cancellation");
+  sem_getvalue(&cancel_sem, &v);
+  CHECK(v == 1, "the cancelled wait took the semaphore");
+  sem_destroy(&cancel_sem);
+}
+
 /* A thread's pages emptied partly by its own frees and partly by
  * another thread's, then the thread waits (an idle point): the periodic
  * walk of its heap, due after a quarter of a second (heap.c,
@@ -583,6 +628,7 @@ int main(void) {
     RUN(test_join_gives_back_empty_pages);
     RUN(test_wait_gives_back_empty_pages);
     RUN(test_other_waits_give_back_empty_pages);
+    RUN(test_sem_waits_as_the_c_library);
     RUN(test_wait_walks_heap_when_due);
     RUN(test_passed_classes_are_not_kept);
   }
