@@ -854,6 +854,9 @@ func readRegion(f io.ReaderAt, scratch *[]byte) (*Snapshot, error) {
 		return nil, fmt.Errorf("%w: %d bytes", ErrFormat, n)
 	}
 	used := binary.LittleEndian.Uint64(head[32:])
+	if used == 0 { // a region in use holds its header at least
+		return nil, fmt.Errorf("%w: no bytes in use (a header never written, or wiped)", ErrFormat)
+	}
 	if used > maxRegionBytes {
 		return nil, fmt.Errorf("%w: %d bytes in use, more than a region holds (%d)", ErrFormat, used, maxRegionBytes)
 	}

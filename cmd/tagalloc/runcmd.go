@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -138,12 +139,13 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 	rep, err := finalReport(books, cmd.ProcessState, dr, res.resident, stderr, prog)
 	prog.clear()
 	if err != nil && len(rep.Processes) == 0 {
-		return code, fmt.Errorf("run: reading the books: %w", err)
+		return code, fmt.Errorf("run: reading the books: %s", joinedText(err))
 	}
 	// One process's books that cannot be read (wrecked by the program)
-	// cost the report that process, not the others'.
+	// cost the report that process, not the others'. What the region
+	// held is hostile: cleaned for the terminal, as every error is.
 	for _, e := range unjoin(err) {
-		fmt.Fprintf(stderr, "tagalloc: run: left out of the report: %v\n", e)
+		fmt.Fprintf(stderr, "tagalloc: run: left out of the report: %s\n", terminalText(e.Error()))
 	}
 	if dr != nil {
 		// What this run named, for the next (the symbolizer's disk cache),
@@ -183,6 +185,16 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// joinedText is err's message with the errors errors.Join joined in it
+// separated by "; " (its newlines would show as "?" on the terminal).
+func joinedText(err error) string {
+	var parts []string
+	for _, e := range unjoin(err) {
+		parts = append(parts, e.Error())
+	}
+	return strings.Join(parts, "; ")
 }
 
 // saveReport writes rep where o says: -o - to stdout, -o FILE to FILE,
