@@ -141,12 +141,6 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 	if err != nil && len(rep.Processes) == 0 {
 		return code, fmt.Errorf("run: reading the books: %s", joinedText(err))
 	}
-	// One process's books that cannot be read (wrecked by the program)
-	// cost the report that process, not the others'. What the region
-	// held is hostile: cleaned for the terminal, as every error is.
-	for _, e := range unjoin(err) {
-		fmt.Fprintf(stderr, "tagalloc: run: left out of the report: %s\n", terminalText(e.Error()))
-	}
 	if dr != nil {
 		// What this run named, for the next (the symbolizer's disk cache),
 		// written while the report is: every frame is named by now.
@@ -160,6 +154,13 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 	rep.WithoutBooks = withoutBooks(seen, rep)
 	if !o.quiet {
 		printSummary(stderr, rep, dr != nil, o.stacks)
+	}
+	// One process's books that cannot be read (wrecked by the program)
+	// cost the report that process, not the others': named after the
+	// tree, by the report's line. What the region held is hostile:
+	// cleaned for the terminal, as every error is.
+	for _, e := range unjoin(err) {
+		fmt.Fprintf(stderr, "tagalloc: run: left out of the report: %s\n", terminalText(e.Error()))
 	}
 	prog.step("writing the report", nil, "")
 	saved, err := saveReport(o, cmd.Process.Pid, rep, stdout)
