@@ -934,14 +934,14 @@ static _Atomic(void *) _ta_real_sem_wait, _ta_real_sem_timedwait, _ta_real_epoll
  * a free semaphore: a deadline or clock it refuses goes to the C
  * library's wait (EINVAL, whatever the count), and a pending cancellation
  * is acted on (these waits are cancellation points even when they do not
- * wait). errno stays as it was when the semaphore is taken. */
+ * wait). errno stays as it was, whether the try takes it or not. */
 static bool _ta_sem_idle(sem_t *sem, const struct timespec *at, clockid_t clock) {
   if (at && (at->tv_nsec < 0 || at->tv_nsec >= 1000000000 || (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC))) return true;
   pthread_testcancel();
   int e = errno;
-  if (sem_trywait(sem) != 0) return true;
-  errno = e;
-  return false;
+  bool busy = sem_trywait(sem) != 0;
+  errno = e; /* its EAGAIN is ours, not the caller's */
+  return busy;
 }
 
 TA_EXPORT int TA_NAME(sem_wait)(sem_t *sem) {
