@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -100,10 +101,36 @@ func plural(n int, one, many string) string {
 	return humanize.Comma(int64(n)) + " " + many
 }
 
-// writeGroups lists ps (the processes besides the first) by command: how
-// many, their live bytes, blocks and bytes allocated in all, the highest
-// resident peak known, and the largest of each.
-func writeGroups(w io.Writer, ps []Process) {
+// forkedCopies counts the processes of ps[1:] that have the command
+// line of their parent, itself in ps: forked without exec, most likely,
+// and then their books began as a copy of the parent's, allocations
+// before the fork included.
+func forkedCopies(ps []Process) int {
+	byPID := make(map[int]int, len(ps))
+	for i, p := range ps {
+		byPID[p.PID] = i
+	}
+	n := 0
+	for _, p := range ps[1:] {
+		if i, ok := byPID[p.PPID]; ok && p.PPID != 0 && p.PPID != p.PID && slices.Equal(ps[i].Command, p.Command) {
+			n++
+		}
+	}
+	return n
+}
+
+// writeGroups lists the processes of all but the first (all[0], shown as
+// a tree) by command: how many, their live bytes, blocks and bytes
+// allocated in all, the highest resident peak known, and the largest of
+// each; then what the ALLOCATED column of forked copies holds.
+func writeGroups(w io.Writer, all []Process) {
+	ps := all[1:]
+	defer func() {
+		if n := forkedCopies(all); n > 0 {
+			fmt.Fprintf(w, "  (%s the command line of a parent here: forked without exec, each counts in ALLOCATED what its parent had allocated before the fork)\n",
+				plural(n, "process has", "processes have"))
+		}
+	}()
 	gs := GroupByCommand(ps)
 	resident := false
 	for _, p := range ps {

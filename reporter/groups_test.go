@@ -129,6 +129,34 @@ func TestGroupsTable(t *testing.T) {
 	require.NotContains(t, b.String(), "PEAK RSS", "a report made before resident was kept has no such column")
 }
 
+// A child with its parent's command line (forked without exec) began
+// with a copy of its parent's books: the table says its ALLOCATED holds
+// the parent's allocations before the fork. A child that exec'd another
+// program, or whose parent is not in the report, is not counted.
+func TestGroupsNameForkedCopies(t *testing.T) {
+	r := &Report{Schema: Schema, Processes: []Process{
+		proc(1, "bash", 10, 0),
+		proc(2, "bash", 10, 0), // forked by 1
+		proc(3, "bash", 10, 0), // forked by 2
+		proc(4, "tr", 10, 0),   // forked by 1, then exec'd tr
+		proc(5, "bash", 10, 0), // its parent not in the report
+	}}
+	for i, pp := range []int{0, 1, 2, 1, 77} {
+		r.Processes[i].PPID = pp
+	}
+	var b bytes.Buffer
+	require.NoError(t, r.WriteSummary(&b))
+	require.Contains(t, b.String(), "\n  (2 processes have the command line of a parent here: forked without exec, each counts in ALLOCATED what its parent had allocated before the fork)\n")
+	r.Processes[2].PPID = 0
+	b.Reset()
+	require.NoError(t, r.WriteOverview(&b))
+	require.Contains(t, b.String(), "(1 process has the command line of a parent here")
+	r.Processes[1].PPID, r.Processes[2].PPID = 4, 4
+	b.Reset()
+	require.NoError(t, r.WriteOverview(&b))
+	require.NotContains(t, b.String(), "command line of a parent")
+}
+
 // Command names and command lines come from the measured program: what
 // would drive the terminal is printed as '?', and a long name is cut.
 func TestGroupsEscapeHostileNames(t *testing.T) {

@@ -42,7 +42,7 @@ func (r *Report) WriteSummary(w io.Writer) error {
 		writeStacksSummary(w, st)
 	}
 	if len(r.Processes) > 1 {
-		writeGroups(w, r.Processes[1:])
+		writeGroups(w, r.Processes)
 	}
 	return nil
 }
@@ -61,7 +61,7 @@ func (r *Report) WriteOverview(w io.Writer) error {
 		return err
 	}
 	if len(r.Processes) > 1 {
-		writeGroups(w, r.Processes[1:])
+		writeGroups(w, r.Processes)
 	}
 	r.WriteWithoutBooks(w)
 	return nil
