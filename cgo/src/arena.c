@@ -753,6 +753,14 @@ static _ta_page_t *_ta_span_claim(size_t ai, size_t idx, size_t npages, uint8_t 
   return h;
 }
 
+/* The pages from span h's start to its first that starts a multiple of
+ * align_pages pages of the address space (0 for align_pages <= 1). */
+static size_t _ta_span_lead(const _ta_page_t *h, size_t align_pages) {
+  if (align_pages <= 1) return 0;
+  uintptr_t start = (uintptr_t)h->start, al = (uintptr_t)align_pages << TA_PAGE_SHIFT;
+  return (_ta_align_up(start, al) - start) >> TA_PAGE_SHIFT;
+}
+
 /* Take npages (aligned) out of free span h, still in the bins: the pages
  * before and after stay free in the state h was in, with their shares of
  * its resident count (its flags are read before it leaves the bins, which
@@ -763,11 +771,7 @@ static _ta_page_t *_ta_span_split_claim(_ta_page_t *h, size_t npages, size_t ali
   uint8_t flags = h->flags, rflags = flags;
   size_t res = h->resident;
   _ta_free_span_remove(h);
-  size_t lead = 0;
-  if (align_pages > 1) {
-    uintptr_t start = (uintptr_t)h->start, al = align_pages << TA_PAGE_SHIFT;
-    lead = (_ta_align_up(start, al) - start) >> TA_PAGE_SHIFT;
-  }
+  size_t lead = _ta_span_lead(h, align_pages);
   size_t tail = n - lead - npages;
   if (lead) _ta_free_span_insert(ai, idx, lead, rflags, _ta_share_res(&rflags, res, n, lead), now);
   if (tail) _ta_free_span_insert(ai, idx + lead + npages, tail, rflags, _ta_share_res(&rflags, res, n, tail), now);
@@ -964,8 +968,7 @@ static _ta_page_t *_ta_span_alloc_run_locked(size_t npages, uint8_t kind, uint64
 /* Does free span h hold npages starting at a multiple of align_pages
  * pages (of the address space), where it lies? */
 static bool _ta_span_fits_aligned(const _ta_page_t *h, size_t npages, size_t align_pages) {
-  uintptr_t start = (uintptr_t)h->start, al = (uintptr_t)align_pages << TA_PAGE_SHIFT;
-  return ((_ta_align_up(start, al) - start) >> TA_PAGE_SHIFT) + npages <= h->npages;
+  return _ta_span_lead(h, align_pages) + npages <= h->npages;
 }
 
 /* Spans looked at in each exact bin shorter than an aligned request's
