@@ -109,6 +109,11 @@ static void _ta_books_identify_process(_ta_books_t *b, uint32_t ppid, uint64_t s
   b->start_ns = start_ns;
   atomic_store(&b->state, 0);
 }
+/* A forked child's books b, a copy of its parent's: its parent is the
+ * process these books were, and its command line the parent's, already
+ * in them (fork and exit cost 45 us more than under glibc; the open and
+ * read of /proc/self/cmdline were three system calls of it). */
+static void _ta_books_identify_child(_ta_books_t *b) { _ta_books_identify_process(b, b->pid, _ta_books_fork_ns); }
 static void _ta_books_identify(_ta_books_t *b) {
   _ta_books_identify_process(b, (uint32_t)getppid(), _ta_realtime_ns());
   char *cmd = (char *)b + b->cmdline_off;
@@ -200,7 +205,6 @@ static void _ta_books_ready_new(void *p) {
   _ta_books_format(p);
   _ta_books_identify(p);
 }
-static void _ta_books_identify_child(_ta_books_t *b);
 static void _ta_books_ready_forked(void *p) {
   _ta_books_no_readahead(p);
   _ta_books_identify_child(p);
@@ -347,7 +351,6 @@ static bool _ta_books_fork_child(void) {
       if (priv == MAP_FAILED) _ta_fatal("fork: cannot make the child's books");
       _ta_books_shared = false;
       if (_ta_books_snap) _ta_books_snap_put(-1, NULL);
-      _ta_books_identify_child(_ta_books);
     }
     if (_ta_books_snap) {
       _ta_os_release(_ta_books_snap, _ta_books_snap_pages * TA_OS_PAGE);
@@ -356,17 +359,12 @@ static bool _ta_books_fork_child(void) {
     } else {
       _ta_warn("fork: no memory to copy the books: the child's may be off");
     }
-  } else {
-    _ta_books_identify_child(_ta_books); /* private: the copy fork made */
   }
+  /* A file made here says whose it is already (_ta_books_ready_forked,
+   * before its name); private books, the copy fork made, say it now. */
+  if (!_ta_books_shared) _ta_books_identify_child(_ta_books);
   return resync;
 }
-
-/* A forked child's books b, a copy of its parent's: its parent is the
- * process these books were, and its command line the parent's, already
- * in them (fork and exit cost 45 us more than under glibc; the open and
- * read of /proc/self/cmdline were three system calls of it). */
-static void _ta_books_identify_child(_ta_books_t *b) { _ta_books_identify_process(b, b->pid, _ta_books_fork_ns); }
 
 /* At exit() (not at a crash or kill): say so. */
 __attribute__((destructor)) static void _ta_books_exit(void) {
