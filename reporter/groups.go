@@ -125,12 +125,6 @@ func forkedCopies(ps []Process) int {
 // each; then what the ALLOCATED column of forked copies holds.
 func writeGroups(w io.Writer, all []Process) {
 	ps := all[1:]
-	defer func() {
-		if n := forkedCopies(all); n > 0 {
-			fmt.Fprintf(w, "  (%s the command line of a parent here: forked without exec, each counts in ALLOCATED what its parent had allocated before the fork)\n",
-				plural(n, "process has", "processes have"))
-		}
-	}()
 	gs := GroupByCommand(ps)
 	resident := false
 	for _, p := range ps {
@@ -186,5 +180,9 @@ func writeGroups(w io.Writer, all []Process) {
 		}
 		fmt.Fprintf(w, "  %9s %10s %12s %10s%s  %s (%s%s)\n", humanize.Comma(int64(len(g.Processes))), humanize.IBytes(g.LiveBytes),
 			humanize.Comma(int64(g.LiveBlocks)), humanize.IBytes(g.AllocBytes), rss(g), termtext.Cut(g.Command, commandWidth), strings.Join(largest, ", "), more)
+	}
+	if n := forkedCopies(all); n > 0 {
+		fmt.Fprintf(w, "  (%s the command line of a parent here: forked without exec, each counts in ALLOCATED what its parent had allocated before the fork)\n",
+			plural(n, "process has", "processes have"))
 	}
 }
