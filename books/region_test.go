@@ -131,12 +131,22 @@ func TestForkedChildHasItsOwnRegion(t *testing.T) {
 	a := tagMap(parent)["alpha"]
 	require.Equal(t, books4(want["alpha"]), [4]uint64{a.LiveBytes, a.LiveBlocks, a.AllocBytes, a.AllocBlocks})
 	require.Equal(t, a.LiveBytes, tagMap(child)["alpha"].LiveBytes)
-	// Peaks: the child's copy keeps the parent's exact peaks.
-	for _, s := range []*Snapshot{parent, child} {
-		for _, name := range []string{"alpha", "beta", "blip"} {
-			requireExactPeak(t, want[name][4], tagMap(s)[name], name)
+	// Peaks: the parent's are exact. The child's figures begin with its
+	// life: what it inherited counts as allocated at its birth, nothing as
+	// freed, and its peak (exact, one thread) starts there.
+	for _, name := range []string{"alpha", "beta", "blip"} {
+		requireExactPeak(t, want[name][4], tagMap(parent)[name], name)
+		p, c := tagMap(parent)[name], tagMap(child)[name]
+		if p.LiveBlocks == 0 { // blip: the child never held one, so never counted it
+			require.NotContains(t, tagMap(child), name)
+			continue
 		}
+		require.Equal(t, [4]uint64{p.LiveBytes, p.LiveBlocks, p.LiveBytes, p.LiveBlocks},
+			[4]uint64{c.LiveBytes, c.LiveBlocks, c.AllocBytes, c.AllocBlocks}, "the child's %s: live and allocated", name)
+		require.True(t, c.PeakBounded, "tag %s", name)
+		require.Equal(t, [2]uint64{p.LiveBytes, p.LiveBytes}, [2]uint64{c.PeakLiveBytes, c.PeakUpperBytes}, "the child's %s: peak (lower, upper)", name)
 	}
+	require.Less(t, tagMap(child)["alpha"].AllocBytes, a.AllocBytes, "alpha: the parent freed some before the fork")
 	// A tag named last before the fork, its name and counters pages away
 	// from the first ones': the child's copy has them.
 	for _, s := range []*Snapshot{parent, child} {

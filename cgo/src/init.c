@@ -102,6 +102,8 @@ static void _ta_fork_child(void) {
       resync = true;
     }
   _ta_heaps_disown_vanished();
+  if (!_ta_books) return;
   if (resync) _ta_books_resync();
-  _ta_budgets_recount(); /* the dead threads' sets keep their marks; the resync moved the shared ones' */
+  _ta_books_rebase();    /* the child's figures begin with its life */
+  _ta_budgets_recount(); /* the rebase moved the marks */
 }

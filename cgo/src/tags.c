@@ -200,6 +200,12 @@ static inline __attribute__((always_inline)) _ta_ctr_t *_ta_ctr_self(uint32_t ta
 
 /* ---- peaks ----------------------------------------------------------------------- */
 
+/* *slot = v, written only if it differs (a fork child's page not
+ * written is not copied). */
+static void _ta_store_if_new(_Atomic(uint64_t) *slot, uint64_t v) {
+  if (atomic_load_explicit(slot, memory_order_relaxed) != v) atomic_store_explicit(slot, v, memory_order_relaxed);
+}
+
 /* Raise *slot to v (a tag's peak or its upper bound): never lowers it. */
 static void _ta_peak_raise(_Atomic(uint64_t) *slot, uint64_t v) {
   uint64_t p = atomic_load_explicit(slot, memory_order_relaxed);
@@ -1066,7 +1072,8 @@ static void _ta_walk_heap(void) {
  * before the fork, so other threads' counts may be a few operations off
  * what the heap holds (the heap itself is exact: fork copied it at once).
  * Bring every tag's live figures in line with a walk of the heap, through
- * the fallback counters; cumulative figures keep the copy's. */
+ * the fallback counters (cumulative figures begin anew after it:
+ * _ta_books_rebase). */
 static void _ta_books_resync(void) {
   _ta_walk_heap();
   uint32_t n = atomic_load(&_ta_books->tag_count);
@@ -1090,6 +1097,53 @@ static void _ta_books_resync(void) {
       if (_ta_walk_req[id] > req) TA_CTR_ADD(f->alloc_req, _ta_walk_req[id] - req);
       else TA_CTR_ADD(f->free_req, req - _ta_walk_req[id]);
     }
+  }
+}
+
+/* A forked child's books begin with its life (after _ta_books_resync, or
+ * with the copy exact: no other thread). It holds what it inherited, so
+ * each tag's blocks live at the fork count as allocated at its birth and
+ * nothing as freed, and its peak starts at them: without this its
+ * cumulative figures were its parent's history, counted again in every
+ * child (600 bash subshells: 373 MiB "allocated in all", the parent 1.1),
+ * and its peak the parent's. Only the forking thread lives: every set is
+ * cleared and a tag's inherited blocks are written into one, the
+ * survivor's own set if it has one (then the sole holder: the child's
+ * peak is exact from here), else the shared set (held by many, as a
+ * budgeted tag always is). A tag nothing holds starts with no holder. */
+static void _ta_books_rebase(void) {
+  _ta_thread_t *self = _ta_tls_thread;
+  uint32_t n = atomic_load(&_ta_books->tag_count);
+  for (uint32_t id = 0; id < TA_TAG_SLOTS; id++) {
+    if (id >= n && id != TA_TAG_OVERFLOW) continue;
+    _ta_sum_t s = _ta_tag_sum(id);
+    uint64_t holders = atomic_load(&_ta_tag_holders[id]);
+    if (s.alloc_blocks == 0 && s.free_blocks == 0 && holders == 0) continue; /* never counted */
+    uint64_t live = s.alloc_bytes - s.free_bytes, blocks = s.alloc_blocks - s.free_blocks, req = s.alloc_req - s.free_req;
+    _ta_ctr_t *to = NULL;
+    uint32_t holder = TA_HOLDER_NONE;
+    if (blocks || live || req) {
+      to = self && !_ta_budget_of(id) ? _ta_ctr_find(self, id) : NULL;
+      holder = to ? TA_HOLDER_SOLE : TA_HOLDER_MANY;
+      if (!to) to = &_ta_ctr_fallback[id];
+    }
+    /* Each value stored only where it differs: a page the child writes
+     * is a copy-on-write fault, at every fork. */
+    TA_FOR_EACH_CTR(id, c, {
+      bool mine = c == to;
+      _ta_store_if_new(&c->alloc_bytes, mine ? live : 0);
+      _ta_store_if_new(&c->alloc_blocks, mine ? blocks : 0);
+      _ta_store_if_new(&c->alloc_req, mine ? req : 0);
+      _ta_store_if_new(&c->high, mine ? live : 0);
+      _ta_store_if_new(&c->headroom, 0);
+      _ta_store_if_new(&c->free_blocks, 0);
+      _ta_store_if_new(&c->free_req, 0);
+      if (c != &_ta_ctr_fallback[id] && atomic_load_explicit(&c->holder, memory_order_relaxed) != (mine ? holder : TA_HOLDER_NONE))
+        atomic_store_explicit(&c->holder, mine ? holder : TA_HOLDER_NONE, memory_order_relaxed);
+    });
+    _ta_store_if_new(&_ta_tag_holders[id], holder == TA_HOLDER_SOLE ? (uint64_t)(uintptr_t)to : holder == TA_HOLDER_MANY ? TA_HOLDERS_MANY : 0);
+    _ta_store_if_new(&_ta_tag_peak[id], live);
+    _ta_store_if_new(&_ta_tag_peak_upper[id], holder == TA_HOLDER_MANY ? live : 0);
   }
 }
 
