@@ -360,6 +360,9 @@ func FromProfile(p *tagtable.Profile, names map[uint32]string, sym Symbolize) *S
 	libs := map[string]*LibraryTotals{}
 	index := map[tagtable.SiteKey]int{} // site -> record
 	for _, s := range sites {
+		if s.Samples == 0 { // a forked child's copy of a site whose blocks its parent freed before the fork
+			continue
+		}
 		index[s.SiteKey] = len(st.Records)
 		st.Samples += s.Samples
 		fr := stackFrames(s.Stack)

@@ -206,8 +206,9 @@ func (p *Profile) Bytes() int {
 
 // Fork keeps a copy of the profile as it is at the process's fork seq:
 // the start of the child's (which inherits the heap, its sampled blocks,
-// and the stack ids and modules; its history begins at the fork, the
-// events before it staying in the parent's).
+// and the stack ids and modules; its history, its cumulative figures
+// and its peaks begin at the fork, the events before it staying in the
+// parent's: Site.inherited).
 func (p *Profile) Fork(seq uint64) {
 	p.Forks[seq] = p.clone(false)
 	p.ForkSeen = max(p.ForkSeen, seq)
@@ -258,6 +259,9 @@ func (p *Profile) clone(withHistory bool) *Profile {
 	dst.freeSlots = slices.Clone(src.freeSlots)
 	for _, seg := range src.sites.Segments() {
 		for _, s := range seg {
+			if !withHistory {
+				s = s.inherited()
+			}
 			dst.sites.Append(s)
 		}
 	}
@@ -278,6 +282,20 @@ func (p *Profile) clone(withHistory bool) *Profile {
 		})
 	}
 	return c
+}
+
+// inherited is s as a forked child's profile starts it: the blocks it
+// holds count as allocated at the child's birth (as the child's books
+// count them: cgo/src/tags.c, _ta_books_rebase); the samples of blocks
+// freed before the fork, the reallocs, copies and growth stay the
+// parent's. A site left with no sample is the parent's alone: the
+// child's report leaves it out.
+func (s Site) inherited() Site {
+	s.Samples = s.LiveSamples
+	s.EstAllocBytes, s.EstAllocBlocks = s.EstLiveBytes, s.EstLiveBlocks
+	s.Reallocs, s.Moves, s.EstBytesCopied = 0, 0, 0
+	s.GrowSteps, s.SumLogGrowth = 0, 0
+	return s
 }
 
 // TagPeak is one tag's own peak: the highest the estimated live bytes of

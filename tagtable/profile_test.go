@@ -282,6 +282,42 @@ func TestProfileKeepsTheNewestForks(t *testing.T) {
 	require.Equal(t, 1, c.LiveCount(), "the copy holds the block live at the fork")
 }
 
+// A fork's copy begins the child's cumulative figures at the fork, as the
+// child's books do: each site counts what it holds as allocated, the
+// samples of blocks freed before the fork and the sites' reallocs stay
+// the parent's, and a site whose blocks were all freed has no sample.
+func TestForkCopyBeginsTheChildsFigures(t *testing.T) {
+	p := NewProfile(1, "full", 1)
+	defer p.Close()
+	for i := uint64(0); i < 5; i++ {
+		p.Alloc(0x1000+i*0x100, 64, 60, 1, 1)
+	}
+	p.Free(0x1000)
+	p.Free(0x1100)
+	p.Resize(0x1200, 0x9000, 128, 120, Realloc{Selected: true})
+	p.Alloc(0x5000, 4096, 4096, 2, 2)
+	p.Free(0x5000)
+	p.Fork(1)
+	c := p.Forks[1]
+	held, ok := c.Site(SiteKey{Stack: 1, Tag: 1})
+	require.True(t, ok)
+	require.Equal(t, [2]uint64{3, 3}, [2]uint64{held.Samples, held.LiveSamples})
+	require.Equal(t, held.EstLiveBytes, held.EstAllocBytes)
+	require.Equal(t, held.EstLiveBlocks, held.EstAllocBlocks)
+	require.Equal(t, float64(64+64+128), held.EstAllocBytes)
+	require.Zero(t, held.Reallocs+held.Moves+held.GrowSteps, "the reallocs were the parent's")
+	gone, ok := c.Site(SiteKey{Stack: 2, Tag: 2})
+	require.True(t, ok)
+	require.Zero(t, gone.Samples, "the parent's alone")
+	require.Zero(t, gone.EstAllocBytes)
+	c.Alloc(0x7000, 32, 32, 2, 2)
+	gone, _ = c.Site(SiteKey{Stack: 2, Tag: 2})
+	require.Equal(t, [2]float64{32, 1}, [2]float64{gone.EstAllocBytes, float64(gone.Samples)}, "the child's own from there")
+	parent, _ := p.Site(SiteKey{Stack: 1, Tag: 1})
+	require.Equal(t, uint64(6), parent.Samples, "the parent's are its own")
+	require.Equal(t, uint64(1), parent.Reallocs)
+}
+
 // The peak: the profile's live bytes at their highest, and each site's
 // share of that moment, against a model that copies every site's live
 // bytes whenever the total reaches a new high; through allocations,

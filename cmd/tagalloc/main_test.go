@@ -605,7 +605,8 @@ func TestReportDMDAndPprof(t *testing.T) {
 }
 
 // A child forked without exec starts from its parent's profile at the
-// fork: with every block recorded, each process's stacks equal its books.
+// fork: with every block recorded, each process's stacks equal its books,
+// live and allocated (the child's counted from its birth).
 func TestRunStacksFork(t *testing.T) {
 	prog := buildStacksProg(t)
 	bin, err := tagallocBin()
@@ -635,12 +636,15 @@ func TestRunStacksFork(t *testing.T) {
 	require.Len(t, rep.Processes, 2)
 	for _, p := range rep.Processes {
 		require.NotNil(t, p.Stacks, "pid %d", p.PID)
-		live := map[string]uint64{}
+		live, alloc := map[string]uint64{}, map[string]uint64{}
 		for _, r := range p.Stacks.Records {
 			live[r.Tag] += r.LiveBytes
+			alloc[r.Tag] += r.AllocBytes
 		}
 		for tag, w := range want[p.PID] {
 			require.Equal(t, w[0], live[tag], "pid %d tag %s: stacks vs books", p.PID, tag)
+			// the child's cumulative figures begin at the fork in both
+			require.Equal(t, w[2], alloc[tag], "pid %d tag %s: allocated, stacks vs books", p.PID, tag)
 		}
 	}
 }
