@@ -103,8 +103,8 @@ func plural(n int, one, many string) string {
 
 // forkedCopies counts the processes of ps[1:] that have the command
 // line of their parent, itself in ps: forked without exec, most likely,
-// and then their books began as a copy of the parent's, allocations
-// before the fork included.
+// and then they hold the blocks their parent held at the fork, counted
+// in their books as allocated at their birth.
 func forkedCopies(ps []Process) int {
 	byPID := make(map[int]int, len(ps))
 	for i, p := range ps {
@@ -182,7 +182,7 @@ func writeGroups(w io.Writer, all []Process) {
 			humanize.Comma(int64(g.LiveBlocks)), humanize.IBytes(g.AllocBytes), rss(g), termtext.Cut(g.Command, commandWidth), strings.Join(largest, ", "), more)
 	}
 	if n := forkedCopies(all); n > 0 {
-		fmt.Fprintf(w, "  (%s the command line of a parent here: forked without exec, each counts in ALLOCATED what its parent had allocated before the fork)\n",
+		fmt.Fprintf(w, "  (%s the command line of a parent here: forked without exec, each holds, and counts as allocated, the blocks its parent held at the fork)\n",
 			plural(n, "process has", "processes have"))
 	}
 }

@@ -129,10 +129,10 @@ func TestGroupsTable(t *testing.T) {
 	require.NotContains(t, b.String(), "PEAK RSS", "a report made before resident was kept has no such column")
 }
 
-// A child with its parent's command line (forked without exec) began
-// with a copy of its parent's books: the table says its ALLOCATED holds
-// the parent's allocations before the fork. A child that exec'd another
-// program, or whose parent is not in the report, is not counted.
+// A child with its parent's command line (forked without exec) holds the
+// blocks its parent held at the fork, counted as allocated at its birth:
+// the table says so. A child that exec'd another program, or whose
+// parent is not in the report, is not counted.
 func TestGroupsNameForkedCopies(t *testing.T) {
 	r := &Report{Schema: Schema, Processes: []Process{
 		proc(1, "bash", 10, 0),
@@ -146,7 +146,7 @@ func TestGroupsNameForkedCopies(t *testing.T) {
 	}
 	var b bytes.Buffer
 	require.NoError(t, r.WriteSummary(&b))
-	require.Contains(t, b.String(), "\n  (2 processes have the command line of a parent here: forked without exec, each counts in ALLOCATED what its parent had allocated before the fork)\n")
+	require.Contains(t, b.String(), "\n  (2 processes have the command line of a parent here: forked without exec, each holds, and counts as allocated, the blocks its parent held at the fork)\n")
 	r.Processes[2].PPID = 0
 	b.Reset()
 	require.NoError(t, r.WriteOverview(&b))
