@@ -162,7 +162,7 @@ static bool _ta_pwrite_all(int fd, const void *buf, size_t len, size_t off) {
  * test_subprocess and test_signal; a forked child's said its parent's
  * pid until it was renamed, and a reader merged it into the parent's). */
 static void *_ta_file_make(const char *ext, size_t size, void *want, bool (*fill)(int fd, const void *arg), const void *arg,
-                           void (*ready)(void *p)) {
+                           void (*ready)(void *p), struct stat *made) {
   char path[600], tmp[620];
   if (!_ta_books_path(path, sizeof path, getpid(), ext)) return NULL;
   size_t n = strlen(path);
@@ -176,7 +176,7 @@ static void *_ta_file_make(const char *ext, size_t size, void *want, bool (*fill
   int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return NULL;
   void *p = MAP_FAILED;
-  if (ftruncate(fd, (off_t)size) == 0 && (!fill || fill(fd, arg)))
+  if (ftruncate(fd, (off_t)size) == 0 && (!fill || fill(fd, arg)) && (!made || fstat(fd, made) == 0))
     p = mmap(want, size, PROT_READ | PROT_WRITE, MAP_SHARED | (want ? MAP_FIXED : 0), fd, 0);
   close(fd);
   if (p != MAP_FAILED && ready) ready(p);
@@ -210,12 +210,20 @@ static void _ta_books_ready_forked(void *p) {
   _ta_books_identify_child(p);
 }
 
+/* The books file mapped (its device and inode), to know it again by its
+ * name (_ta_books_data_pages). */
+static dev_t _ta_books_file_dev;
+static ino_t _ta_books_file_ino;
+
 /* A new books file for this process, mapped at want (or anywhere if
  * NULL), its header written; in a forked child, filled from the fork's
  * copy (fill). */
 static void *_ta_books_map_file(void *want, bool fill) {
-  return _ta_file_make(".tagalloc", TA_BOOKS_SIZE, want, fill ? _ta_books_snap_put : NULL, NULL,
-                       fill ? _ta_books_ready_forked : _ta_books_ready_new);
+  struct stat st;
+  void *p = _ta_file_make(".tagalloc", TA_BOOKS_SIZE, want, fill ? _ta_books_snap_put : NULL, NULL,
+                          fill ? _ta_books_ready_forked : _ta_books_ready_new, &st);
+  if (p) _ta_books_file_dev = st.st_dev, _ta_books_file_ino = st.st_ino;
+  return p;
 }
 
 /* Set up the region: file-backed if $TAGALLOC_DIR names a directory. */
@@ -283,6 +291,40 @@ static const uint64_t _ta_zero_page[TA_OS_PAGE / 8];
 
 static bool _ta_books_snap_has(size_t i) { return _ta_books_snap_map[i / 64] >> (i % 64) & 1; }
 
+/* Mark in _ta_books_snap_map the pages of the region's first npages that
+ * may hold anything: those in the file's data (SEEK_DATA, through a
+ * descriptor of it opened by name and checked to be the file mapped), or
+ * every one if that cannot be had. A page in a hole was never written,
+ * and reading it through the mapping would make it: on a memory
+ * filesystem a page of memory each, until the run ends (a forking shell's
+ * books file: 668 KiB for 7 pages of data), on a disk's a page of zeros
+ * in its cache. */
+static void _ta_books_data_pages(size_t npages) {
+  int saved = errno;
+  memset(_ta_books_snap_map, 0, (npages + 63) / 64 * sizeof(uint64_t));
+  char path[600];
+  struct stat st;
+  int fd = _ta_books_path(path, sizeof path, getpid(), ".tagalloc") ? open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+  bool ok = fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == _ta_books_file_dev && st.st_ino == _ta_books_file_ino;
+  off_t end = (off_t)(npages * TA_OS_PAGE);
+  for (off_t off = 0; ok && off < end;) {
+    off_t d = lseek(fd, off, SEEK_DATA);
+    if (d < 0) {
+      ok = errno == ENXIO; /* no data past off; else SEEK_DATA is not to be had */
+      break;
+    }
+    off_t h = d < end ? lseek(fd, d, SEEK_HOLE) : end;
+    if (h < 0) ok = false;
+    for (size_t i = (size_t)d / TA_OS_PAGE; ok && i < npages && (off_t)(i * TA_OS_PAGE) < h; i++)
+      _ta_books_snap_map[i / 64] |= (uint64_t)1 << (i % 64);
+    off = h;
+  }
+  if (fd >= 0) close(fd);
+  if (!ok)
+    for (size_t i = 0; i < npages; i++) _ta_books_snap_map[i / 64] |= (uint64_t)1 << (i % 64);
+  errno = saved;
+}
+
 /* _ta_books_snap is NULL here: the parent and child handlers leave it so
  * (the parent's also after a fork that failed). */
 static void _ta_books_fork_prepare(void) {
@@ -294,15 +336,15 @@ static void _ta_books_fork_prepare(void) {
   _ta_books_snap = _ta_os_reserve(npages * TA_OS_PAGE, TA_OS_PAGE); /* the worst case; untouched pages cost nothing */
   if (!_ta_books_snap) return;
   _ta_books_snap_pages = npages;
+  _ta_books_data_pages(npages);
   uint8_t *to = _ta_books_snap;
   for (size_t i = 0; i < npages; i++) {
+    if (!_ta_books_snap_has(i)) continue; /* a hole: zeros, never read */
     const uint8_t *pg = (const uint8_t *)_ta_books + i * TA_OS_PAGE;
     size_t n = used - i * TA_OS_PAGE < TA_OS_PAGE ? used - i * TA_OS_PAGE : TA_OS_PAGE;
-    uint64_t bit = (uint64_t)1 << (i % 64);
     if (memcmp(pg, _ta_zero_page, n) == 0) {
-      _ta_books_snap_map[i / 64] &= ~bit;
+      _ta_books_snap_map[i / 64] &= ~((uint64_t)1 << (i % 64));
     } else {
-      _ta_books_snap_map[i / 64] |= bit;
       memcpy(to, pg, n);
       to += TA_OS_PAGE;
     }

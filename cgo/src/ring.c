@@ -167,7 +167,7 @@ static void _ta_sample_open(uint32_t ppid, uint64_t seq) {
   h.fork_ppid = ppid;
   h.fork_seq = seq;
   memcpy(h.magic, TA_EV_MAGIC, 8);
-  void *p = _ta_file_make(".events", sizeof(_ta_ev_hdr_t) + ring, NULL, _ta_ev_put_header, &h, NULL);
+  void *p = _ta_file_make(".events", sizeof(_ta_ev_hdr_t) + ring, NULL, _ta_ev_put_header, &h, NULL, NULL);
   if (!p) {
     _ta_warn("cannot make the events file of pid %d in %s (errno %d): no stacks", (int)getpid(), _ta_books_dir, errno);
     return;
