@@ -29,6 +29,7 @@ type Drainer struct {
 	t0    time.Time // the clock stamped on events counts from here
 	mu    sync.Mutex
 	open  map[string]*drained // by path
+	gone  []*drained          // the profiles of processes that ended, their rings released (release)
 	errs  []error
 	stop  chan struct{}
 	done  chan struct{}
@@ -53,6 +54,9 @@ type drained struct {
 	marks  []mark
 	seen   uint64 // the ring's head at the last pass
 	warmAt int    // the pass from which its new stacks may be warmed again
+	// lookedMs: when it was last asked whether its process has ended
+	// (endCheckEvery), on the pass's clock
+	lookedMs uint64
 }
 
 // mark is a ring position the writer had reached at a pass, and the
@@ -74,6 +78,14 @@ const (
 	maxMarks = 128
 	maxStale = time.Second
 )
+
+// A ring that has not moved since the pass before is asked, at most once
+// every endCheckEvery, whether its process has ended (kill with signal
+// 0): then it is drained a last time, unmapped and its file removed
+// (release). In a books directory on a memory filesystem a ring's pages
+// are memory until the file goes: a build running thousands of compilers
+// would otherwise hold up to 4 MiB for each until the run ends.
+const endCheckEvery = time.Second
 
 // passKind says which rings a pass drains.
 type passKind int
@@ -232,13 +244,20 @@ func (d *Drainer) passLocked(kind passKind) bool {
 			grew = max(grew, float64(head-o.seen)/float64(o.ev.Size()))
 			o.seen = head
 		}
-		if !all && !o.due(now) {
+		// asked before the drain: a process that had ended then wrote
+		// everything it will before it
+		ended := !moved && !final && now-o.lookedMs >= uint64(endCheckEvery.Milliseconds()) && o.processEnded(now)
+		if !all && !o.due(now) && !ended {
 			if moved {
 				o.marks = append(o.marks, mark{head, now})
 			}
 			continue
 		}
 		progress = d.drain(o, now) > 0 || progress
+		if ended && !o.bad {
+			d.release(f, o)
+			continue
+		}
 		if d.warm != nil && !final && d.npass >= o.warmAt {
 			d.warm.add(o.prof)
 			o.warmAt = d.npass + warmEvery
@@ -247,6 +266,43 @@ func (d *Drainer) passLocked(kind passKind) bool {
 	d.npass++
 	d.grew.Store(math.Float64bits(grew))
 	return progress
+}
+
+// processEnded says whether o's process has ended (no process has its
+// pid: a zombie not yet reaped has not), noting when it was asked.
+func (o *drained) processEnded(now uint64) bool {
+	o.lookedMs = now
+	return syscall.Kill(o.ev.PID(), 0) == syscall.ESRCH
+}
+
+// release ends the ring at path of a process that has ended, drained to
+// its last record: it is unmapped and its file removed (unless the path
+// names another file by now: a new process of the same pid made it), and
+// its profile kept with the ended ones.
+func (d *Drainer) release(path string, o *drained) {
+	if ino, err := inode(path); err == nil && ino == o.ino {
+		os.Remove(path)
+	}
+	o.ev.Close()
+	o.ev = nil
+	delete(d.open, path)
+	if i, ok := slices.BinarySearch(d.files, path); ok {
+		d.files = slices.Delete(d.files, i, i+1)
+	}
+	d.gone = append(d.gone, o)
+}
+
+// profiles calls f with each process's profile: the rings open, then the
+// ended ones'.
+func (d *Drainer) profiles(f func(o *drained)) {
+	for _, o := range d.open {
+		if o.prof != nil && o.ev != nil {
+			f(o)
+		}
+	}
+	for _, o := range d.gone {
+		f(o)
+	}
 }
 
 // due says whether a tick drains o's ring (drainAt).
@@ -366,11 +422,14 @@ func (d *Drainer) start(ev *tagtable.Events, final bool, now uint64) (*tagtable.
 		p.Parent = ppid // its inherited blocks are unknown; its parent's stacks are borrowed
 		return p
 	}
-	for _, o := range d.open {
-		if o.prof == nil || o.prof.PID != ppid || o.ev == nil {
-			continue
+	var parent *drained
+	d.profiles(func(o *drained) {
+		if o.prof.PID == ppid && (parent == nil || parent.ev == nil) { // an open ring's process before an ended one of the same pid
+			parent = o
 		}
-		if !o.bad {
+	})
+	if o := parent; o != nil {
+		if !o.bad && o.ev != nil {
 			// Bring the parent's profile up to where its ring is: the
 			// child's FORK event and every fork after it are there by now
 			// (the parent wrote them before the child could run), so
@@ -411,6 +470,9 @@ func (d *Drainer) Finish() (map[int]*tagtable.Profile, []error) {
 	d.ended = true
 	out := map[int]*tagtable.Profile{}
 	var rings []*tagtable.Events
+	for _, o := range d.gone { // then those of processes with the same pid that did not end before the last pass
+		out[o.prof.PID] = o.prof
+	}
 	for _, o := range d.open {
 		if o.ev != nil {
 			out[o.prof.PID] = o.prof
@@ -442,6 +504,9 @@ func (d *Drainer) With(f func(map[int]*tagtable.Profile)) {
 	defer d.mu.Unlock()
 	d.passLocked(passAll)
 	m := map[int]*tagtable.Profile{}
+	for _, o := range d.gone {
+		m[o.prof.PID] = o.prof
+	}
 	for _, o := range d.open {
 		if o.prof != nil && o.ev != nil {
 			m[o.prof.PID] = o.prof

@@ -649,6 +649,43 @@ func TestRunStacksFork(t *testing.T) {
 	}
 }
 
+// The ring of a process that has ended is drained a last time and its
+// file removed while the run goes on (a memory filesystem holds it until
+// then); its profile stays: the report has each child's stacks, equal to
+// its books.
+func TestRunReleasesEndedRings(t *testing.T) {
+	prog := buildStacksProg(t)
+	out := filepath.Join(t.TempDir(), "report.json")
+	script := `for i in 1 2; do "$0"; done
+"$0" & c=$!; wait $c
+for i in $(seq 200); do [ -e "$TAGALLOC_DIR/$c.events" ] || break; sleep 0.1; done
+if [ -e "$TAGALLOC_DIR/$c.events" ]; then echo kept $c; else echo released $c; fi
+[ -e "$TAGALLOC_DIR/$$.events" ] && echo mine`
+	so, se, code := cli(t, "run", "-q", "--stacks", "full", "-o", out, "--", "sh", "-c", script, prog)
+	require.Equal(t, 0, code, se)
+	require.Regexp(t, `(?m)^released [0-9]+$`, so, "the ended child's ring is removed while the run goes on")
+	require.Contains(t, so, "\nmine", "the shell's own, still running, is kept")
+	rep, err := reporter.ReadFile(out)
+	require.NoError(t, err)
+	books := parseBooks(t, so) // the three children printed the same books
+	n := 0
+	for _, p := range rep.Processes {
+		if filepath.Base(p.Command[0]) != "stacksprog" {
+			continue
+		}
+		n++
+		require.NotNil(t, p.Stacks, "pid %d: its profile outlived its ring", p.PID)
+		live := map[string]uint64{}
+		for _, r := range p.Stacks.Records {
+			live[r.Tag] += r.LiveBytes
+		}
+		for _, tag := range []string{"gpu", "config", "grow"} {
+			require.Equal(t, books[tag][0], live[tag], "pid %d tag %s: stacks vs books", p.PID, tag)
+		}
+	}
+	require.Equal(t, 3, n, "%+v", rep.Processes)
+}
+
 // Sampled by bytes, the estimates are unbiased: within 20% of the exact
 // books at a rate giving a few hundred samples.
 func TestRunStacksSampled(t *testing.T) {
