@@ -95,33 +95,44 @@ func TestRunChildAsAnotherUser(t *testing.T) {
 	}
 }
 
-// The run's directory: the library every user can read (0644 in a 0711
-// directory, unless the cache already is), the books directory 0733 when
-// children can switch users (root) and 0700 otherwise; all of it removed
-// when the run ends.
+// The run's directories: the library every user can read (0644 in a 0711
+// directory, unless the cache already is), the books directory 0733 in a
+// 0711 directory when children can switch users (root) and 0700 in a 0700
+// one otherwise, that directory on the memory filesystem when there is
+// one with room (memBase); all of it removed when the run ends.
 func TestRunDirModes(t *testing.T) {
 	out, se, code := cli(t, "run", "-q", "--stacks", "off", "-o", filepath.Join(t.TempDir(), "r.json"), "--",
-		"sh", "-c", `lib=${LD_PRELOAD%%:*}; echo "$TAGALLOC_DIR"; echo "$lib"; stat -c '%a' "$TAGALLOC_DIR" "$(dirname "$TAGALLOC_DIR")" "$lib"`)
+		"sh", "-c", `lib=${LD_PRELOAD%%:*}; echo "$TAGALLOC_DIR"; echo "$lib"; stat -c '%a' "$TAGALLOC_DIR" "$(dirname "$TAGALLOC_DIR")" "$lib" "$(dirname "$lib")"`)
 	require.Equal(t, 0, code, se)
 	f := strings.Fields(out)
-	require.Len(t, f, 5, "%q", out)
-	books, lib, booksMode, rootMode, libMode := f[0], f[1], f[2], f[3], f[4]
-	root := filepath.Dir(books)
-	require.True(t, strings.HasPrefix(filepath.Base(root), "tagalloc-run-"), root)
+	require.Len(t, f, 6, "%q", out)
+	books, lib, booksMode, booksRootMode, libMode, libDirMode := f[0], f[1], f[2], f[3], f[4], f[5]
+	booksRoot := filepath.Dir(books)
+	require.True(t, strings.HasPrefix(filepath.Base(booksRoot), "tagalloc-run-"), booksRoot)
 	require.Regexp(t, `^books-[0-9a-f]{32}$`, filepath.Base(books), "a name no one can guess")
-	if os.Geteuid() == 0 {
-		require.Equal(t, "733", booksMode)
+	if mem := memBase(); mem != "" {
+		require.Equal(t, mem, filepath.Dir(booksRoot), "the books on the memory filesystem")
 	} else {
-		require.Equal(t, "700", booksMode)
+		require.Equal(t, runBase(), filepath.Dir(booksRoot))
 	}
-	if filepath.Dir(lib) == root {
-		require.Equal(t, "644", libMode)
-		require.Equal(t, "711", rootMode, "others pass through, never list")
+	if os.Geteuid() == 0 {
+		require.Equal(t, [2]string{"733", "711"}, [2]string{booksMode, booksRootMode})
+	} else {
+		require.Equal(t, [2]string{"700", "700"}, [2]string{booksMode, booksRootMode})
+	}
+	libDir := filepath.Dir(lib)
+	if strings.HasPrefix(filepath.Base(libDir), "tagalloc-run-") {
+		require.Equal(t, runBase(), filepath.Dir(libDir))
+		require.Equal(t, [2]string{"644", "711"}, [2]string{libMode, libDirMode}, "others pass through, never list")
 	} else {
 		require.True(t, everyoneCanRead(lib), "the cached library %s, readable by all", lib)
 	}
-	_, err := os.Stat(root)
-	require.True(t, os.IsNotExist(err), "the run's directory is removed: %v", err)
+	for _, d := range []string{booksRoot, libDir} {
+		if strings.HasPrefix(filepath.Base(d), "tagalloc-run-") {
+			_, err := os.Stat(d)
+			require.True(t, os.IsNotExist(err), "the run's directory %s is removed: %v", d, err)
+		}
+	}
 }
 
 // A child that runs without the library (LD_PRELOAD removed) is named in

@@ -40,10 +40,21 @@ import (
 // pre-exec image made (same pid, other owner), which a sticky directory
 // forbids. docs/trust-and-limits.md says what a process that finds it can
 // do.
+//
+// The books directory goes in a directory of its own on a memory
+// filesystem when there is one with room (memBase: /dev/shm), made and
+// removed the same way: the books and events files are shared mappings
+// every process of the run writes, and on a disk's filesystem each file
+// made cost an inode's allocation and each page first written a block's,
+// again after every writeback (ext4: a shell running 1,000 processes took
+// 1.7 s under tagalloc run with them in /tmp, 0.98 s in /dev/shm, 0.45 s
+// without tagalloc; 1,000 connections to postgres, each a forked backend,
+// 4.4 s, 2.7 s and 2.0 s).
 type runDir struct {
-	root  string // the run's directory
-	books string // TAGALLOC_DIR
-	lib   string // what LD_PRELOAD names
+	root      string // the run's directory
+	booksRoot string // the directory holding the books directory: root, or one on a memory filesystem
+	books     string // TAGALLOC_DIR
+	lib       string // what LD_PRELOAD names
 	// shared: the books directory is writable by other users
 	shared bool
 }
@@ -58,7 +69,12 @@ func newRunDir(cached string) (*runDir, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &runDir{root: root, lib: cached, shared: childrenMaySwitchUser()}
+	d := &runDir{root: root, booksRoot: root, lib: cached, shared: childrenMaySwitchUser()}
+	if mem := memBase(); mem != "" {
+		if r, err := os.MkdirTemp(mem, "tagalloc-run-"); err == nil {
+			d.booksRoot = r
+		}
+	}
 	if err := d.fill(); err != nil {
 		d.remove()
 		return nil, err
@@ -71,11 +87,10 @@ func (d *runDir) fill() error {
 	if _, err := rand.Read(name[:]); err != nil {
 		return err
 	}
-	d.books = filepath.Join(d.root, "books-"+hex.EncodeToString(name[:]))
+	d.books = filepath.Join(d.booksRoot, "books-"+hex.EncodeToString(name[:]))
 	if err := os.Mkdir(d.books, 0o700); err != nil {
 		return err
 	}
-	open := false
 	if d.shared {
 		// wx for others, no r: a process of another user makes and renames
 		// its own files by name; it cannot list the others' (chmod: the
@@ -83,7 +98,9 @@ func (d *runDir) fill() error {
 		if err := os.Chmod(d.books, 0o733); err != nil {
 			return err
 		}
-		open = true
+		if err := os.Chmod(d.booksRoot, 0o711); err != nil {
+			return err
+		}
 	}
 	if !everyoneCanRead(d.lib) && !noExec(d.root) {
 		lib := filepath.Join(d.root, cgo.LibraryName)
@@ -91,9 +108,6 @@ func (d *runDir) fill() error {
 			return fmt.Errorf("placing the library where every user can load it: %w", err)
 		}
 		d.lib = lib
-		open = true
-	}
-	if open {
 		return os.Chmod(d.root, 0o711)
 	}
 	return nil
@@ -109,9 +123,14 @@ func runBase() string {
 	return t
 }
 
-// remove removes the run's directory and everything the run's processes
-// left in it.
-func (d *runDir) remove() { os.RemoveAll(d.root) }
+// remove removes the run's directories and everything the run's
+// processes left in them.
+func (d *runDir) remove() {
+	if d.booksRoot != d.root {
+		os.RemoveAll(d.booksRoot)
+	}
+	os.RemoveAll(d.root)
+}
 
 // copyChecked copies the library src to dst, a new file (never an
 // existing one, nor through a link) of mode 0644, and checks that dst

@@ -23,3 +23,27 @@ func noExec(dir string) bool {
 	var st unix.Statfs_t
 	return unix.Statfs(dir, &st) == nil && st.Flags&unix.ST_NOEXEC != 0
 }
+
+// memBooksRoom is the room a memory filesystem must have free to take a
+// run's books: they hold memory until the run ends (a small process's
+// books file, ~30 KiB written) and its events rings while their
+// processes live (4 MiB at most each; drain.Drainer removes the ring of
+// a process that has ended). A page written past a full filesystem would
+// be a SIGBUS in the program: with less room (a container's 64 MiB
+// /dev/shm) the books stay on disk.
+const memBooksRoom = 1 << 30
+
+// memBase is the memory filesystem (tmpfs) a run's books go in: /dev/shm
+// when it is one, every user can reach it, and it has memBooksRoom free;
+// else "" (the books stay in the run's directory).
+func memBase() string {
+	const dir = "/dev/shm"
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil || st.Type != unix.TMPFS_MAGIC || st.Flags&unix.ST_RDONLY != 0 {
+		return ""
+	}
+	if uint64(st.Bavail)*uint64(st.Bsize) < memBooksRoom || !everyoneCanSearch(dir) {
+		return ""
+	}
+	return dir
+}

@@ -9,3 +9,6 @@ func childrenMaySwitchUser() bool { return os.Geteuid() == 0 }
 
 // noExec: not known off Linux.
 func noExec(dir string) bool { return false }
+
+// memBase: no memory filesystem is looked for off Linux.
+func memBase() string { return "" }
