@@ -17,21 +17,21 @@ import (
 
 // runTagged runs testdata/tagged.c preloaded with TAGALLOC_DIR set and
 // returns the region directory and the books the program printed.
-func runTagged(t *testing.T, mode string) (string, map[string][5]uint64, *os.ProcessState) {
+func runTagged(t testing.TB, mode string) (string, map[string][5]uint64, *os.ProcessState) {
 	t.Helper()
 	books, want, ps, _ := runTaggedErr(t, mode)
 	return books, want, ps
 }
 
 // runTaggedErr is runTagged, with what the program wrote to stderr.
-func runTaggedErr(t *testing.T, mode string) (string, map[string][5]uint64, *os.ProcessState, string) {
+func runTaggedErr(t testing.TB, mode string) (string, map[string][5]uint64, *os.ProcessState, string) {
 	t.Helper()
 	return runTaggedIn(t, mode, "")
 }
 
 // runTaggedIn is runTaggedErr with the region directory made in base
 // ("": a test directory).
-func runTaggedIn(t *testing.T, mode, base string) (string, map[string][5]uint64, *os.ProcessState, string) {
+func runTaggedIn(t testing.TB, mode, base string) (string, map[string][5]uint64, *os.ProcessState, string) {
 	t.Helper()
 	lib, err := cgo.Library()
 	require.NoError(t, err)
@@ -312,4 +312,34 @@ func BenchmarkReadManyTags(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkReadSmallRegions: 40 small processes' books, read as
+// tagalloc run reads each process's when the run ends (ReadDir); per
+// region.
+func BenchmarkReadSmallRegions(b *testing.B) {
+	lib, err := cgo.Library()
+	require.NoError(b, err)
+	cc, err := cgo.Compiler()
+	require.NoError(b, err)
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "tagged")
+	out, err := exec.Command(cc, "-O1", "-fno-builtin", "-o", bin, filepath.Join("testdata", "tagged.c")).CombinedOutput()
+	require.NoError(b, err, "%s", out)
+	books := filepath.Join(dir, "books")
+	require.NoError(b, os.Mkdir(books, 0o700))
+	const n = 40
+	for i := 0; i < n; i++ {
+		cmd := exec.Command(bin, "exit")
+		cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "TAGALLOC_DIR="+books)
+		_ = cmd.Run() // exits 3
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if s, err := ReadDir(books); err != nil || len(s) != n {
+			b.Fatal(len(s), err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/region")
 }
