@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -132,6 +133,37 @@ func TestRunDirModes(t *testing.T) {
 			_, err := os.Stat(d)
 			require.True(t, os.IsNotExist(err), "the run's directory %s is removed: %v", d, err)
 		}
+	}
+}
+
+// A run's directory on the memory filesystem that no run holds (its
+// tagalloc was killed) is removed by the next run; one a run holds, and
+// one made less than a minute ago (not locked yet), are not.
+func TestRunSweepsLeftRunDirs(t *testing.T) {
+	mem := memBase()
+	if mem == "" {
+		t.Skip("no memory filesystem with room")
+	}
+	old := time.Now().Add(-2 * staleAfter)
+	made := func(age time.Time) string {
+		d, err := os.MkdirTemp(mem, "tagalloc-run-")
+		require.NoError(t, err)
+		t.Cleanup(func() { os.RemoveAll(d) })
+		require.NoError(t, os.WriteFile(filepath.Join(d, "1.tagalloc"), []byte("books"), 0o600))
+		require.NoError(t, os.Chtimes(d, age, age))
+		return d
+	}
+	left, held, young := made(old), made(old), made(time.Now())
+	lock := lockDir(held)
+	require.NotNil(t, lock)
+	defer lock.Close()
+	_, se, code := cli(t, "run", "-q", "--stacks", "off", "-o", filepath.Join(t.TempDir(), "r.json"), "--", "true")
+	require.Equal(t, 0, code, se)
+	_, err := os.Stat(left)
+	require.True(t, os.IsNotExist(err), "the directory no run holds is removed: %v", err)
+	for _, d := range []string{held, young} {
+		_, err := os.Stat(filepath.Join(d, "1.tagalloc"))
+		require.NoError(t, err, "kept")
 	}
 }
 

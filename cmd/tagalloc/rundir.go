@@ -43,7 +43,9 @@ import (
 //
 // The books directory goes in a directory of its own on a memory
 // filesystem when there is one with room (memBase: /dev/shm), made and
-// removed the same way: the books and events files are shared mappings
+// removed the same way, and locked while the run lasts (a later run
+// removes one left unlocked by a tagalloc that was killed:
+// sweepMemBase): the books and events files are shared mappings
 // every process of the run writes, and on a disk's filesystem each file
 // made cost an inode's allocation and each page first written a block's,
 // again after every writeback (ext4: a shell running 1,000 processes took
@@ -57,6 +59,9 @@ type runDir struct {
 	lib       string // what LD_PRELOAD names
 	// shared: the books directory is writable by other users
 	shared bool
+	// held: the lock on booksRoot when it is on the memory filesystem
+	// (lockDir), released once it is removed
+	held *os.File
 }
 
 // newRunDir makes the run's directory for the library at cached (the
@@ -71,8 +76,9 @@ func newRunDir(cached string) (*runDir, error) {
 	}
 	d := &runDir{root: root, booksRoot: root, lib: cached, shared: childrenMaySwitchUser()}
 	if mem := memBase(); mem != "" {
+		sweepMemBase(mem)
 		if r, err := os.MkdirTemp(mem, "tagalloc-run-"); err == nil {
-			d.booksRoot = r
+			d.booksRoot, d.held = r, lockDir(r)
 		}
 	}
 	if err := d.fill(); err != nil {
@@ -128,6 +134,9 @@ func runBase() string {
 func (d *runDir) remove() {
 	if d.booksRoot != d.root {
 		os.RemoveAll(d.booksRoot)
+	}
+	if d.held != nil {
+		d.held.Close()
 	}
 	os.RemoveAll(d.root)
 }

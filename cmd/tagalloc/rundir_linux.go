@@ -1,6 +1,13 @@
 package main
 
-import "golang.org/x/sys/unix"
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
 
 // childrenMaySwitchUser says whether a child of ours can become another
 // user without a set-user-ID program: we may set user ids (root, or
@@ -46,4 +53,46 @@ func memBase() string {
 		return ""
 	}
 	return dir
+}
+
+// lockDir takes an exclusive lock (flock) on dir for as long as the
+// returned file stays open: a run's directory on the memory filesystem
+// is locked while the run lasts, so that a later run can tell it from
+// one left behind (sweepMemBase). nil if the lock cannot be had.
+func lockDir(dir string) *os.File {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		f.Close()
+		return nil
+	}
+	return f
+}
+
+// staleAfter is how old a run's directory must be before a run may take
+// it for left behind: one just made is not locked yet.
+const staleAfter = time.Minute
+
+// sweepMemBase removes the run directories in base that no run holds
+// any more: left by a tagalloc killed before it could remove them
+// (SIGKILL, the OOM killer, a crash). On a memory filesystem they held
+// memory until the next boot. Only directories of this user's, made
+// staleAfter ago or more, on which the lock can be taken.
+func sweepMemBase(base string) {
+	dirs, _ := filepath.Glob(filepath.Join(base, "tagalloc-run-*"))
+	for _, d := range dirs {
+		fi, err := os.Lstat(d)
+		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < staleAfter {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+			continue
+		}
+		if f := lockDir(d); f != nil {
+			os.RemoveAll(d)
+			f.Close()
+		}
+	}
 }
