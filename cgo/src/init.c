@@ -104,6 +104,6 @@ static void _ta_fork_child(void) {
   _ta_heaps_disown_vanished();
   if (!_ta_books) return;
   if (resync) _ta_books_resync();
-  _ta_books_rebase();    /* the child's figures begin with its life */
-  _ta_budgets_recount(); /* the rebase moved the marks */
+  _ta_books_rebase(resync); /* the child's figures begin with its life */
+  _ta_budgets_recount();    /* the rebase moved the marks */
 }

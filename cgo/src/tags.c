@@ -35,6 +35,10 @@ static _Atomic(uint64_t) *_ta_tag_peak; /* TA_TAG_SLOTS, in the books region */
 static _Atomic(uint64_t) *_ta_tag_holders;
 static _Atomic(uint64_t) *_ta_tag_peak_upper;
 static _Atomic(bool) _ta_overflow_warned;
+/* The overflow tag was handed out (a name past the limit, or "overflow"
+ * itself): until then a fork child need not look at its books, on pages
+ * of their own it would fault in (_ta_books_rebase). */
+static _Atomic(bool) _ta_overflow_handed;
 
 /* Counts of threads that could not get a record (out of memory): atomic. */
 static _ta_ctr_t *_ta_ctr_fallback; /* TA_TAG_SLOTS, in the books region */
@@ -130,12 +134,16 @@ static int32_t _ta_tag_intern_locked(const char *name, size_t n, uint32_t hash) 
  * tag past the limit. */
 static uint32_t _ta_tag_intern(const char *name, size_t n, uint32_t hash) {
   int32_t id = _ta_tag_find_hashed(name, n, hash);
-  if (id >= 0) return (uint32_t)id;
+  if (id >= 0) {
+    if (id == TA_TAG_OVERFLOW) atomic_store_explicit(&_ta_overflow_handed, true, memory_order_relaxed); /* named "overflow" */
+    return (uint32_t)id;
+  }
   _ta_mutex_lock(&_ta_tags_lock);
   id = _ta_tag_intern_locked(name, n, hash);
   if (id < 0) id = TA_TAG_OVERFLOW;
   _ta_mutex_unlock(&_ta_tags_lock);
   if (id == TA_TAG_OVERFLOW) {
+    atomic_store_explicit(&_ta_overflow_handed, true, memory_order_relaxed);
     bool f = false;
     if (atomic_compare_exchange_strong(&_ta_overflow_warned, &f, true))
       _ta_warn("more than %u tags: blocks of new tags are charged to \"overflow\"", (unsigned)TA_MAX_TAGS);
@@ -266,8 +274,13 @@ static _ta_sum_t _ta_tag_sum(uint32_t tag) {
 
 /* Raise tag's bounds: live, a live total, the lower bound of its peak;
  * marks, a sum of its sets' marks, the upper (an upper bound of its live
- * bytes until a set passes its mark, which comes back here). */
+ * bytes until a set passes its mark, which comes back here). Only for a
+ * tag held by many: one set's mark is its tag's exact peak, and the
+ * bounds stay 0 until a second set comes (_ta_tag_holders_many raises
+ * them to that mark), so a forked child, whose rebase lowers the mark,
+ * neither reads nor writes them (_ta_books_rebase). */
 static void _ta_tag_raise_bounds(uint32_t tag, int64_t live, int64_t marks) {
+  if (atomic_load_explicit(&_ta_tag_holders[tag], memory_order_relaxed) != TA_HOLDERS_MANY) return;
   if (live > 0) _ta_peak_raise(&_ta_tag_peak[tag], (uint64_t)live);
   if (marks > 0) _ta_peak_raise(&_ta_tag_peak_upper[tag], (uint64_t)marks);
 }
@@ -277,6 +290,7 @@ static void _ta_tag_raise_bounds(uint32_t tag, int64_t live, int64_t marks) {
  * 1024th slow path and thread exits; a query notes them from its full
  * sum: _ta_tag_query). */
 static void _ta_tag_note(uint32_t tag) {
+  if (atomic_load_explicit(&_ta_tag_holders[tag], memory_order_relaxed) != TA_HOLDERS_MANY) return; /* (above) */
   int64_t live = 0, marks = 0;
   TA_FOR_EACH_CTR(tag, c, {
     int64_t l, h;
@@ -1110,15 +1124,37 @@ static void _ta_books_resync(void) {
  * cleared and a tag's inherited blocks are written into one, the
  * survivor's own set if it has one (then the sole holder: the child's
  * peak is exact from here), else the shared set (held by many, as a
- * budgeted tag always is). A tag nothing holds starts with no holder. */
-static void _ta_books_rebase(void) {
+ * budgeted tag always is). A tag nothing holds starts with no holder.
+ * resynced: _ta_books_resync ran (its corrections are in the shared
+ * sets). */
+static void _ta_books_rebase(bool resynced) {
   _ta_thread_t *self = _ta_tls_thread;
   uint32_t n = atomic_load(&_ta_books->tag_count);
   for (uint32_t id = 0; id < TA_TAG_SLOTS; id++) {
-    if (id >= n && id != TA_TAG_OVERFLOW) continue;
-    _ta_sum_t s = _ta_tag_sum(id);
+    if (id >= n && (id != TA_TAG_OVERFLOW || !atomic_load_explicit(&_ta_overflow_handed, memory_order_relaxed))) continue;
     uint64_t holders = atomic_load(&_ta_tag_holders[id]);
-    if (s.alloc_blocks == 0 && s.free_blocks == 0 && holders == 0) continue; /* never counted */
+    if (holders == 0) continue; /* never counted: a set's first count, the shared set's and the resync's make it held */
+    _ta_ctr_t *mine = self && !resynced && holders != TA_HOLDERS_MANY ? _ta_ctr_find(self, id) : NULL;
+    if (mine && (uint64_t)(uintptr_t)mine == holders) {
+      /* The forking thread's set has been the tag's only one: the other
+       * sets, the shared one and the peak's bounds were never written
+       * (_ta_tag_raise_bounds), and reading one of their pages, never
+       * touched in the parent, would be a fault: spawn's children took 2-3
+       * more each. */
+      int64_t live, high;
+      _ta_ctr_read(mine, &live, &high);
+      uint64_t blocks = atomic_load(&mine->alloc_blocks) - atomic_load(&mine->free_blocks);
+      uint64_t req = atomic_load(&mine->alloc_req) - atomic_load(&mine->free_req);
+      _ta_store_if_new(&mine->alloc_bytes, (uint64_t)live);
+      _ta_store_if_new(&mine->alloc_blocks, blocks);
+      _ta_store_if_new(&mine->alloc_req, req);
+      _ta_store_if_new(&mine->high, (uint64_t)live);
+      _ta_store_if_new(&mine->headroom, 0);
+      _ta_store_if_new(&mine->free_blocks, 0);
+      _ta_store_if_new(&mine->free_req, 0);
+      continue;
+    }
+    _ta_sum_t s = _ta_tag_sum(id);
     uint64_t live = s.alloc_bytes - s.free_bytes, blocks = s.alloc_blocks - s.free_blocks, req = s.alloc_req - s.free_req;
     _ta_ctr_t *to = NULL;
     uint32_t holder = TA_HOLDER_NONE;
@@ -1142,7 +1178,7 @@ static void _ta_books_rebase(void) {
         atomic_store_explicit(&c->holder, mine ? holder : TA_HOLDER_NONE, memory_order_relaxed);
     });
     _ta_store_if_new(&_ta_tag_holders[id], holder == TA_HOLDER_SOLE ? (uint64_t)(uintptr_t)to : holder == TA_HOLDER_MANY ? TA_HOLDERS_MANY : 0);
-    _ta_store_if_new(&_ta_tag_peak[id], live);
+    _ta_store_if_new(&_ta_tag_peak[id], holder == TA_HOLDER_MANY ? live : 0); /* held by one: its mark */
     _ta_store_if_new(&_ta_tag_peak_upper[id], holder == TA_HOLDER_MANY ? live : 0);
   }
 }

@@ -240,12 +240,17 @@ static void test_fork(void) {
   }
   for (int i = 40; i < 100; i++) free(b[i]);
   for (int i = 0; i < 40; i++) held += malloc_usable_size(b[i]);
+  /* the overflow tag, by its name: its own slot, pages away */
+  SetHeapBlockTagForThread("overflow");
+  free(malloc(3000));
+  void *over = malloc(1000);
+  size_t over_held = malloc_usable_size(over);
   ClearHeapBlockTagForThread();
   fflush(stdout);
   fflush(stderr);
   pid_t pid = fork();
   if (pid == 0) {
-    int ok = child_has("p-fork", held, 40, held, 40, held);
+    int ok = child_has("p-fork", held, 40, held, 40, held) && child_has("overflow", over_held, 1, over_held, 1, over_held);
     SetHeapBlockTagForThread("p-fork");
     void *c[300];
     for (int i = 0; i < 300; i++) {
@@ -263,6 +268,7 @@ static void test_fork(void) {
   CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
         "the child's figures did not begin with its life (status %d)", st);
   expect_exact("p-fork", want);
+  free(over);
   tagalloc_tag_stats_t s;
   CHECK(tagalloc_tag_stats("p-fork", &s) == 0 && s.alloc_blocks == 100 && s.live_blocks == 40 && s.live_bytes == held,
         "the parent's p-fork after the child: alloc %zu blocks, live %zu in %zu", s.alloc_blocks, s.live_bytes, s.live_blocks);
