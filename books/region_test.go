@@ -343,3 +343,39 @@ func BenchmarkReadSmallRegions(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/region")
 }
+
+// The region of a process that has ended is read, kept and its file
+// removed (Kept.Sweep); ReadAll gives it as ReadDir gave it. A region
+// some process still has mapped for writing (as its process does) stays.
+func TestKeptTakesEndedProcesses(t *testing.T) {
+	books, want, ps := runTagged(t, "exit")
+	files, _ := filepath.Glob(filepath.Join(books, "*.tagalloc"))
+	require.Len(t, files, 1)
+	before, err := ReadDir(books)
+	require.NoError(t, err)
+
+	// mapped for writing: in use
+	f, err := os.OpenFile(files[0], os.O_RDWR, 0)
+	require.NoError(t, err)
+	m, err := syscall.Mmap(int(f.Fd()), 0, 4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	require.NoError(t, err)
+	f.Close()
+	k := NewKept(books)
+	require.Zero(t, k.Sweep(), "a mapped region is in use")
+	_, err = os.Stat(files[0])
+	require.NoError(t, err)
+	require.NoError(t, syscall.Munmap(m))
+
+	require.Equal(t, 1, k.Sweep())
+	_, err = os.Stat(files[0])
+	require.True(t, os.IsNotExist(err), "the ended process's file is removed: %v", err)
+	left, _ := filepath.Glob(filepath.Join(books, "*"))
+	require.Empty(t, left)
+	all, err := k.ReadAll()
+	require.NoError(t, err)
+	require.Equal(t, before, all)
+	require.Equal(t, ps.Pid(), all[0].PID)
+	a := tagMap(all[0])["alpha"]
+	require.Equal(t, books4(want["alpha"]), [4]uint64{a.LiveBytes, a.LiveBlocks, a.AllocBytes, a.AllocBlocks})
+	require.Zero(t, k.Sweep(), "nothing left")
+}

@@ -46,6 +46,12 @@ func Create(name string) (*Region, error) { return books.Create(name) }
 // ValidTag is books.ValidTag.
 func ValidTag(name string) error { return books.ValidTag(name) }
 
+// Kept is books.Kept: the books of a run's ended processes.
+type Kept = books.Kept
+
+// NewKept is books.NewKept.
+func NewKept(dir string) *Kept { return books.NewKept(dir) }
+
 // ReadFile is books.ReadFile.
 func ReadFile(path string) (*Snapshot, error) { return books.ReadFile(path) }
 

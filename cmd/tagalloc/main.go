@@ -75,11 +75,12 @@ func run(args []string, stdout, stderr io.Writer) (int, error) {
 	return c.run(args[1:], stdout, stderr)
 }
 
-// collect reads every region in the books directory into a report, with
-// the stacks of the processes that have a profile and their resident
-// memory (res; nil: none); the launched process gets its exit status.
-func collect(dir string, ps *os.ProcessState, profiles map[int]*tagtable.Profile, res residentOf) (*reporter.Report, error) {
-	snaps, err := tagtable.ReadDir(dir)
+// collect reads every process's books (a run's: kept.ReadAll) into a
+// report, with the stacks of the processes that have a profile and their
+// resident memory (res; nil: none); the launched process gets its exit
+// status.
+func collect(kept *tagtable.Kept, ps *os.ProcessState, profiles map[int]*tagtable.Profile, res residentOf) (*reporter.Report, error) {
+	snaps, err := kept.ReadAll()
 	return report(snaps, err, ps, profiles, res)
 }
 

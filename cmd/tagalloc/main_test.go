@@ -649,22 +649,22 @@ func TestRunStacksFork(t *testing.T) {
 	}
 }
 
-// The ring of a process that has ended is drained a last time and its
-// file removed while the run goes on (a memory filesystem holds it until
-// then); its profile stays: the report has each child's stacks, equal to
-// its books.
-func TestRunReleasesEndedRings(t *testing.T) {
+// The books and the ring of a process that has ended are read (the ring
+// drained a last time) and their files removed while the run goes on (a
+// memory filesystem holds them until then); what they held stays: the
+// report has each child, its stacks equal to its books.
+func TestRunReleasesEndedProcesses(t *testing.T) {
 	prog := buildStacksProg(t)
 	out := filepath.Join(t.TempDir(), "report.json")
 	script := `for i in 1 2; do "$0"; done
 "$0" & c=$!; wait $c
-for i in $(seq 200); do [ -e "$TAGALLOC_DIR/$c.events" ] || break; sleep 0.1; done
-if [ -e "$TAGALLOC_DIR/$c.events" ]; then echo kept $c; else echo released $c; fi
-[ -e "$TAGALLOC_DIR/$$.events" ] && echo mine`
+for i in $(seq 200); do [ -e "$TAGALLOC_DIR/$c.events" ] || [ -e "$TAGALLOC_DIR/$c.tagalloc" ] || break; sleep 0.1; done
+for f in events tagalloc; do if [ -e "$TAGALLOC_DIR/$c.$f" ]; then echo kept $f; else echo released $f; fi; done
+[ -e "$TAGALLOC_DIR/$$.events" ] && [ -e "$TAGALLOC_DIR/$$.tagalloc" ] && echo mine`
 	so, se, code := cli(t, "run", "-q", "--stacks", "full", "-o", out, "--", "sh", "-c", script, prog)
 	require.Equal(t, 0, code, se)
-	require.Regexp(t, `(?m)^released [0-9]+$`, so, "the ended child's ring is removed while the run goes on")
-	require.Contains(t, so, "\nmine", "the shell's own, still running, is kept")
+	require.Contains(t, so, "\nreleased events\nreleased tagalloc\n", "the ended child's ring and books are removed while the run goes on")
+	require.Contains(t, so, "\nmine", "the shell's own, still running, are kept")
 	rep, err := reporter.ReadFile(out)
 	require.NoError(t, err)
 	books := parseBooks(t, so) // the three children printed the same books

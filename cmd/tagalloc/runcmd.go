@@ -102,6 +102,10 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	return supervise(cmd, o, dir.books, stdout, stderr)
 }
 
+// sweepEvery is how often a run reads the books of the processes that
+// have ended and removes their files (books.Kept).
+const sweepEvery = time.Second
+
 // supervise starts cmd, serves while it runs (--serve), waits for it
 // (forwarding the signals sent to tagalloc alone) and reports its books.
 func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writer) (int, error) {
@@ -116,27 +120,34 @@ func supervise(cmd *exec.Cmd, o runOptions, books string, stdout, stderr io.Writ
 	res := startResidentPoller(books)
 	defer res.finish()
 	watch := startProcWatch(cmd.Process.Pid, books)
+	// The books of processes that end are read and their files removed
+	// while the run goes on (books.Kept): the directory holds the running
+	// processes' only, in memory when it is on a memory filesystem.
+	kept := tagtable.NewKept(books)
+	stopSweeps := kept.Every(sweepEvery)
 	var dr *drain.Drainer
 	if o.stacks != "off" {
 		dr = drain.Start(books, 20*time.Millisecond, o.historyLimit, newSymbolizer())
 	}
 	if o.serve != "" {
-		stop, err := serveRun(o.serve, books, dr, res, stderr)
+		stop, err := serveRun(o.serve, kept, dr, res, stderr)
 		if err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			watch.stop()
+			stopSweeps()
 			return exitFailure, fmt.Errorf("run: --serve: %w", err)
 		}
 		defer close(stop)
 	}
 	code, werr := waitForwarding(cmd, sigs)
+	stopSweeps()
 	res.exited(cmd.Process.Pid, time.Now())
 	res.finish()
 	seen := watch.stop()
 	prog := newProgress(stderr, isTerminal(stderr))
 	defer prog.end()
-	rep, err := finalReport(books, cmd.ProcessState, dr, res.resident, stderr, prog)
+	rep, err := finalReport(kept, cmd.ProcessState, dr, res.resident, stderr, prog)
 	prog.clear()
 	if err != nil && len(rep.Processes) == 0 {
 		return code, fmt.Errorf("run: reading the books: %s", joinedText(err))
@@ -228,15 +239,15 @@ func hasStacks(rep *reporter.Report) bool {
 
 // serveRun serves the live view of the books (and the drainer's stacks,
 // and the processes' resident memory) on addr until stop is closed.
-func serveRun(addr, books string, dr *drain.Drainer, res *residentPoller, stderr io.Writer) (stop chan struct{}, err error) {
+func serveRun(addr string, kept *tagtable.Kept, dr *drain.Drainer, res *residentPoller, stderr io.Writer) (stop chan struct{}, err error) {
 	stop = make(chan struct{})
 	srv := &server{snap: func() (*reporter.Report, error) {
 		if dr == nil {
-			return collect(books, nil, nil, res.resident)
+			return collect(kept, nil, nil, res.resident)
 		}
 		var rep *reporter.Report
 		var err error
-		dr.With(func(profiles map[int]*tagtable.Profile) { rep, err = collect(books, nil, profiles, res.resident) })
+		dr.With(func(profiles map[int]*tagtable.Profile) { rep, err = collect(kept, nil, profiles, res.resident) })
 		return rep, err
 	}}
 	ready := make(chan error, 1)
@@ -279,10 +290,10 @@ func waitForwarding(cmd *exec.Cmd, sigs <-chan os.Signal) (int, error) {
 // and the processes' resident memory (res): the books are read while the
 // rings are drained (the program has ended, and tagalloc has the cores to
 // itself). prog shows how far it got.
-func finalReport(books string, ps *os.ProcessState, dr *drain.Drainer, res residentOf, stderr io.Writer, prog *progress) (*reporter.Report, error) {
+func finalReport(kept *tagtable.Kept, ps *os.ProcessState, dr *drain.Drainer, res residentOf, stderr io.Writer, prog *progress) (*reporter.Report, error) {
 	if dr == nil {
 		prog.step("reading the books", nil, "")
-		return collect(books, ps, nil, res)
+		return collect(kept, ps, nil, res)
 	}
 	type read struct {
 		snaps []*tagtable.Snapshot
@@ -290,7 +301,7 @@ func finalReport(books string, ps *os.ProcessState, dr *drain.Drainer, res resid
 	}
 	c := make(chan read, 1)
 	go func() {
-		snaps, err := tagtable.ReadDir(books)
+		snaps, err := kept.ReadAll()
 		c <- read{snaps, err}
 	}()
 	prog.step("draining the stacks", nil, "")
