@@ -51,3 +51,19 @@ func takeRegion(path string, scratch *[]byte) (s *Snapshot, taken bool, err erro
 	}
 	return s, true, nil
 }
+
+// InUse says whether some process has the region file at path open or
+// mapped (as its process has its books while it lives): a write lease
+// is refused. A file that is not there is not in use.
+func InUse(path string) bool {
+	f, err := openRegionFile(path)
+	if err != nil {
+		return !os.IsNotExist(err)
+	}
+	defer f.Close()
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_SETLEASE, unix.F_WRLCK); err != nil {
+		return true
+	}
+	unix.FcntlInt(f.Fd(), unix.F_SETLEASE, unix.F_UNLCK)
+	return false
+}

@@ -80,8 +80,8 @@ const (
 )
 
 // A ring that has not moved since the pass before is asked, at most once
-// every endCheckEvery, whether its process has ended (kill with signal
-// 0): then it is drained a last time, unmapped and its file removed
+// every endCheckEvery, whether its process has ended (processEnded):
+// then it is drained a last time, unmapped and its file removed
 // (release). In a books directory on a memory filesystem a ring's pages
 // are memory until the file goes: a build running thousands of compilers
 // would otherwise hold up to 4 MiB for each until the run ends.
@@ -246,7 +246,7 @@ func (d *Drainer) passLocked(kind passKind) bool {
 		}
 		// asked before the drain: a process that had ended then wrote
 		// everything it will before it
-		ended := !moved && !final && now-o.lookedMs >= uint64(endCheckEvery.Milliseconds()) && o.processEnded(now)
+		ended := !moved && !final && now-o.lookedMs >= uint64(endCheckEvery.Milliseconds()) && d.processEnded(o, now)
 		if !all && !o.due(now) && !ended {
 			if moved {
 				o.marks = append(o.marks, mark{head, now})
@@ -268,11 +268,15 @@ func (d *Drainer) passLocked(kind passKind) bool {
 	return progress
 }
 
-// processEnded says whether o's process has ended (no process has its
-// pid: a zombie not yet reaped has not), noting when it was asked.
-func (o *drained) processEnded(now uint64) bool {
+// processEnded says whether o's process has ended, noting when it was
+// asked: no process has its pid (a zombie not yet reaped has), and no
+// process has its books file open or mapped (as it has while it lives:
+// a process of another pid namespace, named by the pid it has there, may
+// be running under a pid this one does not know).
+func (d *Drainer) processEnded(o *drained, now uint64) bool {
 	o.lookedMs = now
-	return syscall.Kill(o.ev.PID(), 0) == syscall.ESRCH
+	pid := o.ev.PID()
+	return syscall.Kill(pid, 0) == syscall.ESRCH && !tagtable.RegionInUse(filepath.Join(d.dir, fmt.Sprintf("%d.tagalloc", pid)))
 }
 
 // release ends the ring at path of a process that has ended, drained to

@@ -52,6 +52,10 @@ type Kept = books.Kept
 // NewKept is books.NewKept.
 func NewKept(dir string) *Kept { return books.NewKept(dir) }
 
+// RegionInUse is books.InUse: some process has the region file open or
+// mapped.
+func RegionInUse(path string) bool { return books.InUse(path) }
+
 // ReadFile is books.ReadFile.
 func ReadFile(path string) (*Snapshot, error) { return books.ReadFile(path) }
 
