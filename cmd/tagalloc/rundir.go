@@ -78,7 +78,12 @@ func newRunDir(cached string) (*runDir, error) {
 	if mem := memBase(); mem != "" {
 		sweepMemBase(mem)
 		if r, err := os.MkdirTemp(mem, "tagalloc-run-"); err == nil {
-			d.booksRoot, d.held = r, lockDir(r)
+			// unlocked, a later run would take it for left behind
+			if d.held = lockDir(r); d.held != nil {
+				d.booksRoot = r
+			} else {
+				os.Remove(r)
+			}
 		}
 	}
 	if err := d.fill(); err != nil {
