@@ -5,7 +5,9 @@
 // heap, each tag's exact live and cumulative bytes and blocks; and it
 // writes regions of the same layout for Go programs (Region, used by
 // package alloc), so one reader serves both and a cgo program's two
-// regions merge into one process.
+// regions merge into one process. Kept reads the regions of a run's
+// processes that have ended while the run goes on, and removes their
+// files.
 //
 // The region is written by a program that may be buggy, dying or hostile,
 // so the reader never trusts it: every offset, address, count and name is
