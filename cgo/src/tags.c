@@ -134,20 +134,16 @@ static int32_t _ta_tag_intern_locked(const char *name, size_t n, uint32_t hash) 
  * tag past the limit. */
 static uint32_t _ta_tag_intern(const char *name, size_t n, uint32_t hash) {
   int32_t id = _ta_tag_find_hashed(name, n, hash);
-  if (id >= 0) {
-    if (id == TA_TAG_OVERFLOW) atomic_store_explicit(&_ta_overflow_handed, true, memory_order_relaxed); /* named "overflow" */
-    return (uint32_t)id;
-  }
-  _ta_mutex_lock(&_ta_tags_lock);
-  id = _ta_tag_intern_locked(name, n, hash);
-  if (id < 0) id = TA_TAG_OVERFLOW;
-  _ta_mutex_unlock(&_ta_tags_lock);
-  if (id == TA_TAG_OVERFLOW) {
-    atomic_store_explicit(&_ta_overflow_handed, true, memory_order_relaxed);
+  if (id < 0) {
+    _ta_mutex_lock(&_ta_tags_lock);
+    id = _ta_tag_intern_locked(name, n, hash);
+    if (id < 0) id = TA_TAG_OVERFLOW;
+    _ta_mutex_unlock(&_ta_tags_lock);
     bool f = false;
-    if (atomic_compare_exchange_strong(&_ta_overflow_warned, &f, true))
+    if (id == TA_TAG_OVERFLOW && atomic_compare_exchange_strong(&_ta_overflow_warned, &f, true))
       _ta_warn("more than %u tags: blocks of new tags are charged to \"overflow\"", (unsigned)TA_MAX_TAGS);
   }
+  if (id == TA_TAG_OVERFLOW) atomic_store_explicit(&_ta_overflow_handed, true, memory_order_relaxed); /* past the limit, or by its name */
   return (uint32_t)id;
 }
 
@@ -1114,19 +1110,39 @@ static void _ta_books_resync(void) {
   }
 }
 
+/* Set c to hold live bytes in blocks (req requested bytes) as allocated
+ * and nothing freed, its mark at them (0, 0, 0: cleared). Each value is
+ * stored only where it differs: a page a fork child writes is a
+ * copy-on-write fault, at every fork. */
+static void _ta_ctr_rebase(_ta_ctr_t *c, uint64_t live, uint64_t blocks, uint64_t req) {
+  _ta_store_if_new(&c->alloc_bytes, live);
+  _ta_store_if_new(&c->alloc_blocks, blocks);
+  _ta_store_if_new(&c->alloc_req, req);
+  _ta_store_if_new(&c->high, live);
+  _ta_store_if_new(&c->headroom, 0);
+  _ta_store_if_new(&c->free_blocks, 0);
+  _ta_store_if_new(&c->free_req, 0);
+}
+
 /* A forked child's books begin with its life (after _ta_books_resync, or
  * with the copy exact: no other thread). It holds what it inherited, so
  * each tag's blocks live at the fork count as allocated at its birth and
  * nothing as freed, and its peak starts at them: without this its
  * cumulative figures were its parent's history, counted again in every
- * child (600 bash subshells: 373 MiB "allocated in all", the parent 1.1),
- * and its peak the parent's. Only the forking thread lives: every set is
- * cleared and a tag's inherited blocks are written into one, the
- * survivor's own set if it has one (then the sole holder: the child's
- * peak is exact from here), else the shared set (held by many, as a
- * budgeted tag always is). A tag nothing holds starts with no holder.
- * resynced: _ta_books_resync ran (its corrections are in the shared
- * sets). */
+ * child (600 bash subshells: 857 MiB "allocated in all", the parent 1.5),
+ * and its peak the parent's.
+ *
+ * A tag one set has held alone (and no resync corrected: resynced) is
+ * rebased in that set, its sole holder still: nothing else of the tag
+ * was ever written, neither the other sets, the shared one nor the
+ * peak's bounds (_ta_tag_raise_bounds), and reading one of their pages,
+ * never touched in the parent, would be a fault (spawn's children took
+ * 2-3 more each). Any other tag is summed over its sets, which are
+ * cleared, and its inherited blocks written into one: the surviving
+ * thread's own set if it has one (then the sole holder: the child's peak
+ * is exact from here), else the shared set (held by many, as a budgeted
+ * tag always is). A tag nothing holds starts with no holder. The
+ * overflow tag is looked at once it was handed out. */
 static void _ta_books_rebase(bool resynced) {
   _ta_thread_t *self = _ta_tls_thread;
   uint32_t n = atomic_load(&_ta_books->tag_count);
@@ -1134,24 +1150,12 @@ static void _ta_books_rebase(bool resynced) {
     if (id >= n && (id != TA_TAG_OVERFLOW || !atomic_load_explicit(&_ta_overflow_handed, memory_order_relaxed))) continue;
     uint64_t holders = atomic_load(&_ta_tag_holders[id]);
     if (holders == 0) continue; /* never counted: a set's first count, the shared set's and the resync's make it held */
-    _ta_ctr_t *mine = self && !resynced && holders != TA_HOLDERS_MANY ? _ta_ctr_find(self, id) : NULL;
-    if (mine && (uint64_t)(uintptr_t)mine == holders) {
-      /* The forking thread's set has been the tag's only one: the other
-       * sets, the shared one and the peak's bounds were never written
-       * (_ta_tag_raise_bounds), and reading one of their pages, never
-       * touched in the parent, would be a fault: spawn's children took 2-3
-       * more each. */
+    if (!resynced && holders != TA_HOLDERS_MANY) {
+      _ta_ctr_t *sole = (_ta_ctr_t *)(uintptr_t)holders;
       int64_t live, high;
-      _ta_ctr_read(mine, &live, &high);
-      uint64_t blocks = atomic_load(&mine->alloc_blocks) - atomic_load(&mine->free_blocks);
-      uint64_t req = atomic_load(&mine->alloc_req) - atomic_load(&mine->free_req);
-      _ta_store_if_new(&mine->alloc_bytes, (uint64_t)live);
-      _ta_store_if_new(&mine->alloc_blocks, blocks);
-      _ta_store_if_new(&mine->alloc_req, req);
-      _ta_store_if_new(&mine->high, (uint64_t)live);
-      _ta_store_if_new(&mine->headroom, 0);
-      _ta_store_if_new(&mine->free_blocks, 0);
-      _ta_store_if_new(&mine->free_req, 0);
+      _ta_ctr_read(sole, &live, &high);
+      _ta_ctr_rebase(sole, (uint64_t)live, atomic_load(&sole->alloc_blocks) - atomic_load(&sole->free_blocks),
+                     atomic_load(&sole->alloc_req) - atomic_load(&sole->free_req));
       continue;
     }
     _ta_sum_t s = _ta_tag_sum(id);
@@ -1163,17 +1167,9 @@ static void _ta_books_rebase(bool resynced) {
       holder = to ? TA_HOLDER_SOLE : TA_HOLDER_MANY;
       if (!to) to = &_ta_ctr_fallback[id];
     }
-    /* Each value stored only where it differs: a page the child writes
-     * is a copy-on-write fault, at every fork. */
     TA_FOR_EACH_CTR(id, c, {
       bool mine = c == to;
-      _ta_store_if_new(&c->alloc_bytes, mine ? live : 0);
-      _ta_store_if_new(&c->alloc_blocks, mine ? blocks : 0);
-      _ta_store_if_new(&c->alloc_req, mine ? req : 0);
-      _ta_store_if_new(&c->high, mine ? live : 0);
-      _ta_store_if_new(&c->headroom, 0);
-      _ta_store_if_new(&c->free_blocks, 0);
-      _ta_store_if_new(&c->free_req, 0);
+      _ta_ctr_rebase(c, mine ? live : 0, mine ? blocks : 0, mine ? req : 0);
       if (c != &_ta_ctr_fallback[id] && atomic_load_explicit(&c->holder, memory_order_relaxed) != (mine ? holder : TA_HOLDER_NONE))
         atomic_store_explicit(&c->holder, mine ? holder : TA_HOLDER_NONE, memory_order_relaxed);
     });
