@@ -6,6 +6,7 @@ package books
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,15 +39,14 @@ func (k *Kept) Sweep() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	files, _ := filepath.Glob(filepath.Join(k.dir, "*.tagalloc"))
-	byPID := map[int][]*Snapshot{}
-	var pids []int
+	var taken []*Snapshot
 	n := 0
 	for _, path := range files {
-		if pid, ok := regionPID(filepath.Base(path)); !ok || processMayLive(pid) {
+		if pid, ok := RegionPID(filepath.Base(path)); !ok || processMayLive(pid) {
 			continue
 		}
-		s, taken, err := takeRegion(path, &k.scratch)
-		if !taken {
+		s, ok, err := takeRegion(path, &k.scratch)
+		if !ok {
 			continue
 		}
 		n++
@@ -54,14 +54,9 @@ func (k *Kept) Sweep() int {
 			k.errs = append(k.errs, err)
 			continue
 		}
-		if byPID[s.PID] == nil {
-			pids = append(pids, s.PID)
-		}
-		byPID[s.PID] = append(byPID[s.PID], s)
+		taken = append(taken, s)
 	}
-	for _, pid := range pids {
-		k.procs = append(k.procs, Merge(byPID[pid]...))
-	}
+	k.procs = append(k.procs, mergeByPID(taken)...)
 	return n
 }
 
@@ -95,18 +90,20 @@ func (k *Kept) Every(d time.Duration) (stop func()) {
 func (k *Kept) ReadAll() ([]*Snapshot, error) {
 	k.mu.Lock() // a sweep moves files from the directory to the kept
 	defer k.mu.Unlock()
-	snaps, err := ReadDir(k.dir)
-	all := append(append(make([]*Snapshot, 0, len(k.procs)+len(snaps)), k.procs...), snaps...)
-	return all, errors.Join(append(append([]error(nil), k.errs...), err)...)
+	snaps, errs := readDir(k.dir)
+	return append(slices.Clone(k.procs), mergeByPID(snaps)...), errors.Join(append(slices.Clone(k.errs), errs...)...)
 }
 
-// regionPID is the pid a region file's name starts with (PID.tagalloc,
+// RegionPID is the pid a region file's name starts with (PID.tagalloc,
 // or PID.NAME.tagalloc for package alloc's).
-func regionPID(name string) (int, bool) {
+func RegionPID(name string) (int, bool) {
 	num, _, ok := strings.Cut(name, ".")
 	if !ok || !strings.HasSuffix(name, ".tagalloc") {
 		return 0, false
 	}
 	pid, err := strconv.Atoi(num)
-	return pid, err == nil && pid > 0
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	return pid, true
 }

@@ -810,12 +810,18 @@ func Merge(snaps ...*Snapshot) *Snapshot {
 // directory), one snapshot per process: a process's several regions are
 // merged. It returns what it could read, and the errors of the rest.
 func ReadDir(dir string) ([]*Snapshot, error) {
+	snaps, errs := readDir(dir)
+	return mergeByPID(snaps), errors.Join(errs...)
+}
+
+// readDir reads every region file in dir: the regions read, and an error
+// for each of the others.
+func readDir(dir string) ([]*Snapshot, []error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.tagalloc"))
 	if err != nil {
-		return nil, err
+		return nil, []error{err}
 	}
-	byPID := map[int][]*Snapshot{}
-	var pids []int
+	var snaps []*Snapshot
 	var errs []error
 	var scratch []byte // one copy buffer for all (Parse keeps nothing of it)
 	for _, f := range files {
@@ -824,6 +830,17 @@ func ReadDir(dir string) ([]*Snapshot, error) {
 			errs = append(errs, err)
 			continue
 		}
+		snaps = append(snaps, s)
+	}
+	return snaps, errs
+}
+
+// mergeByPID merges the regions of each process (the native library's
+// and package alloc's), in the order their pids first come.
+func mergeByPID(snaps []*Snapshot) []*Snapshot {
+	byPID := map[int][]*Snapshot{}
+	var pids []int
+	for _, s := range snaps {
 		if byPID[s.PID] == nil {
 			pids = append(pids, s.PID)
 		}
@@ -833,7 +850,7 @@ func ReadDir(dir string) ([]*Snapshot, error) {
 	for _, pid := range pids {
 		out = append(out, Merge(byPID[pid]...))
 	}
-	return out, errors.Join(errs...)
+	return out
 }
 
 // ReadFile reads a region file and parses it. It reads (a copy of) the

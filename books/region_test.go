@@ -382,3 +382,29 @@ func TestKeptTakesEndedProcesses(t *testing.T) {
 	require.Equal(t, books4(want["alpha"]), [4]uint64{a.LiveBytes, a.LiveBlocks, a.AllocBytes, a.AllocBlocks})
 	require.Zero(t, k.Sweep(), "nothing left")
 }
+
+// ReadAll names each region it could not read as an error of its own (a
+// run prints one line for each), the kept ones' and the directory's alike.
+func TestKeptReadAllNamesEachBadRegion(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"1.tagalloc", "2.tagalloc"} { // pid 1 lives: never taken
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("not a region"), 0o600))
+	}
+	snaps, err := NewKept(dir).ReadAll()
+	require.Empty(t, snaps)
+	require.Error(t, err)
+	j, ok := err.(interface{ Unwrap() []error })
+	require.True(t, ok, "%v", err)
+	require.Len(t, j.Unwrap(), 2, "one error a region: %v", err)
+}
+
+func TestRegionPID(t *testing.T) {
+	for name, want := range map[string]int{
+		"123.tagalloc": 123, "123.go.tagalloc": 123, "123.events": 0, "x.tagalloc": 0,
+		"0.tagalloc": 0, "-4.tagalloc": 0, ".tagalloc": 0, "123.tagalloc.tmp": 0, "tagalloc": 0,
+	} {
+		got, ok := RegionPID(name)
+		require.Equal(t, want != 0, ok, name)
+		require.Equal(t, want, got, name)
+	}
+}

@@ -52,6 +52,9 @@ type Kept = books.Kept
 // NewKept is books.NewKept.
 func NewKept(dir string) *Kept { return books.NewKept(dir) }
 
+// RegionPID is books.RegionPID: the pid a region file's name starts with.
+func RegionPID(name string) (int, bool) { return books.RegionPID(name) }
+
 // RegionInUse is books.InUse: some process has the region file open or
 // mapped.
 func RegionInUse(path string) bool { return books.InUse(path) }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/tagalloc/tagalloc/internal/dirwatch"
 	"github.com/tagalloc/tagalloc/internal/procmem"
 	"github.com/tagalloc/tagalloc/reporter"
+	"github.com/tagalloc/tagalloc/tagtable"
 )
 
 // Pacing. A process's resident memory cannot be read once it has ended
@@ -268,7 +268,7 @@ func (p *residentPoller) discover(scanAll bool) {
 		names, lost := p.watch.Take()
 		if !lost {
 			for _, n := range names {
-				if pid, ok := booksPID(n); ok {
+				if pid, ok := tagtable.RegionPID(n); ok {
 					switch pl := p.procs[pid]; {
 					case pl == nil || !pl.goneAt.IsZero():
 						p.procs[pid] = newPolled()
@@ -282,24 +282,10 @@ func (p *residentPoller) discover(scanAll bool) {
 	}
 	files, _ := filepath.Glob(filepath.Join(p.dir, "*.tagalloc"))
 	for _, f := range files {
-		if pid, ok := booksPID(filepath.Base(f)); ok && p.procs[pid] == nil {
+		if pid, ok := tagtable.RegionPID(filepath.Base(f)); ok && p.procs[pid] == nil {
 			p.procs[pid] = newPolled()
 		}
 	}
-}
-
-// booksPID is the pid a books file's name starts with (PID.tagalloc,
-// PID.NAME.tagalloc).
-func booksPID(name string) (int, bool) {
-	num, _, ok := strings.Cut(name, ".")
-	if !ok || !strings.HasSuffix(name, ".tagalloc") {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(num)
-	if err != nil || pid <= 0 {
-		return 0, false
-	}
-	return pid, true
 }
 
 // exited notes that pid (the launched process, reaped) ended by t.

@@ -30,17 +30,6 @@ func startSleeper(t *testing.T) (*exec.Cmd, uint64) {
 	return cmd, before
 }
 
-func TestBooksPID(t *testing.T) {
-	for name, want := range map[string]int{
-		"123.tagalloc": 123, "123.go.tagalloc": 123, "123.events": 0, "x.tagalloc": 0,
-		"0.tagalloc": 0, "-4.tagalloc": 0, ".tagalloc": 0, "123.tagalloc.tmp": 0, "tagalloc": 0,
-	} {
-		got, ok := booksPID(name)
-		require.Equal(t, want != 0, ok, name)
-		require.Equal(t, want, got, name)
-	}
-}
-
 // A running process read once: every figure known, as it is now.
 func TestResidentNow(t *testing.T) {
 	cmd, before := startSleeper(t)
