@@ -296,17 +296,25 @@ func (d *Drainer) release(path string, o *drained) {
 	d.gone = append(d.gone, o)
 }
 
-// profiles calls f with each process's profile: the rings open, then the
-// ended ones'.
+// profiles calls f with each process's profile: the ended ones' (whose
+// rings were released), then the open rings'. For a pid two processes of
+// the run had, the last one f sees is the newest.
 func (d *Drainer) profiles(f func(o *drained)) {
+	for _, o := range d.gone {
+		f(o)
+	}
 	for _, o := range d.open {
 		if o.prof != nil && o.ev != nil {
 			f(o)
 		}
 	}
-	for _, o := range d.gone {
-		f(o)
-	}
+}
+
+// byPID is the profiles by pid (the newest of a pid's: profiles).
+func (d *Drainer) byPID() map[int]*tagtable.Profile {
+	m := map[int]*tagtable.Profile{}
+	d.profiles(func(o *drained) { m[o.prof.PID] = o.prof })
+	return m
 }
 
 // due says whether a tick drains o's ring (drainAt).
@@ -426,9 +434,9 @@ func (d *Drainer) start(ev *tagtable.Events, final bool, now uint64) (*tagtable.
 		p.Parent = ppid // its inherited blocks are unknown; its parent's stacks are borrowed
 		return p
 	}
-	var parent *drained
+	var parent *drained // the newest of ppid's
 	d.profiles(func(o *drained) {
-		if o.prof.PID == ppid && (parent == nil || parent.ev == nil) { // an open ring's process before an ended one of the same pid
+		if o.prof.PID == ppid {
 			parent = o
 		}
 	})
@@ -472,14 +480,10 @@ func (d *Drainer) Finish() (map[int]*tagtable.Profile, []error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.ended = true
-	out := map[int]*tagtable.Profile{}
+	out := d.byPID()
 	var rings []*tagtable.Events
-	for _, o := range d.gone { // then those of processes with the same pid that did not end before the last pass
-		out[o.prof.PID] = o.prof
-	}
 	for _, o := range d.open {
 		if o.ev != nil {
-			out[o.prof.PID] = o.prof
 			rings = append(rings, o.ev)
 		}
 	}
@@ -507,14 +511,5 @@ func (d *Drainer) With(f func(map[int]*tagtable.Profile)) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.passLocked(passAll)
-	m := map[int]*tagtable.Profile{}
-	for _, o := range d.gone {
-		m[o.prof.PID] = o.prof
-	}
-	for _, o := range d.open {
-		if o.prof != nil && o.ev != nil {
-			m[o.prof.PID] = o.prof
-		}
-	}
-	f(m)
+	f(d.byPID())
 }
