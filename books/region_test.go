@@ -23,6 +23,26 @@ func runTagged(t testing.TB, mode string) (string, map[string][5]uint64, *os.Pro
 	return books, want, ps
 }
 
+// buildTagged builds testdata/tagged.c in a test directory (dir) and
+// returns a maker of commands that run it preloaded, with TAGALLOC_DIR
+// set to books.
+func buildTagged(t testing.TB) (dir string, tagged func(books string, args ...string) *exec.Cmd) {
+	t.Helper()
+	lib, err := cgo.Library()
+	require.NoError(t, err)
+	cc, err := cgo.Compiler()
+	require.NoError(t, err)
+	dir = t.TempDir()
+	bin := filepath.Join(dir, "tagged")
+	out, err := exec.Command(cc, "-O1", "-fno-builtin", "-o", bin, filepath.Join("testdata", "tagged.c")).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return dir, func(books string, args ...string) *exec.Cmd {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "TAGALLOC_DIR="+books)
+		return cmd
+	}
+}
+
 // runTaggedErr is runTagged, with what the program wrote to stderr.
 func runTaggedErr(t testing.TB, mode string) (string, map[string][5]uint64, *os.ProcessState, string) {
 	t.Helper()
@@ -33,21 +53,13 @@ func runTaggedErr(t testing.TB, mode string) (string, map[string][5]uint64, *os.
 // ("": a test directory).
 func runTaggedIn(t testing.TB, mode, base string) (string, map[string][5]uint64, *os.ProcessState, string) {
 	t.Helper()
-	lib, err := cgo.Library()
-	require.NoError(t, err)
-	cc, err := cgo.Compiler()
-	require.NoError(t, err)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "tagged")
-	out, err := exec.Command(cc, "-O1", "-fno-builtin", "-o", bin, filepath.Join("testdata", "tagged.c")).CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	dir, tagged := buildTagged(t)
 	if base == "" {
 		base = dir
 	}
 	books := filepath.Join(base, "books")
 	require.NoError(t, os.Mkdir(books, 0o700))
-	cmd := exec.Command(bin, mode)
-	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "TAGALLOC_DIR="+books)
+	cmd := tagged(books, mode)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	_ = cmd.Run()
@@ -57,6 +69,7 @@ func runTaggedIn(t testing.TB, mode, base string) (string, map[string][5]uint64,
 		require.Len(t, f, 6, "line %q", l)
 		var v [5]uint64
 		for i := range v {
+			var err error
 			v[i], err = strconv.ParseUint(f[i+1], 10, 64)
 			require.NoError(t, err)
 		}
@@ -318,21 +331,12 @@ func BenchmarkReadManyTags(b *testing.B) {
 // tagalloc run reads each process's when the run ends (ReadDir); per
 // region.
 func BenchmarkReadSmallRegions(b *testing.B) {
-	lib, err := cgo.Library()
-	require.NoError(b, err)
-	cc, err := cgo.Compiler()
-	require.NoError(b, err)
-	dir := b.TempDir()
-	bin := filepath.Join(dir, "tagged")
-	out, err := exec.Command(cc, "-O1", "-fno-builtin", "-o", bin, filepath.Join("testdata", "tagged.c")).CombinedOutput()
-	require.NoError(b, err, "%s", out)
+	dir, tagged := buildTagged(b)
 	books := filepath.Join(dir, "books")
 	require.NoError(b, os.Mkdir(books, 0o700))
 	const n = 40
 	for i := 0; i < n; i++ {
-		cmd := exec.Command(bin, "exit")
-		cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "TAGALLOC_DIR="+books)
-		_ = cmd.Run() // exits 3
+		_ = tagged(books, "exit").Run() // exits 3
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
